@@ -1,0 +1,87 @@
+#include "core/cpu.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+namespace kvad {
+
+static CpuFeatures detect() {
+  CpuFeatures f;
+  f.logical_cores = (int)std::thread::hardware_concurrency();
+  if (f.logical_cores < 1) f.logical_cores = 1;
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  bool osxsave = c & (1u << 27);
+  f.fma = c & (1u << 12);
+  f.f16c = c & (1u << 29);
+  unsigned long long xcr0 = 0;
+  if (osxsave) {
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    xcr0 = ((unsigned long long)hi << 32) | lo;
+  }
+  bool ymm_ok = (xcr0 & 0x6) == 0x6;
+  bool zmm_ok = (xcr0 & 0xe6) == 0xe6;
+  if (__get_cpuid_max(0, nullptr) < 7) return f;
+  __cpuid_count(7, 0, a, b, c, d);
+  f.avx2 = ymm_ok && (b & (1u << 5));
+  f.avx512f = zmm_ok && (b & (1u << 16));
+  f.avx512dq = zmm_ok && (b & (1u << 17));
+  f.avx512bw = zmm_ok && (b & (1u << 30));
+  f.avx512vl = zmm_ok && (b & (1u << 31));
+  f.avx512vnni = zmm_ok && (c & (1u << 11));
+  __cpuid_count(7, 1, a, b, c, d);
+  f.avx_vnni = ymm_ok && (a & (1u << 4));
+  f.avx512bf16 = zmm_ok && (a & (1u << 5));
+  if (!ymm_ok) f.fma = f.f16c = false;
+#endif
+  return f;
+}
+
+const CpuFeatures& cpu_features() {
+  static const CpuFeatures f = detect();
+  return f;
+}
+
+Isa best_isa() {
+  static const Isa isa = [] {
+    const CpuFeatures& f = cpu_features();
+    Isa best = Isa::Scalar;
+    if (f.avx2 && f.fma && f.f16c) best = Isa::Avx2;
+    if (best == Isa::Avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni && f.avx512bf16)
+      best = Isa::Avx512;
+    if (const char* env = std::getenv("KVAD_ISA")) {
+      Isa want = !std::strcmp(env, "scalar") ? Isa::Scalar : !std::strcmp(env, "avx2") ? Isa::Avx2 : Isa::Avx512;
+      if (want < best) best = want;
+    }
+    return best;
+  }();
+  return isa;
+}
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::Avx512: return "avx512";
+    case Isa::Avx2: return "avx2";
+    default: return "scalar";
+  }
+}
+
+std::string cpu_summary() {
+  const CpuFeatures& f = cpu_features();
+  std::string s = std::to_string(f.logical_cores) + " cores, kernels " + isa_name(best_isa());
+  if (f.avx512vnni) s += " (avx512-vnni";
+  else if (f.avx2) s += " (avx2";
+  else s += " (";
+  if (f.avx512bf16) s += " bf16";
+  s += ")";
+  return s;
+}
+
+}  // namespace kvad

@@ -1,0 +1,80 @@
+#include "core/dtype.h"
+
+#include <cmath>
+
+namespace kvad {
+
+size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::F32: case DType::I32: return 4;
+    case DType::F16: case DType::BF16: return 2;
+    case DType::I64: case DType::F64: return 8;
+    case DType::U8: case DType::I8: case DType::BOOL: return 1;
+  }
+  return 0;
+}
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::F32: return "F32";
+    case DType::F16: return "F16";
+    case DType::BF16: return "BF16";
+    case DType::I32: return "I32";
+    case DType::I64: return "I64";
+    case DType::U8: return "U8";
+    case DType::I8: return "I8";
+    case DType::F64: return "F64";
+    case DType::BOOL: return "BOOL";
+  }
+  return "?";
+}
+
+float f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1f;
+  uint32_t mant = h & 0x3ff;
+  uint32_t u;
+  if (exp == 0) {
+    if (mant == 0) {
+      u = sign;
+    } else {  // subnormal: renormalise
+      int e = -1;
+      do {
+        e++;
+        mant <<= 1;
+      } while (!(mant & 0x400));
+      u = sign | ((uint32_t)(127 - 15 - e) << 23) | ((mant & 0x3ff) << 13);
+    }
+  } else if (exp == 31) {
+    u = sign | 0x7f800000 | (mant << 13);
+  } else {
+    u = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+  }
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+uint16_t f32_to_f16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  uint32_t sign = (u >> 16) & 0x8000;
+  uint32_t au = u & 0x7fffffff;
+  if (au > 0x7f800000) return (uint16_t)(sign | 0x7e00);  // NaN
+  if (au >= 0x477ff000) return (uint16_t)(sign | 0x7c00);  // overflow -> inf (rounds past 65504)
+  if (au < 0x38800000) {  // subnormal or zero in f16
+    float a;
+    std::memcpy(&a, &au, 4);
+    // 2^-24 is the smallest subnormal; nearbyint rounds half to even in the default mode.
+    uint32_t m = (uint32_t)std::nearbyint(a * 16777216.0f);
+    return (uint16_t)(sign | m);
+  }
+  uint32_t e = ((au >> 23) - 127 + 15);
+  uint32_t mant = au & 0x7fffff;
+  uint32_t h = (e << 10) | (mant >> 13);
+  uint32_t rest = mant & 0x1fff;
+  if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) h++;
+  return (uint16_t)(sign | h);
+}
+
+}  // namespace kvad

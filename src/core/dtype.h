@@ -1,0 +1,33 @@
+// Scalar element types of checkpoints and their conversions to f32.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+namespace kvad {
+
+enum class DType { F32, F16, BF16, I32, I64, U8, I8, F64, BOOL };
+
+size_t dtype_size(DType t);
+const char* dtype_name(DType t);
+
+inline float bf16_to_f32(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Round to nearest even (NaN stays NaN), as torch and numpy do.
+inline uint16_t f32_to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffff) > 0x7f800000) return (uint16_t)((u >> 16) | 0x40);
+  u += 0x7fff + ((u >> 16) & 1);
+  return (uint16_t)(u >> 16);
+}
+
+float f16_to_f32(uint16_t h);
+uint16_t f32_to_f16(float f);
+
+}  // namespace kvad

@@ -1,0 +1,17 @@
+// File helpers. Writes that matter go through atomic_write_file: temp name, fsync, rename.
+#pragma once
+#include <string>
+#include <string_view>
+
+namespace kvad {
+
+std::string read_file(const std::string& path);
+bool file_exists(const std::string& path);
+bool is_directory(const std::string& path);
+// Writes to "<path>.tmp.<pid>", fsyncs it, renames it over path and fsyncs the directory.
+void atomic_write_file(const std::string& path, std::string_view bytes);
+void fsync_directory(const std::string& dir);
+void make_directories(const std::string& path);
+std::string join_path(const std::string& a, const std::string& b);
+
+}  // namespace kvad

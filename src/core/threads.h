@@ -1,0 +1,70 @@
+// A persistent thread pool. Workers spin briefly on a generation counter and then sleep on it
+// (futex via std::atomic::wait), so a parallel region costs microseconds, not a thread start.
+// The calling thread is worker 0 and always takes part.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+namespace kvad {
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(int n_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return n_threads_; }
+
+  // Calls fn(thread_index, n_threads) once on each thread and returns when all are done.
+  template <typename F>
+  void run(F&& fn) {
+    if (n_threads_ == 1 || in_region_) {  // nested regions run inline
+      fn(0, 1);
+      return;
+    }
+    auto tramp = [](void* ctx, int i, int n) { (*static_cast<std::remove_reference_t<F>*>(ctx))(i, n); };
+    dispatch(tramp, (void*)&fn);
+  }
+
+  // Splits [0, n) into one contiguous chunk per thread, in multiples of `grain`.
+  template <typename F>
+  void parallel_for(int64_t n, int64_t grain, F&& fn) {
+    if (n <= 0) return;
+    int64_t chunks = (n + grain - 1) / grain;
+    int nt = (int)std::min<int64_t>(n_threads_, chunks);
+    if (nt <= 1) {
+      fn(int64_t{0}, n);
+      return;
+    }
+    run([&](int t, int) {
+      if (t >= nt) return;
+      int64_t c0 = chunks * t / nt, c1 = chunks * (t + 1) / nt;
+      int64_t b = c0 * grain, e = std::min(n, c1 * grain);
+      if (b < e) fn(b, e);
+    });
+  }
+
+ private:
+  using Tramp = void (*)(void*, int, int);
+  void dispatch(Tramp tramp, void* ctx);
+  void worker_loop(int index);
+
+  int n_threads_;
+  std::vector<std::thread> workers_;
+  alignas(64) std::atomic<uint32_t> generation_{0};
+  alignas(64) std::atomic<int> pending_{0};
+  Tramp tramp_ = nullptr;
+  void* ctx_ = nullptr;
+  bool stop_ = false;
+  static thread_local bool in_region_;
+};
+
+// The process-wide pool used by the kernels. set_threads() replaces it (call before heavy work).
+ThreadPool& pool();
+void set_threads(int n);
+int default_threads();
+
+}  // namespace kvad

@@ -1,0 +1,71 @@
+// tokenizer.json (Hugging Face tokenizers format): byte-level BPE as used by GPT-2, Qwen2/2.5/3 and
+// Llama 3: normalizer (NFC or none), pre-tokenizer (ByteLevel with the GPT-2 regex, or Split with
+// the model's own regex then ByteLevel), BPE merges by rank, added/special tokens matched before
+// pre-tokenisation, and the byte-level decoder. Ids equal HF tokenizers' ids exactly.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/json.h"
+
+namespace kvad {
+
+class Tokenizer {
+ public:
+  // Loads tokenizer.json and (optional, may be "") tokenizer_config.json. Errors name the file and
+  // the field that is wrong.
+  static Tokenizer load(const std::string& tokenizer_json_path, const std::string& tokenizer_config_path);
+  static Tokenizer from_json(const Json& tokenizer_json, const Json& tokenizer_config, const std::string& what);
+  Tokenizer(Tokenizer&&) noexcept;
+  Tokenizer& operator=(Tokenizer&&) noexcept;
+  ~Tokenizer();
+
+  // Text -> ids. Invalid UTF-8 is first replaced with U+FFFD (WHATWG rule, as a JS/Python
+  // "replace" decode would). parse_special: added tokens written in the text become their ids
+  // (HF's behaviour); when false they are tokenised as plain text. add_special: prepend BOS when
+  // the tokenizer adds it (tokenizer_config add_bos_token / the post_processor's template).
+  std::vector<int32_t> encode(std::string_view text, bool parse_special = true, bool add_special = false) const;
+
+  // Raw bytes a token stands for (byte-level decoded; added tokens as their content).
+  const std::string& token_bytes(int32_t id) const;
+  // ids -> text; invalid UTF-8 in the bytes is replaced with U+FFFD.
+  std::string decode(const std::vector<int32_t>& ids, bool skip_special = false) const;
+
+  int32_t vocab_size() const;  // 1 + the largest id (model vocab + added tokens)
+  std::optional<int32_t> token_id(std::string_view piece) const;  // vocab or added-token string
+  const std::string& piece(int32_t id) const;                      // the string as in tokenizer.json
+  bool is_special(int32_t id) const;                               // an added token with special=true
+
+  // From tokenizer_config.json (or the added tokens): may be absent.
+  std::optional<int32_t> bos_id() const;
+  std::optional<int32_t> eos_id() const;
+  const std::string& bos_token() const;  // "" when none
+  const std::string& eos_token() const;
+  bool adds_bos() const;
+  const std::string& chat_template() const;  // "" when tokenizer_config has none
+  const Json& config() const;                // tokenizer_config.json as loaded ({} when none)
+
+ private:
+  struct Impl;
+  explicit Tokenizer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Turns a stream of ids into text without ever emitting a split UTF-8 sequence: bytes of an
+// incomplete character are held until the next token completes it (or flush() gives them up).
+class StreamDecoder {
+ public:
+  explicit StreamDecoder(const Tokenizer& tok, bool skip_special = false) : tok_(tok), skip_special_(skip_special) {}
+  std::string push(int32_t id);  // text that is now complete (possibly "")
+  std::string flush();           // whatever is left, invalid bytes replaced with U+FFFD
+ private:
+  const Tokenizer& tok_;
+  bool skip_special_;
+  std::string pending_;
+};
+
+}  // namespace kvad

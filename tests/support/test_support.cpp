@@ -1,0 +1,67 @@
+#include "test_support.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+namespace kvad::test {
+
+std::string source_path(const std::string& rel) { return std::string(KVAD_SOURCE_DIR) + "/" + rel; }
+
+namespace {
+struct TempRoot {
+  std::string path;
+  TempRoot() {
+    const char* base = std::getenv("TMPDIR");
+    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/kvad-test-XXXXXX";
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back(0);
+    if (!mkdtemp(buf.data())) std::abort();
+    path = buf.data();
+  }
+  ~TempRoot() {
+    if (!std::getenv("KVAD_KEEP_TEST_FILES")) {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  }
+};
+TempRoot& root() {
+  static TempRoot r;
+  return r;
+}
+std::string slurp(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+}  // namespace
+
+std::string temp_dir(const std::string& tag) {
+  static int counter = 0;
+  std::string p = root().path + "/" + tag + "-" + std::to_string(counter++);
+  std::filesystem::create_directories(p);
+  return p;
+}
+
+RunResult run_kvad(const std::string& args, const std::string& stdin_text) {
+  std::string dir = temp_dir("run");
+  std::string in = dir + "/stdin", out = dir + "/stdout", err = dir + "/stderr";
+  std::ofstream(in, std::ios::binary) << stdin_text;
+  std::string cmd = std::string("'") + KVAD_BINARY + "' " + args + " <'" + in + "' >'" + out + "' 2>'" + err + "'";
+  int status = std::system(cmd.c_str());
+  RunResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+}  // namespace kvad::test

@@ -1,0 +1,19 @@
+// Shared helpers for the tests: paths to fixtures, temporary directories, running the kvad binary.
+#pragma once
+#include <string>
+
+namespace kvad::test {
+
+// Absolute path of a file under the source tree (e.g. "tests/fixtures/tokenizers/qwen3").
+std::string source_path(const std::string& rel);
+// A fresh empty directory under the build's temp area; removed at process exit.
+std::string temp_dir(const std::string& tag);
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+// Runs the kvad binary with arguments (shell-quoted for you); captures stdout and stderr.
+RunResult run_kvad(const std::string& args, const std::string& stdin_text = "");
+
+}  // namespace kvad::test
