@@ -1,8 +1,8 @@
 #include "cli/cli.h"
 
-#include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "cli/common.h"
 #include "core/error.h"
 
 namespace kvad::cli {
@@ -10,12 +10,24 @@ namespace kvad::cli {
 int main(int argc, char** argv) {
   CLI::App app{"kvad: run, serve and train language models on your own hardware"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", "kvad 0.1.0");
+  add_run(app);
+  add_chat(app);
+  add_synth(app);
+  add_tokenize(app);
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::Success& e) {
     return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
   } catch (const Error& e) {
+    std::fflush(stdout);
     std::fprintf(stderr, "kvad: error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "kvad: error: out of memory\n");
     return 1;
   }
   return 0;

@@ -55,33 +55,51 @@ void fsync_directory(const std::string& dir) {
   }
 }
 
-void atomic_write_file(const std::string& path, std::string_view bytes) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail("{}: cannot create: {}", tmp, std::strerror(errno));
+AtomicFile::AtomicFile(const std::string& path) : path_(path), tmp_(path + ".tmp." + std::to_string(::getpid())) {
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail("{}: cannot create: {}", tmp_, std::strerror(errno));
+}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    ::unlink(tmp_.c_str());
+  }
+}
+
+void AtomicFile::write(std::string_view bytes) {
   size_t off = 0;
   while (off < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
+    ssize_t n = ::write(fd_, bytes.data() + off, bytes.size() - off);
     if (n < 0) {
       if (errno == EINTR) continue;
-      int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      fail("{}: write failed: {}", tmp, std::strerror(e));
+      fail("{}: write failed: {}", tmp_, std::strerror(errno));
     }
     off += (size_t)n;
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+}
+
+void AtomicFile::commit() {
+  int fd = fd_;
+  fd_ = -1;
+  if (::fsync(fd) != 0) {
     int e = errno;
-    ::unlink(tmp.c_str());
-    fail("{}: fsync/close failed: {}", tmp, std::strerror(e));
+    ::close(fd);
+    ::unlink(tmp_.c_str());
+    fail("{}: fsync failed: {}", tmp_, std::strerror(e));
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (::close(fd) != 0 || ::rename(tmp_.c_str(), path_.c_str()) != 0) {
     int e = errno;
-    ::unlink(tmp.c_str());
-    fail("{}: rename failed: {}", path, std::strerror(e));
+    ::unlink(tmp_.c_str());
+    fail("{}: cannot move into place: {}", path_, std::strerror(e));
   }
-  fsync_directory(std::filesystem::path(path).parent_path().string());
+  fsync_directory(std::filesystem::path(path_).parent_path().string());
+}
+
+void atomic_write_file(const std::string& path, std::string_view bytes) {
+  AtomicFile f(path);
+  f.write(bytes);
+  f.commit();
 }
 
 void make_directories(const std::string& path) {

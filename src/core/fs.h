@@ -10,6 +10,21 @@ bool file_exists(const std::string& path);
 bool is_directory(const std::string& path);
 // Writes to "<path>.tmp.<pid>", fsyncs it, renames it over path and fsyncs the directory.
 void atomic_write_file(const std::string& path, std::string_view bytes);
+// The same, streamed: write() pieces, then commit(). Destroyed without commit() -> temp removed.
+class AtomicFile {
+ public:
+  explicit AtomicFile(const std::string& path);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+  void write(std::string_view bytes);
+  void commit();
+
+ private:
+  std::string path_, tmp_;
+  int fd_ = -1;
+};
+
 void fsync_directory(const std::string& dir);
 void make_directories(const std::string& path);
 std::string join_path(const std::string& a, const std::string& b);

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what kvad needs to build and test, from Debian/Ubuntu packages only. Idempotent: only
+# missing packages are installed (apt-get update runs only when something is missing).
+#   scripts/install-deps.sh          # build + test dependencies
+set -euo pipefail
+
+PKGS=(
+  build-essential cmake ninja-build pkg-config g++ clang lld libclang-rt-14-dev  # compilers; clang for libFuzzer
+  libgtest-dev                 # GoogleTest: the test suite
+  nlohmann-json3-dev           # JSON: config.json, tokenizer.json, safetensors headers
+  libfmt-dev                   # error messages and number formatting (std::format is not in GCC 12)
+  libcli11-dev                 # command-line parsing for every subcommand
+  libpcre2-dev                 # Unicode regexes of the BPE pre-tokenizers (\p{L}, lookahead)
+  libutf8proc-dev              # Unicode NFC normalisation (Qwen's tokenizer)
+  zlib1g-dev                   # inflating the tokenizer fixtures compiled into the binary
+  python3                      # tools/ scripts (not needed by the tests)
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#PKGS[@]} packages present"
+  exit 0
+fi
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO=sudo
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,115 @@
+#include "cli/common.h"
+
+#include <zlib.h>
+
+#include <chrono>
+#include <random>
+
+#include "core/error.h"
+#include "core/fs.h"
+#include "core/threads.h"
+
+// The gzip'd tokenizer fixtures, linked in by CMake (embed/tokenizers.S).
+#define KVAD_BLOB(sym) extern "C" const unsigned char sym[], sym##_end[];
+KVAD_BLOB(kvad_tok_gpt2_json)
+KVAD_BLOB(kvad_tok_gpt2_config)
+KVAD_BLOB(kvad_tok_llama3_json)
+KVAD_BLOB(kvad_tok_llama3_config)
+KVAD_BLOB(kvad_tok_qwen3_json)
+KVAD_BLOB(kvad_tok_qwen3_config)
+
+namespace kvad::cli {
+
+void add_model_args(CLI::App* cmd, ModelArgs& a, bool required) {
+  auto* o = cmd->add_option("-m,--model", a.model, "model folder (config.json + safetensors + tokenizer.json)");
+  if (required) o->required();
+  cmd->add_option("-t,--threads", a.threads, "threads to compute with (default: all cores)")->check(CLI::Range(0, 1024));
+  cmd->add_option("--dtype", a.dtype, "weights in memory: auto (as stored), f32 or bf16")
+      ->check(CLI::IsMember({"auto", "f32", "bf16"}));
+}
+
+LoadedModel load_from_args(const ModelArgs& a) {
+  set_threads(a.threads);
+  LoadOptions opts;
+  opts.format = a.dtype == "f32" ? DenseFormat::F32 : a.dtype == "bf16" ? DenseFormat::BF16 : DenseFormat::AsStored;
+  return load_model(a.model, opts);
+}
+
+void add_sampling_args(CLI::App* cmd, SamplingArgs& a) {
+  a.p.top_k = 40;
+  a.p.top_p = 0.95f;
+  a.p.min_p = 0.05f;
+  cmd->add_option("-n,--max-tokens", a.max_tokens, "tokens to generate at most (default 256)")->check(CLI::Range(1, 1 << 24));
+  cmd->add_option("--temperature,--temp", a.p.temperature, "0 = greedy (default 0.8)");
+  cmd->add_option("--top-k", a.p.top_k, "keep the k most likely tokens, 0 = off (default 40)");
+  cmd->add_option("--top-p", a.p.top_p, "nucleus sampling, 1 = off (default 0.95)");
+  cmd->add_option("--min-p", a.p.min_p, "drop tokens below min_p x the top probability (default 0.05)");
+  cmd->add_option("--repetition-penalty,--repeat-penalty", a.p.repetition_penalty, "1 = off (default)");
+  cmd->add_option("--presence-penalty", a.p.presence_penalty, "OpenAI-style, -2..2 (default 0)");
+  cmd->add_option("--frequency-penalty", a.p.frequency_penalty, "OpenAI-style, -2..2 (default 0)");
+  cmd->add_option("--seed", a.p.seed, "random seed: the same seed gives the same text (default: random)")
+      ->each([&a](const std::string&) { a.seed_given = true; });
+  cmd->add_option("--stop", a.stop, "stop when this text appears (repeatable)");
+  cmd->add_flag("--ignore-eos", a.ignore_eos, "keep generating past the end-of-sequence token");
+}
+
+void finalize_sampling(SamplingArgs& a) {
+  if (!a.seed_given) a.p.seed = std::random_device{}() ^ (uint64_t)std::chrono::steady_clock::now().time_since_epoch().count();
+  validate(a.p);
+}
+
+static std::string gunzip(const unsigned char* b, const unsigned char* e) {
+  z_stream zs{};
+  if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) fail("zlib: inflateInit failed");
+  zs.next_in = const_cast<unsigned char*>(b);
+  zs.avail_in = (uInt)(e - b);
+  std::string out;
+  char buf[1 << 16];
+  int rc;
+  do {
+    zs.next_out = reinterpret_cast<Bytef*>(buf);
+    zs.avail_out = sizeof buf;
+    rc = inflate(&zs, Z_NO_FLUSH);
+    if (rc != Z_OK && rc != Z_STREAM_END) {
+      inflateEnd(&zs);
+      fail("zlib: embedded tokenizer is corrupt ({})", rc);
+    }
+    out.append(buf, sizeof buf - zs.avail_out);
+  } while (rc != Z_STREAM_END);
+  inflateEnd(&zs);
+  return out;
+}
+
+// GPT-2's BPE cut to its first n-1 entries (and the merges that make them) + <|endoftext|> as id
+// n-1: the real format at another vocabulary size (SmolLM2-135M's 49152 here).
+static void write_trimmed_gpt2(int64_t n, const std::string& dir) {
+  Json tj = Json::parse(gunzip(kvad_tok_gpt2_json, kvad_tok_gpt2_json_end));
+  Json tc = Json::parse(gunzip(kvad_tok_gpt2_config, kvad_tok_gpt2_config_end));
+  int64_t keep = n - 1;
+  Json vocab = Json::object();
+  for (auto it = tj["model"]["vocab"].begin(); it != tj["model"]["vocab"].end(); ++it)
+    if (it->get<int64_t>() < keep) vocab[it.key()] = *it;
+  vocab["<|endoftext|>"] = keep;
+  Json merges = Json::array();
+  for (int64_t i = 0; i < keep - 256; i++) merges.push_back(tj["model"]["merges"][(size_t)i]);
+  tj["model"]["vocab"] = vocab;
+  tj["model"]["merges"] = merges;
+  tj["added_tokens"][0]["id"] = keep;
+  tc["added_tokens_decoder"] = {{std::to_string(keep), tc["added_tokens_decoder"]["50256"]}};
+  tc["model_max_length"] = 8192;
+  atomic_write_file(join_path(dir, "tokenizer.json"), tj.dump());
+  atomic_write_file(join_path(dir, "tokenizer_config.json"), tc.dump(2));
+}
+
+void write_fixture_tokenizer(const std::string& family, const std::string& dir) {
+  if (family.rfind("gpt2-trim", 0) == 0) return write_trimmed_gpt2(std::stoll(family.substr(9)), dir);
+  const unsigned char *j, *je, *c, *ce;
+  if (family == "qwen3") j = kvad_tok_qwen3_json, je = kvad_tok_qwen3_json_end, c = kvad_tok_qwen3_config, ce = kvad_tok_qwen3_config_end;
+  else if (family == "llama3") j = kvad_tok_llama3_json, je = kvad_tok_llama3_json_end, c = kvad_tok_llama3_config, ce = kvad_tok_llama3_config_end;
+  else if (family == "gpt2") j = kvad_tok_gpt2_json, je = kvad_tok_gpt2_json_end, c = kvad_tok_gpt2_config, ce = kvad_tok_gpt2_config_end;
+  else fail("unknown tokenizer family '{}'", family);
+  atomic_write_file(join_path(dir, "tokenizer.json"), gunzip(j, je));
+  atomic_write_file(join_path(dir, "tokenizer_config.json"), gunzip(c, ce));
+}
+
+}  // namespace kvad::cli

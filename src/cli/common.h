@@ -1,0 +1,41 @@
+// Pieces every subcommand shares: model/thread options, the embedded tokenizer fixtures, output.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "runtime/loader.h"
+#include "runtime/sampler.h"
+
+namespace kvad::cli {
+
+struct ModelArgs {
+  std::string model;
+  int threads = 0;         // 0 = all cores
+  std::string dtype = "auto";
+};
+void add_model_args(CLI::App* cmd, ModelArgs& a, bool model_required = true);
+// Applies --threads and loads the model (--dtype picks the in-memory weight format).
+LoadedModel load_from_args(const ModelArgs& a);
+
+struct SamplingArgs {
+  SamplingParams p;
+  bool seed_given = false;
+  int64_t max_tokens = 256;
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+};
+void add_sampling_args(CLI::App* cmd, SamplingArgs& a);
+// Fills in a random seed when none was given (the stats line prints it, so any run can be repeated).
+void finalize_sampling(SamplingArgs& a);
+
+// Writes one tokenizer family's tokenizer.json + tokenizer_config.json into `dir`, from the copies
+// compiled into the binary: qwen3 | llama3 | gpt2 | gpt2-trim<N>.
+void write_fixture_tokenizer(const std::string& family, const std::string& dir);
+
+// Registration of each subcommand (one file each).
+void add_run(CLI::App& app);
+void add_chat(CLI::App& app);
+void add_synth(CLI::App& app);
+void add_tokenize(CLI::App& app);
+
+}  // namespace kvad::cli

@@ -1,0 +1,65 @@
+#include "io/checkpoint.h"
+
+#include "core/error.h"
+
+namespace kvad {
+
+int64_t TensorView::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string TensorView::shape_str() const {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); i++) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+static std::string shape_to_str(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); i++) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+TensorView Checkpoint::get(const std::string& name) {
+  const TensorView* t = lookup(name);
+  if (!t) fail("{}: missing required tensor '{}'", description_, name);
+  read_.insert(name);
+  return *t;
+}
+
+TensorView Checkpoint::get(const std::string& name, const std::vector<int64_t>& shape) {
+  TensorView t = get(name);
+  if (t.shape != shape)
+    fail("{}: tensor '{}' has shape {}, expected {} (config.json and weights disagree)", t.file, name,
+         t.shape_str(), shape_to_str(shape));
+  if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16)
+    fail("{}: tensor '{}' has dtype {}; only F32, F16 and BF16 weights are supported", t.file, name,
+         dtype_name(t.dtype));
+  return t;
+}
+
+std::optional<TensorView> Checkpoint::get_optional(const std::string& name, const std::vector<int64_t>& shape) {
+  if (!has(name)) return std::nullopt;
+  return get(name, shape);
+}
+
+void Checkpoint::check_all_read(const std::vector<std::string>& ignorable) const {
+  std::vector<std::string> unread;
+  for (const std::string& n : names()) {
+    if (read_.count(n)) continue;
+    bool ok = false;
+    for (const std::string& pat : ignorable) ok = ok || n.find(pat) != std::string::npos;
+    if (!ok) unread.push_back(n);
+  }
+  if (unread.empty()) return;
+  std::string list;
+  for (size_t i = 0; i < unread.size() && i < 10; i++) list += (i ? ", " : "") + unread[i];
+  if (unread.size() > 10) list += fmt::format(" and {} more", unread.size() - 10);
+  fail("{}: {} tensor(s) in the checkpoint were not used by the model: {} "
+       "(the config does not describe these weights; refusing to run a different model than the one saved)",
+       description_, unread.size(), list);
+}
+
+}  // namespace kvad

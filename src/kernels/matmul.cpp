@@ -1,0 +1,57 @@
+#include "kernels/matmul.h"
+
+#include "core/dtype.h"
+#include "core/threads.h"
+
+namespace kvad::kernels {
+
+// Scalar reference: four partial sums so the compiler can keep them in registers.
+template <typename Load>
+static void rows_scalar(const float* x, int64_t n, int64_t k, int64_t m, int64_t rb, int64_t re, float* y, Load load) {
+  for (int64_t t = 0; t < n; t++) {
+    const float* xt = x + t * k;
+    for (int64_t r = rb; r < re; r++) {
+      float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      int64_t i = 0;
+      for (; i + 4 <= k; i += 4) {
+        s0 += xt[i] * load(r, i);
+        s1 += xt[i + 1] * load(r, i + 1);
+        s2 += xt[i + 2] * load(r, i + 2);
+        s3 += xt[i + 3] * load(r, i + 3);
+      }
+      for (; i < k; i++) s0 += xt[i] * load(r, i);
+      y[t * m + r] = (s0 + s1) + (s2 + s3);
+    }
+  }
+}
+
+void rows_f32_scalar(const float* x, int64_t n, int64_t k, const void* w, int64_t m, int64_t rb, int64_t re, float* y) {
+  const float* W = static_cast<const float*>(w);
+  rows_scalar(x, n, k, m, rb, re, y, [&](int64_t r, int64_t i) { return W[r * k + i]; });
+}
+
+void rows_bf16_scalar(const float* x, int64_t n, int64_t k, const void* w, int64_t m, int64_t rb, int64_t re, float* y) {
+  const uint16_t* W = static_cast<const uint16_t*>(w);
+  rows_scalar(x, n, k, m, rb, re, y, [&](int64_t r, int64_t i) { return bf16_to_f32(W[r * k + i]); });
+}
+
+RowsFn rows_kernel(WType wt, Isa isa) {
+#if defined(__x86_64__)
+  if (isa == Isa::Avx512) return wt == WType::F32 ? rows_f32_avx512 : rows_bf16_avx512;
+  if (isa == Isa::Avx2) return wt == WType::F32 ? rows_f32_avx2 : rows_bf16_avx2;
+#endif
+  return wt == WType::F32 ? rows_f32_scalar : rows_bf16_scalar;
+}
+
+void matmul(const float* x, int64_t n, int64_t k, const void* w, WType wt, int64_t m, float* y, Isa isa) {
+  RowsFn fn = rows_kernel(wt, isa);
+  // Split the output rows: each thread streams its own part of W once, whatever n is.
+  int64_t grain = 16;
+  if (m * k < 32 * 1024) {  // too small to be worth waking the pool
+    fn(x, n, k, w, m, 0, m, y);
+    return;
+  }
+  pool().parallel_for(m, grain, [&](int64_t b, int64_t e) { fn(x, n, k, w, m, b, e, y); });
+}
+
+}  // namespace kvad::kernels

@@ -1,0 +1,30 @@
+// Dense matrix products in the layout checkpoints use: W is [m rows (outputs), k cols (inputs)],
+// row-major, so y[t, r] = dot(x[t, :], W[r, :]). One token is the narrow case of a batch: with
+// n = 1 it is a matrix-vector product, bound by reading W once.
+#pragma once
+#include <cstdint>
+
+#include "core/cpu.h"
+
+namespace kvad::kernels {
+
+enum class WType { F32, BF16 };
+
+// y[n, m] = x[n, k] * W[m, k]^T, on the process thread pool, with the kernel for `isa`.
+void matmul(const float* x, int64_t n, int64_t k, const void* w, WType wt, int64_t m, float* y,
+            Isa isa = best_isa());
+
+// y[i] = dot(x, W[row_begin + i]) for a range of rows, single-threaded (the pool's unit of work).
+using RowsFn = void (*)(const float* x, int64_t n, int64_t k, const void* w, int64_t m, int64_t row_begin,
+                        int64_t row_end, float* y);
+RowsFn rows_kernel(WType wt, Isa isa);
+
+// ISA variants (defined in matmul_<isa>.cpp). Scalar ones are the reference.
+void rows_f32_scalar(const float*, int64_t, int64_t, const void*, int64_t, int64_t, int64_t, float*);
+void rows_bf16_scalar(const float*, int64_t, int64_t, const void*, int64_t, int64_t, int64_t, float*);
+void rows_f32_avx2(const float*, int64_t, int64_t, const void*, int64_t, int64_t, int64_t, float*);
+void rows_bf16_avx2(const float*, int64_t, int64_t, const void*, int64_t, int64_t, int64_t, float*);
+void rows_f32_avx512(const float*, int64_t, int64_t, const void*, int64_t, int64_t, int64_t, float*);
+void rows_bf16_avx512(const float*, int64_t, int64_t, const void*, int64_t, int64_t, int64_t, float*);
+
+}  // namespace kvad::kernels

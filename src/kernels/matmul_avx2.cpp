@@ -1,0 +1,88 @@
+// AVX2/FMA dense kernels: tiles of 4 weight rows x 2 tokens (8 accumulators of 8 floats), with a
+// scalar tail for k not a multiple of 8. bf16 weights are widened to f32 on load (exact).
+#include <immintrin.h>
+
+#include "core/dtype.h"
+#include "kernels/matmul.h"
+
+namespace kvad::kernels {
+
+namespace {
+
+struct F32Rows {
+  const float* w;
+  int64_t k;
+  __m256 load(int64_t r, int64_t i) const { return _mm256_loadu_ps(w + r * k + i); }
+  float at(int64_t r, int64_t i) const { return w[r * k + i]; }
+};
+
+struct Bf16Rows {
+  const uint16_t* w;
+  int64_t k;
+  __m256 load(int64_t r, int64_t i) const {
+    __m128i h = _mm_loadu_si128((const __m128i*)(w + r * k + i));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  float at(int64_t r, int64_t i) const { return bf16_to_f32(w[r * k + i]); }
+};
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+template <int R, int T, typename Rows>
+inline void tile(const Rows& W, const float* x, int64_t k, int64_t r0, int64_t t0, float* y, int64_t m) {
+  __m256 acc[R][T];
+  for (int a = 0; a < R; a++)
+    for (int b = 0; b < T; b++) acc[a][b] = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= k; i += 8) {
+    __m256 xv[T];
+    for (int b = 0; b < T; b++) xv[b] = _mm256_loadu_ps(x + (t0 + b) * k + i);
+    for (int a = 0; a < R; a++) {
+      __m256 wv = W.load(r0 + a, i);
+      for (int b = 0; b < T; b++) acc[a][b] = _mm256_fmadd_ps(wv, xv[b], acc[a][b]);
+    }
+  }
+  for (int a = 0; a < R; a++)
+    for (int b = 0; b < T; b++) {
+      float s = hsum(acc[a][b]);
+      for (int64_t j = i; j < k; j++) s += W.at(r0 + a, j) * x[(t0 + b) * k + j];
+      y[(t0 + b) * m + r0 + a] = s;
+    }
+}
+
+template <typename Rows>
+void rows(const Rows& W, const float* x, int64_t n, int64_t k, int64_t m, int64_t rb, int64_t re, float* y) {
+  // Blocks of 32 rows stay in cache while every group of tokens passes over them, so a long
+  // prompt reads each weight from memory once, not once per token group.
+  for (int64_t b0 = rb; b0 < re; b0 += 32) {
+    int64_t b1 = b0 + 32 < re ? b0 + 32 : re;
+    int64_t t = 0;
+    for (; t + 2 <= n; t += 2) {
+      int64_t r = b0;
+      for (; r + 4 <= b1; r += 4) tile<4, 2>(W, x, k, r, t, y, m);
+      for (; r < b1; r++) tile<1, 2>(W, x, k, r, t, y, m);
+    }
+    for (; t < n; t++) {
+      int64_t r = b0;
+      for (; r + 4 <= b1; r += 4) tile<4, 1>(W, x, k, r, t, y, m);
+      for (; r < b1; r++) tile<1, 1>(W, x, k, r, t, y, m);
+    }
+  }
+}
+
+}  // namespace
+
+void rows_f32_avx2(const float* x, int64_t n, int64_t k, const void* w, int64_t m, int64_t rb, int64_t re, float* y) {
+  rows(F32Rows{static_cast<const float*>(w), k}, x, n, k, m, rb, re, y);
+}
+
+void rows_bf16_avx2(const float* x, int64_t n, int64_t k, const void* w, int64_t m, int64_t rb, int64_t re, float* y) {
+  rows(Bf16Rows{static_cast<const uint16_t*>(w), k}, x, n, k, m, rb, re, y);
+}
+
+}  // namespace kvad::kernels

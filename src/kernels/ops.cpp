@@ -1,0 +1,74 @@
+#include "kernels/ops.h"
+
+#include <cmath>
+
+namespace kvad::kernels {
+
+void rmsnorm(const float* x, const float* w, float eps, int64_t n, float* out) {
+  double ss = 0;  // double: the mean of squares over thousands of values loses bits in f32
+  for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
+  float scale = (float)(1.0 / std::sqrt(ss / (double)n + eps));
+  for (int64_t i = 0; i < n; i++) out[i] = x[i] * scale * w[i];
+}
+
+void layernorm(const float* x, const float* w, const float* b, float eps, int64_t n, float* out) {
+  double mean = 0;
+  for (int64_t i = 0; i < n; i++) mean += x[i];
+  mean /= (double)n;
+  double var = 0;
+  for (int64_t i = 0; i < n; i++) var += ((double)x[i] - mean) * ((double)x[i] - mean);
+  var /= (double)n;
+  float scale = (float)(1.0 / std::sqrt(var + eps));
+  float m = (float)mean;
+  for (int64_t i = 0; i < n; i++) out[i] = (x[i] - m) * scale * w[i] + b[i];
+}
+
+void softmax(float* x, int64_t n) {
+  float mx = -INFINITY;
+  for (int64_t i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+  double sum = 0;
+  for (int64_t i = 0; i < n; i++) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  float inv = (float)(1.0 / sum);
+  for (int64_t i = 0; i < n; i++) x[i] *= inv;
+}
+
+void silu_mul(float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    float g = gate[i];
+    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void gelu_tanh(float* x, int64_t n) {
+  const float c = 0.7978845608028654f;  // sqrt(2/pi)
+  for (int64_t i = 0; i < n; i++) {
+    float v = x[i];
+    x[i] = 0.5f * v * (1.0f + std::tanh(c * (v + 0.044715f * v * v * v)));
+  }
+}
+
+void add(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+void add_bias(float* y, const float* b, int64_t n, int64_t m) {
+  for (int64_t t = 0; t < n; t++)
+    for (int64_t i = 0; i < m; i++) y[t * m + i] += b[i];
+}
+
+void rope_neox(float* x, int n_heads, int head_dim, const float* cos, const float* sin) {
+  int half = head_dim / 2;
+  for (int h = 0; h < n_heads; h++) {
+    float* v = x + (int64_t)h * head_dim;
+    for (int i = 0; i < half; i++) {
+      float a = v[i], b = v[i + half];
+      v[i] = a * cos[i] - b * sin[i];
+      v[i + half] = b * cos[i] + a * sin[i];
+    }
+  }
+}
+
+}  // namespace kvad::kernels

@@ -1,0 +1,27 @@
+// Element-wise and row-wise operations of a transformer layer. They are a small share of the
+// time next to the matrix products, so they are plain loops the compiler vectorises.
+#pragma once
+#include <cstdint>
+
+namespace kvad::kernels {
+
+// out = x / rms(x) * w   (RMSNorm, Llama/Qwen). out may alias x.
+void rmsnorm(const float* x, const float* w, float eps, int64_t n, float* out);
+// out = (x - mean) / std * w + b   (LayerNorm, GPT-2). out may alias x.
+void layernorm(const float* x, const float* w, const float* b, float eps, int64_t n, float* out);
+// x = softmax(x) in place, max-subtracted.
+void softmax(float* x, int64_t n);
+// gate = silu(gate) * up   (SwiGLU)
+void silu_mul(float* gate, const float* up, int64_t n);
+// x = gelu_tanh(x)   (GPT-2's "gelu_new")
+void gelu_tanh(float* x, int64_t n);
+// y += x
+void add(float* y, const float* x, int64_t n);
+// y += b, for each of n rows of width m
+void add_bias(float* y, const float* b, int64_t n, int64_t m);
+
+// Rotary position embedding, rotate-half (GPT-NeoX) convention, as transformers' Llama/Qwen:
+// for i < d/2: (x[i], x[i+d/2]) rotated by pos * inv_freq[i]. x holds n_heads heads of head_dim.
+void rope_neox(float* x, int n_heads, int head_dim, const float* cos, const float* sin);
+
+}  // namespace kvad::kernels

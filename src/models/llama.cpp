@@ -1,0 +1,246 @@
+// The Llama family: Llama 2/3/3.x (incl. llama3 rope scaling), Mistral-style configs, SmolLM2,
+// TinyLlama, Qwen2/2.5 (q/k/v biases) and Qwen3 (RMSNorm over each head of q and k). One forward:
+//   x = embed(tokens)
+//   per layer: x += o_proj(attention(rope(q), rope(k), v) of rmsnorm(x))
+//              x += down(silu(gate(h)) * up(h)), h = rmsnorm(x)
+//   logits = lm_head(rmsnorm(x))
+#include <cstring>
+
+#include "core/error.h"
+#include "kernels/attention.h"
+#include "kernels/ops.h"
+#include "models/config_parse.h"
+#include "models/kv_cache.h"
+#include "models/registry.h"
+#include "models/rope.h"
+
+namespace kvad {
+
+ModelConfig parse_llama_config(const Json& j, const std::string& what) {
+  ModelConfig c;
+  c.architecture = j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty()
+                       ? j["architectures"][0].get<std::string>()
+                       : "";
+  c.model_type = json_str_or(j, "model_type", "llama", what);
+  c.hidden = positive_field(j, "hidden_size", what);
+  c.n_layers = positive_field(j, "num_hidden_layers", what);
+  c.n_heads = positive_field(j, "num_attention_heads", what);
+  c.n_kv_heads = j.contains("num_key_value_heads") && !j["num_key_value_heads"].is_null()
+                     ? positive_field(j, "num_key_value_heads", what)
+                     : c.n_heads;
+  c.head_dim = j.contains("head_dim") && !j["head_dim"].is_null() ? positive_field(j, "head_dim", what)
+                                                                  : c.hidden / c.n_heads;
+  if (!j.contains("head_dim") && c.hidden % c.n_heads)
+    fail("{}: hidden_size ({}) is not a multiple of num_attention_heads ({}) and head_dim is not given", what,
+         c.hidden, c.n_heads);
+  c.intermediate = positive_field(j, "intermediate_size", what);
+  c.vocab_size = positive_field(j, "vocab_size", what);
+  c.max_positions = json_int_or(j, "max_position_embeddings", 2048, what);
+  c.norm_eps = (float)json_num_or(j, "rms_norm_eps", 1e-6, what);
+  c.rope_theta = json_num_or(j, "rope_theta", 10000.0, what);
+  c.tie_embeddings = json_bool_or(j, "tie_word_embeddings", false, what);
+  std::string act = json_str_or(j, "hidden_act", "silu", what);
+  if (act != "silu") fail("{}: hidden_act '{}' is not supported for {} (only silu)", what, act, c.model_type);
+
+  bool attention_bias = json_bool_or(j, "attention_bias", false, what);
+  c.qkv_bias = c.model_type == "qwen2" || attention_bias;
+  c.o_bias = c.model_type != "qwen2" && c.model_type != "qwen3" && attention_bias;
+  c.mlp_bias = json_bool_or(j, "mlp_bias", false, what);
+  c.qk_norm = c.model_type == "qwen3";
+
+  if (auto rs = j.find("rope_scaling"); rs != j.end() && !rs->is_null()) {
+    std::string where = what + ": rope_scaling";
+    std::string type = json_str_or(*rs, "rope_type", json_str_or(*rs, "type", "", where), where);
+    if (type == "llama3") {
+      c.rope_scaling.type = type;
+      c.rope_scaling.factor = json_num_or(*rs, "factor", 8, where);
+      c.rope_scaling.low_freq_factor = json_num_or(*rs, "low_freq_factor", 1, where);
+      c.rope_scaling.high_freq_factor = json_num_or(*rs, "high_freq_factor", 4, where);
+      c.rope_scaling.original_max_positions = json_int_or(*rs, "original_max_position_embeddings", 8192, where);
+      if (!(c.rope_scaling.high_freq_factor > c.rope_scaling.low_freq_factor))
+        fail("{}: high_freq_factor must be greater than low_freq_factor", where);
+    } else if (type == "linear") {
+      c.rope_scaling.type = type;
+      c.rope_scaling.factor = json_num_or(*rs, "factor", 1, where);
+    } else if (type != "default" && !type.empty()) {
+      fail("{}: rope scaling type '{}' is not supported (supported: llama3, linear)", where, type);
+    }
+    if (!(c.rope_scaling.factor > 0)) fail("{}: factor must be positive", where);
+  }
+  // A sliding window shorter than the context changes the attention pattern past the window; we
+  // do not implement it, so the usable context stops there rather than computing the wrong thing.
+  bool sliding = c.model_type == "mistral" || json_bool_or(j, "use_sliding_window", false, what);
+  if (sliding && j.contains("sliding_window") && j["sliding_window"].is_number_integer()) {
+    int64_t w = j["sliding_window"].get<int64_t>();
+    if (w > 0 && w < c.max_positions) c.max_positions = w;
+  }
+  c.eos_ids = eos_ids_field(j, what);
+  c.bos_id = (int32_t)json_int_or(j, "bos_token_id", -1, what);
+  validate_config(c, what);
+  return c;
+}
+
+namespace {
+
+struct LlamaLayer {
+  std::vector<float> attn_norm, mlp_norm, q_norm, k_norm;
+  Weight wq, wk, wv, wo, gate, up, down;
+  std::vector<float> bq, bk, bv, bo, b_gate, b_up, b_down;
+};
+
+class LlamaModel : public Model {
+ public:
+  LlamaModel(const ModelConfig& c, Checkpoint& ck, const LoadOptions& opts) {
+    config_ = c;
+    const int64_t H = c.hidden, V = c.vocab_size, I = c.intermediate, Q = c.q_dim(), KV = c.kv_dim();
+    auto W = [&](const std::string& name, int64_t rows, int64_t cols) {
+      return Weight::from_tensor(ck.get(name, {rows, cols}), opts.format);
+    };
+    auto vec = [&](const std::string& name, int64_t n) { return to_f32(ck.get(name, {n})); };
+    embed_ = W("model.embed_tokens.weight", V, H);
+    for (int64_t l = 0; l < c.n_layers; l++) {
+      std::string p = "model.layers." + std::to_string(l) + ".";
+      LlamaLayer L;
+      L.attn_norm = vec(p + "input_layernorm.weight", H);
+      L.mlp_norm = vec(p + "post_attention_layernorm.weight", H);
+      L.wq = W(p + "self_attn.q_proj.weight", Q, H);
+      L.wk = W(p + "self_attn.k_proj.weight", KV, H);
+      L.wv = W(p + "self_attn.v_proj.weight", KV, H);
+      L.wo = W(p + "self_attn.o_proj.weight", H, Q);
+      if (c.qkv_bias) {
+        L.bq = vec(p + "self_attn.q_proj.bias", Q);
+        L.bk = vec(p + "self_attn.k_proj.bias", KV);
+        L.bv = vec(p + "self_attn.v_proj.bias", KV);
+      }
+      if (c.o_bias) L.bo = vec(p + "self_attn.o_proj.bias", H);
+      if (c.qk_norm) {
+        L.q_norm = vec(p + "self_attn.q_norm.weight", c.head_dim);
+        L.k_norm = vec(p + "self_attn.k_norm.weight", c.head_dim);
+      }
+      L.gate = W(p + "mlp.gate_proj.weight", I, H);
+      L.up = W(p + "mlp.up_proj.weight", I, H);
+      L.down = W(p + "mlp.down_proj.weight", H, I);
+      if (c.mlp_bias) {
+        L.b_gate = vec(p + "mlp.gate_proj.bias", I);
+        L.b_up = vec(p + "mlp.up_proj.bias", I);
+        L.b_down = vec(p + "mlp.down_proj.bias", H);
+      }
+      layers_.push_back(std::move(L));
+    }
+    final_norm_ = vec("model.norm.weight", H);
+    if (!c.tie_embeddings) {
+      lm_head_ = W("lm_head.weight", V, H);
+    } else if (ck.has("lm_head.weight")) {
+      // Some exports save the tied head anyway; accept it only if it really is the same matrix.
+      TensorView head = ck.get("lm_head.weight", {V, H}), emb = ck.get("model.embed_tokens.weight", {V, H});
+      if (head.dtype != emb.dtype || std::memcmp(head.data, emb.data, head.nbytes) != 0)
+        fail("{}: tie_word_embeddings is true but lm_head.weight differs from model.embed_tokens.weight",
+             ck.description());
+    }
+    inv_freq_ = rope_inv_freq(c, c.head_dim);
+  }
+
+  std::unique_ptr<ModelState> new_state() const override {
+    return std::make_unique<KvCache>(config_.n_layers, config_.n_kv_heads, config_.head_dim);
+  }
+
+  void forward(const int32_t* tokens, int64_t n, ModelState& state, float* logits, bool all) const override;
+
+  size_t weight_bytes() const override {
+    size_t b = embed_.bytes() + (lm_head_.empty() ? 0 : lm_head_.bytes()) + final_norm_.size() * 4;
+    for (const LlamaLayer& L : layers_)
+      for (const Weight* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) b += w->bytes();
+    return b;
+  }
+  std::string weight_format() const override { return embed_.format_name(); }
+  int64_t parameter_count() const override {
+    const ModelConfig& c = config_;
+    int64_t per_layer = 2 * c.hidden + c.hidden * (c.q_dim() + 2 * c.kv_dim()) + c.q_dim() * c.hidden +
+                        3 * c.hidden * c.intermediate + (c.qkv_bias ? c.q_dim() + 2 * c.kv_dim() : 0) +
+                        (c.qk_norm ? 2 * c.head_dim : 0);
+    return c.vocab_size * c.hidden * (c.tie_embeddings ? 1 : 2) + c.hidden + c.n_layers * per_layer;
+  }
+
+ private:
+  const Weight& head() const { return lm_head_.empty() ? embed_ : lm_head_; }
+
+  Weight embed_, lm_head_;
+  std::vector<float> final_norm_;
+  std::vector<LlamaLayer> layers_;
+  std::vector<double> inv_freq_;
+};
+
+void LlamaModel::forward(const int32_t* tokens, int64_t n, ModelState& state, float* logits, bool all) const {
+  const ModelConfig& c = config_;
+  auto& cache = static_cast<KvCache&>(state);
+  const int64_t H = c.hidden, Q = c.q_dim(), KV = c.kv_dim(), I = c.intermediate, hd = c.head_dim;
+  const int64_t pos0 = cache.size();
+  if (pos0 + n > c.max_positions)
+    fail("context full: {} positions held + {} new > the model's {}", pos0, n, c.max_positions);
+  std::vector<float> x((size_t)(n * H)), xn((size_t)(n * H)), q((size_t)(n * Q)), k((size_t)(n * KV)),
+      v((size_t)(n * KV)), att((size_t)(n * Q)), g((size_t)(n * I)), u((size_t)(n * I));
+  for (int64_t t = 0; t < n; t++) {
+    if (tokens[t] < 0 || tokens[t] >= c.vocab_size)
+      fail("token id {} is out of range for this model's vocabulary of {}", tokens[t], c.vocab_size);
+    embed_.row(tokens[t], x.data() + t * H);
+  }
+  // cos/sin for every new position, shared by all layers and heads.
+  const int64_t half = hd / 2;
+  std::vector<float> cos((size_t)(n * half)), sin((size_t)(n * half));
+  for (int64_t t = 0; t < n; t++) rope_tables(inv_freq_, pos0 + t, cos.data() + t * half, sin.data() + t * half);
+  cache.reserve(pos0 + n);
+  kernels::AttentionShape shape{(int)c.n_heads, (int)c.n_kv_heads, (int)hd, (float)(1.0 / std::sqrt((double)hd))};
+
+  for (int64_t l = 0; l < c.n_layers; l++) {
+    const LlamaLayer& L = layers_[(size_t)l];
+    for (int64_t t = 0; t < n; t++) kernels::rmsnorm(&x[t * H], L.attn_norm.data(), c.norm_eps, H, &xn[t * H]);
+    L.wq.matmul(xn.data(), n, q.data());
+    L.wk.matmul(xn.data(), n, k.data());
+    L.wv.matmul(xn.data(), n, v.data());
+    if (c.qkv_bias) {
+      kernels::add_bias(q.data(), L.bq.data(), n, Q);
+      kernels::add_bias(k.data(), L.bk.data(), n, KV);
+      kernels::add_bias(v.data(), L.bv.data(), n, KV);
+    }
+    for (int64_t t = 0; t < n; t++) {
+      if (c.qk_norm) {
+        for (int64_t h = 0; h < c.n_heads; h++)
+          kernels::rmsnorm(&q[t * Q + h * hd], L.q_norm.data(), c.norm_eps, hd, &q[t * Q + h * hd]);
+        for (int64_t h = 0; h < c.n_kv_heads; h++)
+          kernels::rmsnorm(&k[t * KV + h * hd], L.k_norm.data(), c.norm_eps, hd, &k[t * KV + h * hd]);
+      }
+      kernels::rope_neox(&q[t * Q], (int)c.n_heads, (int)hd, &cos[t * half], &sin[t * half]);
+      kernels::rope_neox(&k[t * KV], (int)c.n_kv_heads, (int)hd, &cos[t * half], &sin[t * half]);
+    }
+    cache.write(l, k.data(), v.data(), n);
+    kernels::attention(q.data(), n, pos0, shape, cache.keys(l), cache.values(l), cache.head_stride(), att.data());
+    L.wo.matmul(att.data(), n, xn.data());
+    if (c.o_bias) kernels::add_bias(xn.data(), L.bo.data(), n, H);
+    kernels::add(x.data(), xn.data(), n * H);
+
+    for (int64_t t = 0; t < n; t++) kernels::rmsnorm(&x[t * H], L.mlp_norm.data(), c.norm_eps, H, &xn[t * H]);
+    L.gate.matmul(xn.data(), n, g.data());
+    L.up.matmul(xn.data(), n, u.data());
+    if (c.mlp_bias) {
+      kernels::add_bias(g.data(), L.b_gate.data(), n, I);
+      kernels::add_bias(u.data(), L.b_up.data(), n, I);
+    }
+    kernels::silu_mul(g.data(), u.data(), n * I);
+    L.down.matmul(g.data(), n, xn.data());
+    if (c.mlp_bias) kernels::add_bias(xn.data(), L.b_down.data(), n, H);
+    kernels::add(x.data(), xn.data(), n * H);
+  }
+  cache.commit(n);
+
+  int64_t first = all ? 0 : n - 1, rows = n - first;
+  for (int64_t t = first; t < n; t++) kernels::rmsnorm(&x[t * H], final_norm_.data(), c.norm_eps, H, &xn[t * H]);
+  head().matmul(&xn[first * H], rows, logits);
+}
+
+}  // namespace
+
+std::unique_ptr<Model> load_llama(const ModelConfig& config, Checkpoint& ckpt, const LoadOptions& opts) {
+  return std::make_unique<LlamaModel>(config, ckpt, opts);
+}
+
+}  // namespace kvad

@@ -1,0 +1,44 @@
+// THE registry of architectures: name -> (config parser, loader). The CLI, the server, `kvad ls`
+// and any later backend ask it "can you run this?"; nothing keeps a copy of the answer.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/json.h"
+#include "io/checkpoint.h"
+#include "models/model.h"
+#include "models/weight.h"
+
+namespace kvad {
+
+struct LoadOptions {
+  DenseFormat format = DenseFormat::AsStored;
+};
+
+struct Architecture {
+  std::string name;        // config.json "architectures"[0], e.g. "Qwen2ForCausalLM"
+  std::string model_type;  // config.json "model_type", e.g. "qwen2"
+  ModelConfig (*parse_config)(const Json& config, const std::string& what);
+  std::unique_ptr<Model> (*load)(const ModelConfig& config, Checkpoint& ckpt, const LoadOptions& opts);
+  // Checkpoint tensors that are legitimately not read (buffers some exporters save).
+  std::vector<std::string> ignorable;
+};
+
+const std::vector<Architecture>& architectures();
+// Finds the architecture of a config.json (by "architectures", then "model_type"), or nullptr.
+const Architecture* find_architecture(const Json& config);
+// Same, but throws an error listing the supported architectures.
+const Architecture& require_architecture(const Json& config, const std::string& what);
+std::string supported_architectures();
+
+// Loads config.json + safetensors from a model folder; runs the unread-tensor guard.
+std::unique_ptr<Model> load_model_dir(const std::string& dir, const LoadOptions& opts);
+
+// Family entry points (one file each).
+ModelConfig parse_llama_config(const Json& config, const std::string& what);
+std::unique_ptr<Model> load_llama(const ModelConfig& config, Checkpoint& ckpt, const LoadOptions& opts);
+ModelConfig parse_gpt2_config(const Json& config, const std::string& what);
+std::unique_ptr<Model> load_gpt2(const ModelConfig& config, Checkpoint& ckpt, const LoadOptions& opts);
+
+}  // namespace kvad

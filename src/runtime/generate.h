@@ -1,0 +1,58 @@
+// The generation loop: prefix reuse, prefill, then sample -> stream -> stop, over a Session.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "runtime/sampler.h"
+#include "runtime/session.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvad {
+
+struct GenerateOptions {
+  SamplingParams sampling;
+  int64_t max_tokens = 256;
+  std::vector<std::string> stop;      // stop strings (not included in the output)
+  std::vector<int32_t> stop_ids;      // EOS ids (from generation_config / the tokenizer)
+  bool reuse_prefix = true;
+};
+
+struct TokenEvent {
+  int32_t id;
+  std::string text;  // text that became final with this token (complete UTF-8, may be empty)
+};
+
+struct GenerateResult {
+  std::string text;
+  std::vector<int32_t> tokens;
+  int64_t prompt_tokens = 0, cached_tokens = 0;
+  double prefill_seconds = 0, decode_seconds = 0;
+  std::string finish_reason;  // "stop" (EOS or stop string), "length", "cancelled"
+
+  double prefill_tok_s() const;
+  double decode_tok_s() const;
+};
+
+// Runs generation; on_token returns false to cancel (finish_reason "cancelled").
+GenerateResult generate(Session& session, const Tokenizer& tok, const std::vector<int32_t>& prompt,
+                        const GenerateOptions& opts, const std::function<bool(const TokenEvent&)>& on_token);
+
+// Holds back text that could still become a stop string; finds one when it appears.
+class StopMatcher {
+ public:
+  explicit StopMatcher(std::vector<std::string> stops) : stops_(std::move(stops)) {}
+  // Adds text; returns what is safe to emit now. Sets stopped() when a stop string completed
+  // (the stop string and anything after it are dropped).
+  std::string push(const std::string& text);
+  std::string flush();  // at the end: whatever was held back
+  bool stopped() const { return stopped_; }
+
+ private:
+  std::vector<std::string> stops_;
+  std::string held_;
+  bool stopped_ = false;
+};
+
+}  // namespace kvad

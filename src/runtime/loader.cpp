@@ -1,0 +1,50 @@
+#include "runtime/loader.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+#include "core/fs.h"
+
+namespace kvad {
+
+std::string resolve_model_path(const std::string& name) {
+  if (is_directory(name)) return name;
+  if (file_exists(name)) fail("{}: is a file; a model is named by its folder (config.json, model.safetensors, tokenizer.json)", name);
+  fail("{}: no such model folder", name);
+}
+
+static void add_ids(std::vector<int32_t>& out, const Json& v) {
+  if (v.is_number_integer()) out.push_back(v.get<int32_t>());
+  else if (v.is_array())
+    for (const Json& x : v)
+      if (x.is_number_integer()) out.push_back(x.get<int32_t>());
+}
+
+LoadedModel load_model(const std::string& name, const LoadOptions& opts) {
+  auto t0 = std::chrono::steady_clock::now();
+  LoadedModel m;
+  m.name = name;
+  m.path = resolve_model_path(name);
+  m.model = load_model_dir(m.path, opts);
+  std::string tj = join_path(m.path, "tokenizer.json"), tc = join_path(m.path, "tokenizer_config.json");
+  if (!file_exists(tj)) fail("{}: missing tokenizer.json (kvad needs the model's tokenizer)", m.path);
+  m.tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(tj, file_exists(tc) ? tc : ""));
+  if (m.tokenizer->vocab_size() > m.model->config().vocab_size)
+    fail("{}: tokenizer has {} tokens but the model's vocab_size is {}", m.path, m.tokenizer->vocab_size(),
+         m.model->config().vocab_size);
+  if (!m.tokenizer->chat_template().empty())
+    m.chat_template = std::make_unique<ChatTemplate>(m.tokenizer->chat_template(), tc + ": chat_template");
+  std::string gc = join_path(m.path, "generation_config.json");
+  if (file_exists(gc)) m.generation_config = read_json_file(gc);
+  m.eos_ids = m.model->config().eos_ids;
+  if (m.generation_config.is_object() && m.generation_config.contains("eos_token_id"))
+    add_ids(m.eos_ids, m.generation_config["eos_token_id"]);
+  if (auto e = m.tokenizer->eos_id()) m.eos_ids.push_back(*e);
+  std::sort(m.eos_ids.begin(), m.eos_ids.end());
+  m.eos_ids.erase(std::unique(m.eos_ids.begin(), m.eos_ids.end()), m.eos_ids.end());
+  m.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return m;
+}
+
+}  // namespace kvad

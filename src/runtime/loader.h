@@ -1,0 +1,31 @@
+// Everything needed to run a model folder: the model (through the registry), its tokenizer,
+// chat template and generation defaults.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/json.h"
+#include "models/registry.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvad {
+
+struct LoadedModel {
+  std::string path;  // the folder
+  std::string name;  // what the user called it
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<ChatTemplate> chat_template;  // null when the model has none
+  std::vector<int32_t> eos_ids;                  // config + generation_config + tokenizer EOS
+  Json generation_config = Json::object();
+  double load_seconds = 0;
+};
+
+// Finds the folder a model name refers to (today: a folder path).
+std::string resolve_model_path(const std::string& name);
+LoadedModel load_model(const std::string& name, const LoadOptions& opts);
+
+}  // namespace kvad

@@ -1,0 +1,118 @@
+// Each SIMD kernel against the scalar reference, on random shapes including ragged tails.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/cpu.h"
+#include "core/dtype.h"
+#include "core/rng.h"
+#include "core/threads.h"
+#include "kernels/attention.h"
+#include "kernels/matmul.h"
+
+using namespace kvad;
+using namespace kvad::kernels;
+
+namespace {
+
+std::vector<Isa> available_isas() {
+  std::vector<Isa> out;
+  if (best_isa() >= Isa::Avx2) out.push_back(Isa::Avx2);
+  if (best_isa() >= Isa::Avx512) out.push_back(Isa::Avx512);
+  return out;
+}
+
+std::vector<float> randn(Rng& r, size_t n) {
+  std::vector<float> v(n);
+  for (float& x : v) x = (float)r.normal();
+  return v;
+}
+
+}  // namespace
+
+TEST(Matmul, SimdMatchesScalarOnRaggedShapes) {
+  if (available_isas().empty()) GTEST_SKIP() << "no SIMD ISA on this CPU";
+  Rng rng(42);
+  const int64_t shapes[][3] = {{1, 1, 1},   {1, 7, 3},    {3, 17, 5},   {4, 16, 4},  {5, 33, 9},
+                               {1, 64, 64}, {7, 100, 37}, {9, 896, 70}, {13, 130, 129}, {2, 4864, 24}};
+  for (auto& s : shapes) {
+    int64_t n = s[0], k = s[1], m = s[2];
+    std::vector<float> x = randn(rng, (size_t)(n * k)), w = randn(rng, (size_t)(m * k));
+    std::vector<uint16_t> wb(w.size());
+    for (size_t i = 0; i < w.size(); i++) wb[i] = f32_to_bf16(w[i]);
+    for (WType wt : {WType::F32, WType::BF16}) {
+      const void* wp = wt == WType::F32 ? (const void*)w.data() : (const void*)wb.data();
+      std::vector<float> ref((size_t)(n * m)), got((size_t)(n * m));
+      matmul(x.data(), n, k, wp, wt, m, ref.data(), Isa::Scalar);
+      for (Isa isa : available_isas()) {
+        std::fill(got.begin(), got.end(), NAN);
+        matmul(x.data(), n, k, wp, wt, m, got.data(), isa);
+        for (size_t i = 0; i < got.size(); i++)
+          ASSERT_NEAR(got[i], ref[i], 1e-4 * std::sqrt((double)k) + 1e-5 * std::fabs(ref[i]))
+              << "n=" << n << " k=" << k << " m=" << m << " isa=" << isa_name(isa) << " i=" << i;
+      }
+    }
+  }
+}
+
+TEST(Matmul, ScalarIsADotProduct) {
+  // The reference itself, against a float64 dot product.
+  Rng rng(7);
+  int64_t n = 3, k = 37, m = 5;
+  std::vector<float> x = randn(rng, (size_t)(n * k)), w = randn(rng, (size_t)(m * k)), y((size_t)(n * m));
+  matmul(x.data(), n, k, w.data(), WType::F32, m, y.data(), Isa::Scalar);
+  for (int64_t t = 0; t < n; t++)
+    for (int64_t r = 0; r < m; r++) {
+      double s = 0;
+      for (int64_t i = 0; i < k; i++) s += (double)x[(size_t)(t * k + i)] * w[(size_t)(r * k + i)];
+      EXPECT_NEAR(y[(size_t)(t * m + r)], s, 1e-4);
+    }
+}
+
+TEST(Matmul, ThreadedEqualsSingleThreaded) {
+  Rng rng(3);
+  int64_t n = 5, k = 300, m = 1000;
+  std::vector<float> x = randn(rng, (size_t)(n * k)), w = randn(rng, (size_t)(m * k)), a((size_t)(n * m)), b(a.size());
+  set_threads(1);
+  matmul(x.data(), n, k, w.data(), WType::F32, m, a.data());
+  set_threads(2);
+  matmul(x.data(), n, k, w.data(), WType::F32, m, b.data());
+  EXPECT_EQ(a, b);  // rows are split between threads, never the sum inside a row
+}
+
+TEST(Attention, SimdMatchesScalarAndCausalReference) {
+  Rng rng(5);
+  AttentionShape s{6, 2, 20, 1.0f / std::sqrt(20.0f)};
+  int64_t pos0 = 3, n = 4, cap = 16;
+  std::vector<float> q = randn(rng, (size_t)(n * s.n_heads * s.head_dim));
+  std::vector<float> k = randn(rng, (size_t)(s.n_kv_heads * cap * s.head_dim));
+  std::vector<float> v = randn(rng, k.size());
+  std::vector<float> ref((size_t)(n * s.n_heads * s.head_dim)), got(ref.size());
+  attention(q.data(), n, pos0, s, k.data(), v.data(), cap * s.head_dim, ref.data(), Isa::Scalar);
+  // float64 reference: query t (position pos0+t) attends to keys 0..pos0+t.
+  int G = s.n_heads / s.n_kv_heads;
+  for (int64_t t = 0; t < n; t++)
+    for (int h = 0; h < s.n_heads; h++) {
+      int kh = h / G;
+      std::vector<double> p;
+      double mx = -1e300, sum = 0;
+      for (int64_t j = 0; j <= pos0 + t; j++) {
+        double d = 0;
+        for (int i = 0; i < s.head_dim; i++)
+          d += (double)q[(size_t)((t * s.n_heads + h) * s.head_dim + i)] * k[(size_t)((kh * cap + j) * s.head_dim + i)];
+        p.push_back(d * s.scale);
+        mx = std::max(mx, p.back());
+      }
+      for (double& x : p) sum += (x = std::exp(x - mx));
+      for (int i = 0; i < s.head_dim; i++) {
+        double o = 0;
+        for (size_t j = 0; j < p.size(); j++) o += p[j] / sum * v[(size_t)((kh * cap + (int64_t)j) * s.head_dim + i)];
+        EXPECT_NEAR(ref[(size_t)((t * s.n_heads + h) * s.head_dim + i)], o, 1e-5);
+      }
+    }
+  for (Isa isa : available_isas()) {
+    attention(q.data(), n, pos0, s, k.data(), v.data(), cap * s.head_dim, got.data(), isa);
+    for (size_t i = 0; i < got.size(); i++) ASSERT_NEAR(got[i], ref[i], 1e-5) << isa_name(isa);
+  }
+}
