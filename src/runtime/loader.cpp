@@ -5,13 +5,15 @@
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "io/store.h"
 
 namespace kvad {
 
 std::string resolve_model_path(const std::string& name) {
   if (is_directory(name)) return name;
   if (file_exists(name)) fail("{}: is a file; a model is named by its folder (config.json, model.safetensors, tokenizer.json)", name);
-  fail("{}: no such model folder", name);
+  if (auto dir = find_in_store(name)) return *dir;
+  fail("{}: no such model folder, and no model of that name in kvad's store ({})", name, store_models_dir());
 }
 
 static void add_ids(std::vector<int32_t>& out, const Json& v) {
