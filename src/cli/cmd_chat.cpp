@@ -56,6 +56,7 @@ void add_chat(CLI::App& app) {
   cmd->callback([a] {
     finalize_sampling(a->sampling);
     LoadedModel m = load_from_args(a->model);
+    if (!m.chat_template && !m.chat_template_error.empty()) fail("{}", m.chat_template_error);
     if (!m.chat_template) fail("{}: the model has no chat template; use kvad run for plain completion", m.path);
     std::unique_ptr<Session> session = make_cpu_session(*m.model);
     bool tty = isatty(0);

@@ -35,8 +35,13 @@ LoadedModel load_model(const std::string& name, const LoadOptions& opts) {
   if (m.tokenizer->vocab_size() > m.model->config().vocab_size)
     fail("{}: tokenizer has {} tokens but the model's vocab_size is {}", m.path, m.tokenizer->vocab_size(),
          m.model->config().vocab_size);
-  if (!m.tokenizer->chat_template().empty())
-    m.chat_template = std::make_unique<ChatTemplate>(m.tokenizer->chat_template(), tc + ": chat_template");
+  if (!m.tokenizer->chat_template().empty()) {
+    try {
+      m.chat_template = std::make_unique<ChatTemplate>(m.tokenizer->chat_template(), tc + ": chat_template");
+    } catch (const Error& e) {  // reported when a chat is asked for
+      m.chat_template_error = e.what();
+    }
+  }
   std::string gc = join_path(m.path, "generation_config.json");
   if (file_exists(gc)) m.generation_config = read_json_file(gc);
   m.eos_ids = m.model->config().eos_ids;

@@ -18,7 +18,8 @@ struct LoadedModel {
   std::string name;  // what the user called it
   std::unique_ptr<Model> model;
   std::unique_ptr<Tokenizer> tokenizer;
-  std::unique_ptr<ChatTemplate> chat_template;  // null when the model has none
+  std::unique_ptr<ChatTemplate> chat_template;  // null when the model has none or it did not parse
+  std::string chat_template_error;               // why it did not parse (plain completion still works)
   std::vector<int32_t> eos_ids;                  // config + generation_config + tokenizer EOS
   Json generation_config = Json::object();
   double load_seconds = 0;

@@ -1,0 +1,150 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "core/error.h"
+#include "runtime/generate.h"
+#include "runtime/sampler.h"
+
+using namespace kvad;
+
+namespace {
+std::vector<float> logits_from_probs(const std::vector<double>& p) {
+  std::vector<float> l;
+  for (double x : p) l.push_back((float)std::log(x));
+  return l;
+}
+
+std::map<int32_t, int> histogram(SamplingParams sp, const std::vector<float>& logits, int n) {
+  Sampler s(sp);
+  std::map<int32_t, int> h;
+  for (int i = 0; i < n; i++) {
+    std::vector<float> l = logits;
+    h[s.sample(l, {}, {})]++;
+  }
+  return h;
+}
+}  // namespace
+
+TEST(Sampler, GreedyPicksArgmax) {
+  SamplingParams p;
+  p.temperature = 0;
+  Sampler s(p);
+  std::vector<float> l = {0.1f, 3.0f, -1.0f, 2.9f};
+  EXPECT_EQ(s.sample(l, {}, {}), 1);
+}
+
+TEST(Sampler, SameSeedSameSequenceOtherSeedDiffers) {
+  std::vector<float> base(1000);
+  for (size_t i = 0; i < base.size(); i++) base[i] = (float)std::sin(i * 0.37) * 2;
+  auto run = [&](uint64_t seed) {
+    SamplingParams p;
+    p.temperature = 1.0f;
+    p.top_k = 0;
+    p.top_p = 1;
+    p.min_p = 0;
+    p.seed = seed;
+    Sampler s(p);
+    std::vector<int32_t> out;
+    for (int i = 0; i < 50; i++) {
+      std::vector<float> l = base;
+      out.push_back(s.sample(l, {}, {}));
+    }
+    return out;
+  };
+  EXPECT_EQ(run(7), run(7));
+  EXPECT_NE(run(7), run(8));
+}
+
+TEST(Sampler, FrequenciesFollowTheDistribution) {
+  SamplingParams p;
+  p.temperature = 1;
+  p.top_k = 0;
+  p.top_p = 1;
+  p.min_p = 0;
+  p.seed = 3;
+  auto h = histogram(p, logits_from_probs({0.5, 0.3, 0.2}), 20000);
+  EXPECT_NEAR(h[0] / 20000.0, 0.5, 0.02);
+  EXPECT_NEAR(h[1] / 20000.0, 0.3, 0.02);
+  EXPECT_NEAR(h[2] / 20000.0, 0.2, 0.02);
+}
+
+TEST(Sampler, TopKTopPMinPCutTheTail) {
+  std::vector<float> l = logits_from_probs({0.4, 0.3, 0.2, 0.07, 0.03});
+  SamplingParams p;
+  p.temperature = 1;
+  p.top_p = 1;
+  p.min_p = 0;
+  p.top_k = 2;
+  auto h = histogram(p, l, 3000);
+  EXPECT_EQ(h.count(2) + h.count(3) + h.count(4), 0u);
+  EXPECT_GT(h[1], 500);
+  p.top_k = 0;
+  p.top_p = 0.85f;  // 0.4 + 0.3 + 0.2 = 0.9 >= 0.85: tokens 0..2
+  h = histogram(p, l, 3000);
+  EXPECT_EQ(h.count(3) + h.count(4), 0u);
+  EXPECT_GT(h[2], 300);
+  p.top_p = 1;
+  p.min_p = 0.5f;  // keep p >= 0.2: tokens 0..2
+  h = histogram(p, l, 3000);
+  EXPECT_EQ(h.count(3) + h.count(4), 0u);
+  EXPECT_GT(h[2], 300);
+}
+
+TEST(Sampler, TemperatureSharpens) {
+  std::vector<float> l = logits_from_probs({0.6, 0.4});
+  SamplingParams p;
+  p.top_k = 0;
+  p.top_p = 1;
+  p.min_p = 0;
+  p.temperature = 0.25f;  // p ~ 0.6^4 : 0.4^4 = 0.835 : 0.165
+  auto h = histogram(p, l, 20000);
+  EXPECT_NEAR(h[0] / 20000.0, 0.835, 0.02);
+}
+
+TEST(Sampler, Penalties) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.repetition_penalty = 2.0f;
+  Sampler s(p);
+  std::vector<float> l = {2.0f, 1.5f, -1.0f};
+  EXPECT_EQ(s.sample(l, {0}, {}), 1);  // 2.0 / 2 = 1.0 < 1.5
+  EXPECT_FLOAT_EQ(l[0], 1.0f);
+  SamplingParams q;
+  q.temperature = 0;
+  q.presence_penalty = 0.3f;
+  q.frequency_penalty = 0.2f;
+  Sampler s2(q);
+  std::vector<float> l2 = {2.0f, 1.5f, 0.0f};
+  // token 0 generated twice: 2.0 - 2*0.2 - 0.3 = 1.3 < 1.5
+  EXPECT_EQ(s2.sample(l2, {0, 0}, {0, 0}), 1);
+  EXPECT_FLOAT_EQ(l2[0], 1.3f);
+}
+
+TEST(Sampler, RejectsBadParameters) {
+  SamplingParams p;
+  p.top_p = 0;
+  EXPECT_THROW(Sampler{p}, Error);
+  p = {};
+  p.temperature = -1;
+  EXPECT_THROW(Sampler{p}, Error);
+  p = {};
+  p.presence_penalty = 3;
+  EXPECT_THROW(Sampler{p}, Error);
+}
+
+TEST(StopMatcher, HoldsBackPossibleStopAndCutsIt) {
+  StopMatcher m({"END", "\n\n"});
+  EXPECT_EQ(m.push("Hello E"), "Hello ");
+  EXPECT_EQ(m.push("N"), "");
+  EXPECT_EQ(m.push("X more"), "ENX more");
+  EXPECT_EQ(m.push(" fin\n"), " fin");
+  EXPECT_EQ(m.push("\nignored"), "");
+  EXPECT_TRUE(m.stopped());
+  StopMatcher n({"stop"});
+  EXPECT_EQ(n.push("abc sto"), "abc ");
+  EXPECT_EQ(n.flush(), "sto");
+  StopMatcher none({});
+  EXPECT_EQ(none.push("anything"), "anything");
+}
