@@ -1,0 +1,203 @@
+#include "tokenizer/bpe.h"
+
+#include <algorithm>
+
+#include "tokenizer/byte_level.h"
+
+namespace kvad::tok {
+
+BpeModel::BpeModel(const Json& model, const Field& f) {
+  require_object(model, f);
+  const Json* type = find_field(model, "type");
+  if (type) {
+    std::string t = read_string(*type, f.at("type"));
+    if (t != "BPE") f.at("type").fail("model type '{}' is not supported (only byte-level BPE)", t);
+  }
+  const Json* vocab = find_field(model, "vocab");
+  const Json* merges = find_field(model, "merges");
+  if (!vocab) f.at("vocab").fail("missing");
+  if (!merges) f.at("merges").fail("missing");
+  if (!vocab->is_object()) f.at("vocab").fail("expected an object of piece -> id, got {}", json_type(*vocab));
+  if (!merges->is_array()) f.at("merges").fail("expected an array, got {}", json_type(*merges));
+
+  // Options that change the algorithm in ways byte-level tokenizers never use: refuse rather than
+  // silently tokenise differently from HF.
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
+    if (!read_string_or(model, key, "", f).empty()) f.at(key).fail("is not supported (byte-level BPE has none)");
+  if (const Json* d = find_field(model, "dropout")) {
+    if (!d->is_number()) f.at("dropout").fail("expected a number, got {}", json_type(*d));
+    if (d->get<double>() != 0.0) f.at("dropout").fail("BPE dropout is not supported");
+  }
+  fuse_unk_ = read_bool(model, "fuse_unk", false, f);
+  ignore_merges_ = read_bool(model, "ignore_merges", false, f);
+  bool byte_fallback = read_bool(model, "byte_fallback", false, f);
+
+  const ByteLevelAlphabet& alphabet = byte_level_alphabet();
+  Field vf = f.at("vocab");
+  piece_to_id_.reserve(vocab->size());
+  bytes_to_id_.reserve(vocab->size());
+  for (auto it = vocab->begin(); it != vocab->end(); ++it) {
+    int32_t id = read_id(it.value(), vf.at(it.key()));
+    piece_to_id_.emplace(it.key(), id);
+    if (auto bytes = alphabet.decode(it.key())) bytes_to_id_.emplace(std::move(*bytes), id);
+  }
+
+  std::string unk = read_string_or(model, "unk_token", "", f);
+  if (!unk.empty()) {
+    // HF only complains about a missing unk token when it needs one, which byte-level input with a
+    // complete byte alphabet never does: no unk then.
+    auto it = piece_to_id_.find(unk);
+    if (it != piece_to_id_.end()) unk_id_ = it->second;
+  }
+  for (int b = 0; b < 256; b++) {
+    std::string piece;
+    append_utf8(piece, alphabet.byte_to_cp[b]);
+    if (auto it = piece_to_id_.find(piece); it != piece_to_id_.end()) {
+      byte_symbols_[b] = {it->second};
+    } else if (byte_fallback) {
+      // HF's byte fallback spells the missing character's UTF-8 bytes as <0xXX> tokens.
+      std::vector<int32_t> ids;
+      for (unsigned char c : piece) {
+        auto fb = piece_to_id_.find(fmt::format("<0x{:02X}>", c));
+        if (fb == piece_to_id_.end()) break;
+        ids.push_back(fb->second);
+      }
+      if (ids.size() == piece.size()) byte_symbols_[b] = std::move(ids);
+    }
+  }
+  read_merges(*merges, f.at("merges"));
+}
+
+void BpeModel::read_merges(const Json& merges, const Field& f) {
+  merges_.reserve(merges.size());
+  uint32_t rank = 0;
+  auto lookup = [&](const std::string& piece, const Field& where) {
+    auto it = piece_to_id_.find(piece);
+    if (it == piece_to_id_.end()) where.fail("token '{}' is not in the vocab", piece);
+    return it->second;
+  };
+  for (size_t i = 0; i < merges.size(); i++) {
+    const Json& m = merges[i];
+    Field mf = f.at(i);
+    std::string a, b;
+    if (m.is_string()) {
+      // Legacy "a b" form (merges.txt lines): exactly two parts around one space.
+      const std::string& s = m.get_ref<const std::string&>();
+      if (s.rfind("#version", 0) == 0) continue;  // a merges.txt header that slipped in
+      size_t sp = s.find(' ');
+      if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
+        mf.fail("expected two tokens separated by one space, got '{}'", s);
+      a = s.substr(0, sp);
+      b = s.substr(sp + 1);
+    } else if (m.is_array() && m.size() == 2) {
+      a = read_string(m[0], mf.at(0));
+      b = read_string(m[1], mf.at(1));
+    } else {
+      mf.fail("expected \"a b\" or [\"a\", \"b\"], got {}", m.is_array() ? "an array of " + std::to_string(m.size()) : json_type(m));
+    }
+    int32_t ia = lookup(a, mf), ib = lookup(b, mf), inew = lookup(a + b, mf);
+    // A pair listed twice keeps its last rank, as in HF (the later map insert wins).
+    merges_[pair_key(ia, ib)] = Merge{rank++, inew};
+  }
+}
+
+void BpeModel::encode(std::string_view word, std::vector<int32_t>& out) const {
+  if (word.empty()) return;
+  if (ignore_merges_) {
+    // Llama 3: a pre-token that is itself a vocabulary entry is that token, merges or not.
+    auto it = bytes_to_id_.find(word);
+    if (it != bytes_to_id_.end()) return out.push_back(it->second);
+  }
+  bool cacheable = word.size() <= kCacheMaxWordBytes;
+  if (cacheable) {
+    std::lock_guard<std::mutex> lock(cache_mu_);
+    auto it = cache_.find(word);
+    if (it != cache_.end()) {
+      out.insert(out.end(), it->second.begin(), it->second.end());
+      return;
+    }
+  }
+  size_t first = out.size();
+  merge_word(word, out);
+  if (cacheable) {
+    std::vector<int32_t> ids(out.begin() + (ptrdiff_t)first, out.end());
+    std::lock_guard<std::mutex> lock(cache_mu_);
+    if (cache_.size() >= kCacheMaxEntries) cache_.clear();  // crude, but keeps memory bounded
+    cache_.emplace(std::string(word), std::move(ids));
+  }
+}
+
+namespace {
+struct Symbol {
+  int32_t id;
+  int32_t prev, next;  // neighbours in the word, -1 at the ends
+  bool alive;
+};
+struct Candidate {
+  uint32_t rank;
+  uint32_t pos;  // index of the left symbol
+  int32_t new_id;
+  // std heap functions keep the largest on top: "larger" = lower rank, then further left.
+  bool operator<(const Candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+};
+}  // namespace
+
+void BpeModel::merge_word(std::string_view word, std::vector<int32_t>& out) const {
+  thread_local std::vector<Symbol> syms;
+  thread_local std::vector<Candidate> heap;
+  syms.clear();
+  heap.clear();
+
+  // One symbol per byte. Bytes with no token become the unk token (fused if asked) or vanish,
+  // as HF does; neither happens with a complete byte-level vocabulary.
+  bool pending_unk = false;
+  auto add = [&](int32_t id) { syms.push_back({id, (int32_t)syms.size() - 1, (int32_t)syms.size() + 1, true}); };
+  for (unsigned char c : word) {
+    const auto& ids = byte_symbols_[c];
+    if (!ids.empty()) {
+      if (pending_unk) add(unk_id_), pending_unk = false;
+      for (int32_t id : ids) add(id);
+    } else if (unk_id_ >= 0) {
+      if (pending_unk && !fuse_unk_) add(unk_id_);
+      pending_unk = true;
+    }
+  }
+  if (pending_unk) add(unk_id_);
+  if (syms.empty()) return;
+  syms.back().next = -1;
+
+  auto consider = [&](int32_t left) {
+    int32_t right = syms[left].next;
+    if (right < 0) return;
+    if (const Merge* m = find_merge(syms[left].id, syms[right].id)) {
+      heap.push_back({m->rank, (uint32_t)left, m->new_id});
+      std::push_heap(heap.begin(), heap.end());
+    }
+  };
+  for (int32_t i = 0; i + 1 < (int32_t)syms.size(); i++) consider(i);
+
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end());
+    Candidate top = heap.back();
+    heap.pop_back();
+    Symbol& left = syms[top.pos];
+    if (!left.alive || left.next < 0) continue;
+    // Skip stale candidates: the pair at this position has changed since it was queued.
+    const Merge* m = find_merge(left.id, syms[left.next].id);
+    if (!m || m->new_id != top.new_id) continue;
+    Symbol& right = syms[left.next];
+    left.id = top.new_id;
+    left.next = right.next;
+    right.alive = false;
+    if (left.next >= 0) syms[left.next].prev = (int32_t)top.pos;
+    if (left.prev >= 0) consider(left.prev);
+    consider((int32_t)top.pos);
+  }
+  for (int32_t i = 0; i >= 0; i = syms[i].next) out.push_back(syms[i].id);
+  if (syms.capacity() > (1u << 16)) {  // one huge word must not pin its buffers to the thread
+    std::vector<Symbol>().swap(syms);
+    std::vector<Candidate>().swap(heap);
+  }
+}
+
+}  // namespace kvad::tok

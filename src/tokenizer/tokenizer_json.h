@@ -1,0 +1,77 @@
+// Internal to the tokenizer layer: reading tokenizer.json fields with errors that name the file and
+// the field path ("tokenizer.json: model.merges[12]: ..."). Every part of the loader goes through
+// these so that a malformed file is a kvad::Error, never a nlohmann exception or a crash.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "core/error.h"
+#include "core/json.h"
+
+namespace kvad::tok {
+
+// Where a JSON value sits: the file (as the caller named it) and the field path inside it.
+struct Field {
+  const std::string& file;
+  std::string path;  // "" for the document itself
+
+  Field at(std::string_view key) const {
+    return {file, path.empty() ? std::string(key) : path + "." + std::string(key)};
+  }
+  Field at(size_t index) const { return {file, path + "[" + std::to_string(index) + "]"}; }
+
+  template <typename... Args>
+  [[noreturn]] void fail(fmt::format_string<Args...> f, Args&&... args) const {
+    std::string msg = fmt::format(f, std::forward<Args>(args)...);
+    if (path.empty()) kvad::fail("{}: {}", file, msg);
+    kvad::fail("{}: {}: {}", file, path, msg);
+  }
+};
+
+// JSON type name for messages ("expected a string, got number").
+inline const char* json_type(const Json& j) { return j.type_name(); }
+
+// obj[key] or nullptr when absent or null.
+inline const Json* find_field(const Json& obj, const char* key) {
+  if (!obj.is_object()) return nullptr;
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+inline const Json& require_object(const Json& j, const Field& f) {
+  if (!j.is_object()) f.fail("expected an object, got {}", json_type(j));
+  return j;
+}
+
+inline bool read_bool(const Json& obj, const char* key, bool dflt, const Field& f) {
+  const Json* v = find_field(obj, key);
+  if (!v) return dflt;
+  if (!v->is_boolean()) f.at(key).fail("expected true or false, got {}", json_type(*v));
+  return v->get<bool>();
+}
+
+inline std::string read_string(const Json& j, const Field& f) {
+  if (!j.is_string()) f.fail("expected a string, got {}", json_type(j));
+  return j.get<std::string>();
+}
+
+inline std::string read_string_or(const Json& obj, const char* key, const std::string& dflt, const Field& f) {
+  const Json* v = find_field(obj, key);
+  return v ? read_string(*v, f.at(key)) : dflt;
+}
+
+// Token ids: non-negative and below a bound that keeps the per-id tables small (the largest real
+// vocabularies are ~262k; 2^24 leaves room without letting a hostile file allocate gigabytes).
+constexpr int64_t kMaxTokenId = (int64_t{1} << 24) - 1;
+
+inline int32_t read_id(const Json& j, const Field& f) {
+  if (!j.is_number_integer()) f.fail("expected an integer token id, got {}", j.is_number() ? j.dump() : json_type(j));
+  int64_t v = j.is_number_unsigned() ? (int64_t)std::min<uint64_t>(j.get<uint64_t>(), INT64_MAX) : j.get<int64_t>();
+  if (v < 0 || v > kMaxTokenId) f.fail("token id {} is out of range (0..{})", v, kMaxTokenId);
+  return (int32_t)v;
+}
+
+}  // namespace kvad::tok

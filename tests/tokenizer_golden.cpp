@@ -1,0 +1,167 @@
+// Ids of the fixture tokenizers (gpt2, llama3, qwen3) against golden ids computed by the
+// independent HF implementation (tools/make_tokenizer_goldens.py -> tests/fixtures/tokenizer_goldens).
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+
+#include "core/json.h"
+#include "core/utf8.h"
+#include "test_support.h"
+#include "tokenizer/tokenizer.h"
+
+using namespace kvad;
+
+namespace {
+
+const Tokenizer& fixture(const std::string& name) {
+  static std::map<std::string, std::unique_ptr<Tokenizer>> cache;
+  auto& t = cache[name];
+  if (!t) {
+    std::string dir = test::source_path("tests/fixtures/tokenizers/" + name);
+    t = std::make_unique<Tokenizer>(Tokenizer::load(dir + "/tokenizer.json", dir + "/tokenizer_config.json"));
+  }
+  return *t;
+}
+
+const Json& goldens() {
+  static Json g = read_json_file(test::source_path("tests/fixtures/tokenizer_goldens/goldens.json"));
+  return g;
+}
+
+std::string case_text(const Json& c) {
+  if (c.contains("text")) return c["text"].get<std::string>();
+  std::string hex = c["text_hex"].get<std::string>(), out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) out += (char)std::stoi(hex.substr(i, 2), nullptr, 16);
+  return out;
+}
+
+std::string show(const std::vector<int32_t>& ids) {
+  std::string s;
+  for (size_t i = 0; i < ids.size(); i++) s += (i ? "," : "") + std::to_string(ids[i]);
+  return s;
+}
+
+class Golden : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Golden, EncodeMatchesHuggingFace) {
+  const Tokenizer& tok = fixture(GetParam());
+  size_t n = 0;
+  for (const Json& c : goldens()["cases"]) {
+    std::string text = case_text(c);
+    bool parse_special = c["parse_special"].get<bool>(), add_special = c["add_special"].get<bool>();
+    auto want = c["ids"][GetParam()].get<std::vector<int32_t>>();
+    auto got = tok.encode(text, parse_special, add_special);
+    EXPECT_EQ(got, want) << "case " << c["name"].get<std::string>() << "\n got  " << show(got) << "\n want " << show(want);
+    n++;
+  }
+  EXPECT_GE(n, 30u);
+}
+
+TEST_P(Golden, DecodeRoundTrips) {
+  const Tokenizer& tok = fixture(GetParam());
+  for (const Json& c : goldens()["cases"]) {
+    std::string text = case_text(c), name = c["name"].get<std::string>();
+    if (c["add_special"].get<bool>()) continue;
+    // Qwen normalises to NFC first, so only NFC text comes back byte for byte there.
+    if (GetParam() == "qwen3" && c.contains("nfc") && !c["nfc"].get<bool>()) continue;
+    auto ids = c["ids"][GetParam()].get<std::vector<int32_t>>();
+    std::string want = sanitize_utf8(text);
+    EXPECT_EQ(tok.decode(ids), want) << name;  // the reference ids decode to the text
+    EXPECT_EQ(tok.decode(tok.encode(text, c["parse_special"].get<bool>())), want) << name;
+
+    // Streaming gives the same text, whatever way the tokens split characters.
+    StreamDecoder sd(tok);
+    std::string streamed;
+    for (int32_t id : ids) {
+      std::string piece = sd.push(id);
+      EXPECT_TRUE(is_valid_utf8(piece)) << name;
+      streamed += piece;
+    }
+    streamed += sd.flush();
+    EXPECT_EQ(streamed, want) << name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, Golden, ::testing::Values("gpt2", "llama3", "qwen3"));
+
+TEST(GoldenFixtures, KnownIdsAndConfig) {
+  // Values checked by the peer harness against llama.cpp as well (peer/README.md).
+  EXPECT_EQ(fixture("qwen3").encode("Hello world"), (std::vector<int32_t>{9707, 1879}));
+  EXPECT_EQ(fixture("llama3").encode("Hello world"), (std::vector<int32_t>{9906, 1917}));
+  EXPECT_EQ(fixture("gpt2").encode("Hello world"), (std::vector<int32_t>{15496, 995}));
+
+  const Tokenizer& q = fixture("qwen3");
+  EXPECT_EQ(q.vocab_size(), 151669);
+  EXPECT_FALSE(q.bos_id().has_value());
+  EXPECT_EQ(q.bos_token(), "");
+  EXPECT_EQ(q.eos_token(), "<|im_end|>");
+  EXPECT_EQ(q.eos_id(), 151645);
+  EXPECT_FALSE(q.adds_bos());
+  EXPECT_NE(q.chat_template().find("<|im_start|>"), std::string::npos);
+  EXPECT_TRUE(q.is_special(151644));
+  EXPECT_FALSE(q.is_special(151667));  // <think> is an added but not a special token
+  EXPECT_EQ(q.piece(151667), "<think>");
+  EXPECT_EQ(q.token_id("<think>"), 151667);
+  EXPECT_EQ(q.token_id("Hello"), 9707);
+  EXPECT_EQ(q.piece(1879), "Ġworld");
+  EXPECT_EQ(q.token_bytes(1879), " world");
+  EXPECT_EQ(q.config()["tokenizer_class"], "Qwen2Tokenizer");
+
+  const Tokenizer& l = fixture("llama3");
+  EXPECT_EQ(l.vocab_size(), 128256);
+  EXPECT_EQ(l.bos_id(), 128000);
+  EXPECT_EQ(l.bos_token(), "<|begin_of_text|>");
+  EXPECT_EQ(l.eos_id(), 128001);
+  EXPECT_FALSE(l.adds_bos());  // this tokenizer.json's post_processor is ByteLevel only
+  EXPECT_EQ(l.encode("Hi", true, true), l.encode("Hi"));
+  EXPECT_FALSE(l.chat_template().empty());
+
+  const Tokenizer& g = fixture("gpt2");
+  EXPECT_EQ(g.vocab_size(), 50257);
+  EXPECT_EQ(g.bos_id(), 50256);
+  EXPECT_EQ(g.eos_id(), 50256);
+  EXPECT_FALSE(g.adds_bos());
+  EXPECT_EQ(g.chat_template(), "");
+  EXPECT_TRUE(g.is_special(50256));
+}
+
+TEST(GoldenFixtures, SkipSpecialAndUnknownIds) {
+  const Tokenizer& q = fixture("qwen3");
+  auto ids = q.encode("<|im_start|>user\nhi<|im_end|>");
+  EXPECT_EQ(q.decode(ids), "<|im_start|>user\nhi<|im_end|>");
+  EXPECT_EQ(q.decode(ids, true), "user\nhi");
+  // Ids past the tokenizer (a model's padded vocabulary) decode to nothing, as in HF.
+  EXPECT_EQ(q.decode({9707, 151900, -3, 1879}), "Hello world");
+  EXPECT_EQ(q.token_bytes(151900), "");
+  EXPECT_EQ(q.piece(-1), "");
+}
+
+TEST(GoldenFixtures, StreamDecoderHoldsSplitCharacters) {
+  const Tokenizer& g = fixture("gpt2");
+  // GPT-2 spells many emoji as several byte tokens: the stream must never cut one.
+  std::string text = "ok 👨‍👩‍👧‍👦 🇯🇵 done";
+  auto ids = g.encode(text);
+  ASSERT_GT(ids.size(), 8u);
+  StreamDecoder sd(g);
+  std::string all;
+  int held = 0;
+  for (int32_t id : ids) {
+    std::string p = sd.push(id);
+    EXPECT_TRUE(is_valid_utf8(p));
+    if (p.empty()) held++;
+    all += p;
+  }
+  all += sd.flush();
+  EXPECT_EQ(all, text);
+  EXPECT_GT(held, 0);  // some tokens ended mid-character
+
+  // An unfinished character at the end comes out as U+FFFD on flush.
+  StreamDecoder lone(g);
+  auto byte_ids = g.encode("\xF0\x9F\x98\x80");  // 😀
+  ASSERT_GE(byte_ids.size(), 2u);
+  EXPECT_EQ(lone.push(byte_ids[0]), "");
+  EXPECT_EQ(lone.flush(), "\xEF\xBF\xBD");
+}
+
+}  // namespace

@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""Regenerates tests/fixtures/tokenizer_goldens/goldens.json: token ids of the test strings below for
+the gpt2, llama3 and qwen3 fixture tokenizers, computed by the independent Hugging Face
+implementation in the peer harness (@huggingface/tokenizers via peer/hf_tokenize.mjs).
+
+    python3 tools/make_tokenizer_goldens.py [--peer /work/shared/peer] [--out FILE]
+
+hf_tokenize.mjs reads the text file as UTF-8 (invalid bytes become U+FFFD, the WHATWG way) and
+always splits added tokens (parse_special = true). For parse_special = false the script runs it on
+a copy of the tokenizer whose *special* added tokens are removed, which is what HF's
+encode_special_tokens does (specials are plain text, non-special added tokens still match).
+"""
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import unicodedata
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIXTURES = os.path.join(ROOT, "tests", "fixtures", "tokenizers")
+TOKENIZERS = ["gpt2", "llama3", "qwen3"]
+
+# The exact string llama.cpp's convert_hf_to_gguf.py hashes to identify a pre-tokenizer.
+CHKTXT = ("\n \n\n \n\n\n \t \t\t \t\n  \n   \n    \n     \n🚀 (normal) 😶\u200d🌫️ (multiple emojis concatenated) ✅ 🦙🦙 "
+          "3 33 333 3333 33333 333333 3333333 33333333 3.3 3..3 3...3 កាន់តែពិសេសអាច😁 ?我想在apple工作1314151天～ "
+          "------======= нещо на Български ''''''```````\"\"\"\"......!!!!!!?????? I've been 'told he's there, "
+          "'RE you sure? 'M not sure I'll make it, 'D you like some tea? We'Ve a'lL")
+
+SPECIALS = ("<|endoftext|>Hello<|im_start|>user\nHi there<|im_end|>\n<|begin_of_text|><|start_header_id|>system"
+            "<|end_header_id|>\n\nBe brief.<|eot_id|> <think>\nhmm\n</think>\n<tool_call>{\"a\": 1}</tool_call>")
+
+PYTHON = '''def fib(n: int) -> int:
+    """Return the n-th Fibonacci number."""
+    if n < 2:
+        return n
+    a, b = 0, 1
+    for _ in range(n - 1):
+        a, b = b, a + b  # tuple swap
+    return b
+
+
+class Foo(object):
+    def __init__(self):
+        self.x = {"key": [1, 2.5, None], 'other': True}
+'''
+
+C_CODE = "#include <stdio.h>\n\nint main(int argc, char **argv) {\n\tfor (int i = 0; i < argc; ++i) {\n\t\tprintf(\"%d: %s\\n\", i, argv[i]);\n\t}\n\treturn 0;\t// done\n}\n"
+
+
+def long_mixed_text(seed=20240601, target=6000):
+    """Deterministic several-KB mix of every script and shape the tokenizers care about."""
+    rng = random.Random(seed)
+    pools = [
+        "the of and to in is that it was for on are with as his they be at one have this from or had by".split(),
+        "Tokenization BPE merges vocabulary Transformer attention décembre naïve Zürich Ångström".split(),
+        ["我", "想在", "工作", "東京", "日本語", "한국어", "текст", "Привет", "مرحبا", "नमस्ते", "ภาษาไทย", "Ελληνικά"],
+        ["🚀", "😀", "👍🏽", "👨‍👩‍👧‍👦", "🏳️‍🌈", "🇯🇵", "❤️", "😶‍🌫️", "🦙"],
+        ["0", "7", "42", "2024", "31415926", "3.14", "1,000", "-17", "0x1F", "1e-9"],
+        ["'s", "'t", "'RE", "'ve", "'M", "'ll", "'D", "n't", "I'VE"],
+        ["(", ")", "{", "}", "[", "]", ";", ":", "...", "!!", "??", "--", "==", "->", "//", "#", "@", "\"", "`"],
+        [" ", "  ", "   ", "\n", "\n\n", "\t", " \n", "\r\n", "\n    "],
+        ["def", "return", "if", "else", "int", "printf", "std::vector<int>", "x+=1", "i++"],
+    ]
+    weights = [30, 8, 6, 3, 6, 3, 8, 14, 5]
+    out = []
+    size = 0
+    while size < target:
+        pool = rng.choices(pools, weights)[0]
+        piece = rng.choice(pool)
+        if pool is not pools[7] and rng.random() < 0.7:
+            piece = " " + piece
+        out.append(piece)
+        size += len(piece.encode("utf-8"))
+    return "".join(out)
+
+
+def cases():
+    """(name, text as str or bytes, parse_special, add_special)."""
+    c = [
+        ("empty", "", True, False),
+        ("english", "The quick brown fox jumps over the lazy dog. It's a beautiful day, isn't it? "
+                    "Dr. Smith paid $3.50 for 2 coffees at 9:45am.", True, False),
+        ("prose_paragraphs", "In the beginning was the Word.\nAnd the Word was with God.\n\n"
+                             "Chapter 2\n\nIt was a dark and stormy night; the rain fell in torrents — except at "
+                             "occasional intervals, when it was checked by a violent gust of wind.", True, False),
+        ("python", PYTHON, True, False),
+        ("c_tabs", C_CODE, True, False),
+        ("digits", "1 12 123 1234 12345 123456 1234567 3.14159 2024-01-01 0x1F 1,000,000 007 ١٢٣ ४५६ ½ ²", True, False),
+        ("long_number", "31415926535897932384626433832795028841971693993751058209749445923078164062862089986280", True, False),
+        ("whitespace_runs", "a  b   c    d\n\n\nend  \n\t\tx \t \r\n y\r\n\r\nz   ", True, False),
+        ("only_spaces", "     ", True, False),
+        ("only_newlines", "\n\n\n", True, False),
+        ("crlf", "line1\r\nline2\r\n\r\n", True, False),
+        ("leading_trailing", "   leading spaces and trailing   ", True, False),
+        ("contractions", "I'VE I've i'Ve we'Ll WE'LL you'D they'RE it'S don'T I'm I'M 's 'S 'll ''s", True, False),
+        ("accented", "Café naïve résumé Ångström Straße façade œuvre Ñandú Łódź São Paulo", True, False),
+        ("decomposed", "Cafe\u0301 n\u0303 A\u030a e\u0301te\u0301", True, False),
+        ("cjk", "我想在apple工作。東京は日本の首都です。한국어 텍스트입니다。", True, False),
+        ("arabic_devanagari", "مرحبا بالعالم، كيف حالك؟ नमस्ते दुनिया, आप कैसे हैं?", True, False),
+        ("thai_cyrillic_greek", "ภาษาไทยง่ายนิดเดียว нещо на Български Καλημέρα κόσμε", True, False),
+        ("emoji", "🚀 😀😃 👍🏽 👨‍👩‍👧‍👦 🏳️‍🌈 🇯🇵🇺🇸 ❤️ 😶‍🌫️ ✅🦙🦙", True, False),
+        ("unicode_spaces", "a\u00a0b\u3000c\u2003d\u2028e\u202ff", True, False),
+        ("controls", "\x00\x01\x07 \x1b[31mred\x1b[0m \x7f end", True, False),
+        ("punctuation", "''''''```````\"\"\"\"......!!!!!!?????? ------======= ...!? (a) [b] {c} <d>", True, False),
+        ("url_email", "See https://example.com/path/to?q=1&r=two#frag or mail user.name+tag@mail.example.org.", True, False),
+        ("markdown_json", "# Title\n\n- item *one*\n- item **two**\n\n```json\n{\"a\": [1, 2, {\"b\": null}]}\n```\n", True, False),
+        ("long_word", "a" * 300 + " " + "supercalifragilisticexpialidocious" + " " + "z" * 1000, True, False),
+        ("specials_parsed", SPECIALS, True, False),
+        ("specials_plain", SPECIALS, False, False),
+        ("special_edges", " <|endoftext|> <|endoftext|><|endoftext|>x<|im_start|<|im_end|>>", True, False),
+        ("special_edges_plain", " <|endoftext|> <|endoftext|><|endoftext|>x<|im_start|<|im_end|>>", False, False),
+        ("add_special", "Hello world", True, True),
+        ("invalid_utf8", b"abc\xff\xfedef \xc3\x28 \xe2\x82 end \xf0\x9f\x98 \xed\xa0\x80 ok\x80\xc0\xaf", True, False),
+        ("invalid_utf8_only", b"\xff", True, False),
+        ("chkhsh", CHKTXT, True, False),
+        ("chkhsh_add_special", CHKTXT, True, True),
+        ("long_mixed", long_mixed_text(), True, False),
+    ]
+    return c
+
+
+def strip_specials(src_dir, dst_dir):
+    with open(os.path.join(src_dir, "tokenizer.json"), encoding="utf-8") as f:
+        tj = json.load(f)
+    tj["added_tokens"] = [t for t in tj.get("added_tokens", []) if not t.get("special")]
+    with open(os.path.join(dst_dir, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(tj, f, ensure_ascii=False)
+    shutil.copy(os.path.join(src_dir, "tokenizer_config.json"), dst_dir)
+
+
+def hf_ids(peer, tok_dir, data, add_special, tmp):
+    path = os.path.join(tmp, "text.txt")
+    with open(path, "wb") as f:
+        f.write(data)
+    cmd = ["node", os.path.join(peer, "hf_tokenize.mjs"), tok_dir, path] + (["--special"] if add_special else [])
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--peer", default="/work/shared/peer")
+    ap.add_argument("--out", default=os.path.join(ROOT, "tests", "fixtures", "tokenizer_goldens", "goldens.json"))
+    args = ap.parse_args()
+
+    out_cases = []
+    with tempfile.TemporaryDirectory() as tmp:
+        plain_dirs = {}
+        for name in TOKENIZERS:
+            d = os.path.join(tmp, name + "_nospecial")
+            os.makedirs(d)
+            strip_specials(os.path.join(FIXTURES, name), d)
+            plain_dirs[name] = d
+        for name, text, parse_special, add_special in cases():
+            data = text if isinstance(text, bytes) else text.encode("utf-8")
+            entry = {"name": name}
+            try:
+                s = data.decode("utf-8")
+                entry["text"] = s
+                # decode(encode(x)) == x holds where the tokenizer's normalizer (Qwen: NFC) keeps x.
+                entry["nfc"] = unicodedata.is_normalized("NFC", s)
+            except UnicodeDecodeError:
+                entry["text_hex"] = data.hex()
+            entry["parse_special"] = parse_special
+            entry["add_special"] = add_special
+            entry["ids"] = {}
+            for tok in TOKENIZERS:
+                d = os.path.join(FIXTURES, tok) if parse_special else plain_dirs[tok]
+                entry["ids"][tok] = hf_ids(args.peer, d, data, add_special, tmp)
+            out_cases.append(entry)
+            print(f"{name}: " + ", ".join(f"{t} {len(entry['ids'][t])}" for t in TOKENIZERS), file=sys.stderr)
+
+    doc = {
+        "generator": "tools/make_tokenizer_goldens.py: peer/hf_tokenize.mjs (@huggingface/tokenizers 0.2.0)",
+        "tokenizers": TOKENIZERS,
+        "cases": out_cases,
+    }
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w", encoding="utf-8") as f:
+        # One case per line keeps diffs readable.
+        f.write("{\n")
+        f.write(f'"generator": {json.dumps(doc["generator"])},\n"tokenizers": {json.dumps(TOKENIZERS)},\n"cases": [\n')
+        f.write(",\n".join(json.dumps(c, ensure_ascii=False) for c in out_cases))
+        f.write("\n]\n}\n")
+    print(f"wrote {args.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
