@@ -1,0 +1,181 @@
+#include "train/gemm.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "core/threads.h"
+
+namespace kvad::train {
+
+namespace {
+
+// Block sizes: a KC x MR micro-panel of A (12 KB at KC=256, MR=12) stays in L1 while the
+// KC x NC panel of B (<= 512 KB) is read from L2.
+constexpr int64_t KC = 256;
+constexpr int64_t MC = 96;
+constexpr int64_t NC = 512;
+
+struct AlignedBuf {
+  float* p = nullptr;
+  size_t cap = 0;
+  ~AlignedBuf() { std::free(p); }
+  float* get(size_t n) {
+    if (n > cap) {
+      std::free(p);
+      cap = (n + 1023) & ~size_t{1023};
+      p = static_cast<float*>(std::aligned_alloc(64, cap * sizeof(float)));
+      if (!p) throw std::bad_alloc();
+    }
+    return p;
+  }
+};
+
+// Ap: ceil(mc/MR) panels of kc x MR (for each k, MR consecutive rows), zero rows past mc.
+void pack_a(const GemmShape& g, int64_t m0, int64_t mc, int64_t k0, int64_t kc, int MR, float* Ap) {
+  for (int64_t p = 0; p < mc; p += MR) {
+    int64_t rows = std::min<int64_t>(MR, mc - p);
+    float* dst = Ap + p * kc;
+    if (g.trans_a) {  // A stored [K, M]: MR consecutive values per k
+      for (int64_t k = 0; k < kc; k++) {
+        const float* src = g.A + (k0 + k) * g.lda + m0 + p;
+        float* d = dst + k * MR;
+        int64_t i = 0;
+        for (; i < rows; i++) d[i] = src[i];
+        for (; i < MR; i++) d[i] = 0;
+      }
+    } else {  // A stored [M, K]: read each row along k
+      for (int64_t i = 0; i < MR; i++) {
+        if (i < rows) {
+          const float* src = g.A + (m0 + p + i) * g.lda + k0;
+          for (int64_t k = 0; k < kc; k++) dst[k * MR + i] = src[k];
+        } else {
+          for (int64_t k = 0; k < kc; k++) dst[k * MR + i] = 0;
+        }
+      }
+    }
+  }
+}
+
+// Bp: ceil(nc/NR) panels of kc x NR (for each k, NR consecutive columns), zero columns past nc.
+void pack_b(const GemmShape& g, int64_t n0, int64_t nc, int64_t k0, int64_t kc, int NR, float* Bp) {
+  for (int64_t p = 0; p < nc; p += NR) {
+    int64_t cols = std::min<int64_t>(NR, nc - p);
+    float* dst = Bp + p * kc;
+    if (g.trans_b) {  // B stored [N, K]: read each column (a row of storage) along k
+      for (int64_t j = 0; j < NR; j++) {
+        if (j < cols) {
+          const float* src = g.B + (n0 + p + j) * g.ldb + k0;
+          for (int64_t k = 0; k < kc; k++) dst[k * NR + j] = src[k];
+        } else {
+          for (int64_t k = 0; k < kc; k++) dst[k * NR + j] = 0;
+        }
+      }
+    } else {  // B stored [K, N]: NR consecutive values per k
+      for (int64_t k = 0; k < kc; k++) {
+        const float* src = g.B + (k0 + k) * g.ldb + n0 + p;
+        float* d = dst + k * NR;
+        int64_t j = 0;
+        for (; j < cols; j++) d[j] = src[j];
+        for (; j < NR; j++) d[j] = 0;
+      }
+    }
+  }
+}
+
+// C[m_begin..m_end, n_begin..n_end) on the calling thread.
+void gemm_block(const GemmShape& g, const MicroKernel& uk, int64_t m_begin, int64_t m_end, int64_t n_begin,
+                int64_t n_end) {
+  thread_local AlignedBuf abuf, bbuf;
+  const int MR = uk.mr, NR = uk.nr;
+  if (g.K == 0) {  // no product: C = bias or 0 (or unchanged when accumulating)
+    for (int64_t m = m_begin; m < m_end; m++)
+      for (int64_t n = n_begin; n < n_end; n++) {
+        float b = g.bias ? g.bias[n] : 0.0f;
+        g.C[m * g.ldc + n] = g.accumulate ? g.C[m * g.ldc + n] + b : b;
+      }
+    return;
+  }
+  float* Bp = bbuf.get((size_t)(KC * (NC + NR)));
+  float* Ap = abuf.get((size_t)(KC * (MC + MR)));
+  for (int64_t n0 = n_begin; n0 < n_end; n0 += NC) {
+    int64_t nc = std::min(NC, n_end - n0);
+    for (int64_t k0 = 0; k0 < g.K; k0 += KC) {
+      int64_t kc = std::min(KC, g.K - k0);
+      pack_b(g, n0, nc, k0, kc, NR, Bp);
+      bool add_c = g.accumulate || k0 > 0;
+      const float* bias = k0 == 0 && g.bias ? g.bias + n0 : nullptr;
+      for (int64_t m0 = m_begin; m0 < m_end; m0 += MC) {
+        int64_t mc = std::min(MC, m_end - m0);
+        pack_a(g, m0, mc, k0, kc, MR, Ap);
+        for (int64_t i = 0; i < mc; i += MR)
+          for (int64_t j = 0; j < nc; j += NR)
+            uk.run(kc, Ap + i * kc, Bp + j * kc, g.C + (m0 + i) * g.ldc + n0 + j, g.ldc,
+                   (int)std::min<int64_t>(MR, mc - i), (int)std::min<int64_t>(NR, nc - j), add_c,
+                   bias ? bias + j : nullptr);
+      }
+    }
+  }
+}
+
+void ukernel_scalar(int64_t kc, const float* A, const float* B, float* C, int64_t ldc, int mr, int nr, bool add_c,
+                    const float* bias) {
+  constexpr int MR = 4, NR = 8;
+  float acc[MR][NR] = {};
+  for (int64_t k = 0; k < kc; k++, A += MR, B += NR)
+    for (int i = 0; i < MR; i++)
+      for (int j = 0; j < NR; j++) acc[i][j] += A[i] * B[j];
+  for (int i = 0; i < mr; i++)
+    for (int j = 0; j < nr; j++) {
+      float v = acc[i][j] + (bias ? bias[j] : 0.0f);
+      C[i * ldc + j] = add_c ? C[i * ldc + j] + v : v;
+    }
+}
+
+}  // namespace
+
+MicroKernel micro_kernel_scalar() { return {4, 8, ukernel_scalar}; }
+
+MicroKernel micro_kernel(Isa isa) {
+#if defined(__x86_64__)
+  if (isa == Isa::Avx512) return micro_kernel_avx512();
+  if (isa == Isa::Avx2) return micro_kernel_avx2();
+#endif
+  return micro_kernel_scalar();
+}
+
+void gemm(const GemmShape& g, bool parallel, Isa isa) {
+  if (g.M <= 0 || g.N <= 0) return;
+  const MicroKernel uk = micro_kernel(isa);
+  ThreadPool& tp = pool();
+  int nt = parallel ? tp.size() : 1;
+  double flops = 2.0 * (double)g.M * (double)g.N * (double)g.K;
+  if (nt > 1 && flops < 2e5) nt = 1;  // waking the pool costs more than it saves
+  if (nt == 1) return gemm_block(g, uk, 0, g.M, 0, g.N);
+  // Split C by rows when there are enough micro-tile rows to share, else by columns; boundaries
+  // fall on whole micro-tiles so no tile is computed twice.
+  int64_t mtiles = (g.M + uk.mr - 1) / uk.mr, ntiles = (g.N + uk.nr - 1) / uk.nr;
+  bool by_rows = mtiles >= 4 * nt || mtiles >= ntiles;
+  tp.run([&](int t, int n) {
+    int64_t tiles = by_rows ? mtiles : ntiles, step = by_rows ? uk.mr : uk.nr;
+    int64_t b = tiles * t / n * step, e = std::min(tiles * (t + 1) / n * step, by_rows ? g.M : g.N);
+    if (b >= e) return;
+    if (by_rows) gemm_block(g, uk, b, e, 0, g.N);
+    else gemm_block(g, uk, 0, g.M, b, e);
+  });
+}
+
+void matmul_fwd(float* y, const float* x, const float* w, const float* b, int64_t n, int64_t in, int64_t out) {
+  gemm({n, out, in, x, in, false, w, in, true, y, out, false, b});
+}
+
+void matmul_dx(float* dx, const float* dy, const float* w, int64_t n, int64_t in, int64_t out, bool accumulate) {
+  gemm({n, in, out, dy, out, false, w, in, false, dx, in, accumulate, nullptr});
+}
+
+void matmul_dw(float* dw, const float* dy, const float* x, int64_t n, int64_t in, int64_t out, bool accumulate) {
+  gemm({out, in, n, dy, out, true, x, in, false, dw, in, accumulate, nullptr});
+}
+
+}  // namespace kvad::train

@@ -1,0 +1,73 @@
+// The matrix product every training layer is built on, in all three shapes backprop needs:
+//   forward    Y  = X · Wᵀ        (W stored [out, in], as checkpoints and kernels/matmul.h have it)
+//   input grad dX = dY · W
+//   weight grad dW += dYᵀ · X
+// as one routine over op(A)·op(B) with either operand transposed. It is BLIS-shaped: both operands
+// are packed into panels (zero-padded to the micro-tile, so edges need no special code), a
+// register-blocked micro-kernel per ISA computes MR x NR tiles of C, and the blocks are sized so
+// a micro-panel of A stays in L1 while the B panel streams from L2.
+//
+// Determinism: every element of C is summed over k in the same order whatever the thread count
+// (threads split C, never k), so results are bit-identical for 1 or N threads.
+#pragma once
+#include <cstdint>
+
+#include "core/cpu.h"
+
+namespace kvad::train {
+
+struct GemmShape {
+  int64_t M, N, K;
+  const float* A;
+  int64_t lda;
+  bool trans_a;  // op(A)[m][k] = trans_a ? A[k*lda + m] : A[m*lda + k]
+  const float* B;
+  int64_t ldb;
+  bool trans_b;  // op(B)[k][n] = trans_b ? B[n*ldb + k] : B[k*ldb + n]
+  float* C;
+  int64_t ldc;
+  bool accumulate = false;      // C += op(A)op(B) instead of C = op(A)op(B)
+  const float* bias = nullptr;  // [N], added to every row of the product
+};
+
+// On the process thread pool (or the calling thread alone when `parallel` is false, e.g. inside
+// an already parallel loop over heads).
+void gemm(const GemmShape& g, bool parallel = true, Isa isa = best_isa());
+
+// Shorthands for the three layer shapes, row-major, contiguous.
+// y[n, out] = x[n, in] · w[out, in]ᵀ (+ b)
+void matmul_fwd(float* y, const float* x, const float* w, const float* b, int64_t n, int64_t in, int64_t out);
+// dx[n, in] (+)= dy[n, out] · w[out, in]
+void matmul_dx(float* dx, const float* dy, const float* w, int64_t n, int64_t in, int64_t out, bool accumulate);
+// dw[out, in] (+)= dy[n, out]ᵀ · x[n, in]
+void matmul_dw(float* dw, const float* dy, const float* x, int64_t n, int64_t in, int64_t out, bool accumulate);
+
+// The micro-kernel contract: C[0..mr, 0..nr) (+)= Ap · Bp over kc steps, where Ap holds kc groups
+// of MR values and Bp kc groups of NR values (packed, zero-padded). `add_c`: add to C instead of
+// overwriting; `bias` (nullptr or [nr]) is added too.
+struct MicroKernel {
+  int mr, nr;
+  void (*run)(int64_t kc, const float* Ap, const float* Bp, float* C, int64_t ldc, int mr, int nr, bool add_c,
+              const float* bias);
+};
+MicroKernel micro_kernel(Isa isa);
+MicroKernel micro_kernel_scalar();
+MicroKernel micro_kernel_avx2();
+MicroKernel micro_kernel_avx512();
+
+// The reference: a plain triple loop in T (float or double), k ascending. Tests compare with it,
+// and the float64 model used by the gradient checks runs on it.
+template <typename T>
+void gemm_ref(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, bool trans_a, const T* B, int64_t ldb,
+              bool trans_b, T* C, int64_t ldc, bool accumulate, const T* bias) {
+  for (int64_t m = 0; m < M; m++)
+    for (int64_t n = 0; n < N; n++) {
+      T s = 0;
+      for (int64_t k = 0; k < K; k++)
+        s += (trans_a ? A[k * lda + m] : A[m * lda + k]) * (trans_b ? B[n * ldb + k] : B[k * ldb + n]);
+      if (bias) s += bias[n];
+      C[m * ldc + n] = accumulate ? C[m * ldc + n] + s : s;
+    }
+}
+
+}  // namespace kvad::train

@@ -1,0 +1,83 @@
+// The layers of a GPT, each a forward and a backward written side by side (one file per layer),
+// in T = float (the trainer: SIMD kernels, threads) or T = double (the gradient checks: the plain
+// reference kernels). Activations are row-major [rows = batch * time, width]. Backward functions
+// say per output whether they overwrite (=) or accumulate (+=): the residual stream's gradient is
+// accumulated, parameter gradients are written by the one layer that owns them (the tied
+// embedding is the exception: the head writes it, the embedding adds to it).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "train/gemm.h"
+
+namespace kvad::train {
+
+// C = op(A) op(B) (+ bias) in T: the SIMD gemm for float, the reference loop for double.
+template <typename T>
+void gemm_t(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, bool ta, const T* B, int64_t ldb, bool tb,
+            T* C, int64_t ldc, bool accumulate, const T* bias, bool parallel = true);
+
+// ---- linear.cpp: y = x Wᵀ + b, W [out, in]
+template <typename T>
+void linear_fwd(T* y, const T* x, const T* w, const T* b, int64_t rows, int64_t in, int64_t out);
+// dx (= or += when accumulate_dx), dw =, db = (db may be null: no bias). dx may be null (not needed).
+template <typename T>
+void linear_bwd(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, int64_t rows, int64_t in, int64_t out,
+                bool accumulate_dx = false);
+
+// ---- norm.cpp: LayerNorm (w, b) and RMSNorm (w only; b == null), per row of C.
+template <typename T>
+void norm_fwd(T* out, T* mean, T* rstd, const T* x, const T* w, const T* b, int64_t rows, int64_t C, T eps);
+// dx +=, dw =, db =. For RMSNorm pass b == db == mean == null.
+template <typename T>
+void norm_bwd(T* dx, T* dw, T* db, const T* dout, const T* x, const T* mean, const T* rstd, const T* w,
+              int64_t rows, int64_t C);
+
+// ---- attention.cpp: causal self-attention on a fused qkv row [q: H*hd | k: KV*hd | v: KV*hd],
+// query head h reading key/value head h / (H / KV) (grouped-query attention when KV < H).
+struct AttnShape {
+  int64_t B, T, H, KV, hd;
+  int64_t qkv_width() const { return (H + 2 * KV) * hd; }
+};
+// out [B*T, H*hd] =; probs [B, H, T, T] = (saved for the backward).
+template <typename T>
+void attention_fwd(T* out, T* probs, const T* qkv, const AttnShape& s);
+// dqkv [B*T, qkv_width] =.
+template <typename T>
+void attention_bwd(T* dqkv, const T* dout, const T* qkv, const T* probs, const AttnShape& s);
+
+// ---- rope.cpp: rotary embedding of the q and k parts of qkv rows, position = row % T.
+template <typename T>
+struct RopeTables {
+  std::vector<T> cos, sin;  // [T, hd/2]: angle pos * theta^(-2i/hd), computed in double
+  int64_t half = 0;
+  RopeTables(int64_t Tn, int64_t hd, double theta);
+};
+// In place on qkv (forward) or on dqkv (backward: the inverse rotation).
+template <typename T>
+void rope_qk(T* qkv, const RopeTables<T>& tab, const AttnShape& s, bool backward);
+
+// ---- activation.cpp: GELU (tanh) over n values; SwiGLU over rows of [gate | up].
+template <typename T>
+void gelu_fwd(T* out, const T* x, int64_t n);
+template <typename T>
+void gelu_bwd(T* dx, const T* x, const T* dout, int64_t n);  // dx = (may alias dout)
+template <typename T>
+void swiglu_fwd(T* out, const T* gate_up, int64_t rows, int64_t I);
+template <typename T>
+void swiglu_bwd(T* dgate_up, const T* gate_up, const T* dout, int64_t rows, int64_t I);  // =
+
+// ---- embedding.cpp: x[b, t] = wte[token] (+ wpe[t] when wpe is not null).
+template <typename T>
+void embedding_fwd(T* x, const int32_t* tokens, const T* wte, const T* wpe, int64_t B, int64_t Tn, int64_t C,
+                   int64_t V);
+// dwte += (scatter by token), dwpe = (sum over the batch; when not null).
+template <typename T>
+void embedding_bwd(T* dwte, T* dwpe, const T* dx, const int32_t* tokens, int64_t B, int64_t Tn, int64_t C);
+
+// ---- loss.cpp: softmax cross-entropy of logits [rows, V]. Writes loss per row and replaces the
+// logits by dlogits = (softmax - onehot) / rows (the gradient of the mean loss). Returns the mean.
+template <typename T>
+double cross_entropy(T* logits, T* loss, const int32_t* targets, int64_t rows, int64_t V);
+
+}  // namespace kvad::train

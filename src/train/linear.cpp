@@ -1,0 +1,62 @@
+// Linear layer: y = x Wᵀ + b with W [out, in] (the layout checkpoints and the engine use).
+//   forward   y  = x Wᵀ + b
+//   backward  dx = dy W,   dW = dyᵀ x,   db = Σ_rows dy
+#include <algorithm>
+#include <vector>
+
+#include "core/threads.h"
+#include "train/layers.h"
+
+namespace kvad::train {
+
+template <typename T>
+void gemm_t(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, bool ta, const T* B, int64_t ldb, bool tb,
+            T* C, int64_t ldc, bool accumulate, const T* bias, bool parallel) {
+  if constexpr (sizeof(T) == sizeof(float)) {
+    gemm({M, N, K, A, lda, ta, B, ldb, tb, C, ldc, accumulate, bias}, parallel);
+  } else {
+    gemm_ref<T>(M, N, K, A, lda, ta, B, ldb, tb, C, ldc, accumulate, bias);
+  }
+}
+
+template <typename T>
+void linear_fwd(T* y, const T* x, const T* w, const T* b, int64_t rows, int64_t in, int64_t out) {
+  gemm_t<T>(rows, out, in, x, in, false, w, in, true, y, out, false, b);
+}
+
+// db = column sums of dy. Rows are summed in fixed blocks and the blocks in order, so the result
+// does not depend on the thread count.
+template <typename T>
+static void column_sums(T* db, const T* dy, int64_t rows, int64_t out) {
+  constexpr int64_t kBlock = 128;
+  int64_t nb = (rows + kBlock - 1) / kBlock;
+  std::vector<T> part((size_t)(nb * out), T(0));
+  pool().parallel_for(nb, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; b++) {
+      T* p = &part[(size_t)(b * out)];
+      for (int64_t r = b * kBlock; r < std::min(rows, (b + 1) * kBlock); r++)
+        for (int64_t j = 0; j < out; j++) p[j] += dy[r * out + j];
+    }
+  });
+  std::fill(db, db + out, T(0));
+  for (int64_t b = 0; b < nb; b++)
+    for (int64_t j = 0; j < out; j++) db[j] += part[(size_t)(b * out + j)];
+}
+
+template <typename T>
+void linear_bwd(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, int64_t rows, int64_t in, int64_t out,
+                bool accumulate_dx) {
+  if (dx) gemm_t<T>(rows, in, out, dy, out, false, w, in, false, dx, in, accumulate_dx, nullptr);
+  gemm_t<T>(out, in, rows, dy, out, true, x, in, false, dw, in, false, nullptr);
+  if (db) column_sums(db, dy, rows, out);
+}
+
+#define KVAD_INSTANTIATE(T)                                                                                     \
+  template void gemm_t<T>(int64_t, int64_t, int64_t, const T*, int64_t, bool, const T*, int64_t, bool, T*,      \
+                          int64_t, bool, const T*, bool);                                                       \
+  template void linear_fwd<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);                    \
+  template void linear_bwd<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t, int64_t, bool);
+KVAD_INSTANTIATE(float)
+KVAD_INSTANTIATE(double)
+
+}  // namespace kvad::train

@@ -1,0 +1,300 @@
+// Gradient checks: every layer's backward, and the whole model's, against central differences,
+// all in float64 (the reference kernels), so the bounds can be tight:
+//   per entry  err = |analytic - numeric| / max(|analytic|, |numeric|, 1e-3)
+//   bound      err < 1e-6 for every entry checked (step h = 1e-5; central differences are exact to
+//              O(h²) ~ 1e-10 here, far below the bound, and a wrong formula is off by O(1)).
+// Then the float model (SIMD kernels, threads) against the float64 one.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <vector>
+
+#include "core/rng.h"
+#include "train/layers.h"
+#include "train/model.h"
+
+using namespace kvad;
+using namespace kvad::train;
+
+namespace {
+
+constexpr double kH = 1e-5, kBound = 1e-6, kFloor = 1e-3;
+
+std::vector<double> randn(Rng& r, size_t n, double scale = 1.0) {
+  std::vector<double> v(n);
+  for (double& x : v) x = scale * r.normal();
+  return v;
+}
+
+// The loss of a layer check: L = Σ out · g for a fixed random g, so dL/dout = g.
+double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); i++) s += a[i] * b[i];
+  return s;
+}
+
+// Checks analytic[i] against the central difference of loss() in x[i], for every i (or `limit`
+// evenly spaced ones). Returns the worst error.
+double check(const char* what, std::vector<double>& x, const std::vector<double>& analytic,
+             const std::function<double()>& loss, size_t limit = 0) {
+  EXPECT_EQ(x.size(), analytic.size()) << what;
+  size_t stride = limit && x.size() > limit ? x.size() / limit : 1;
+  double worst = 0;
+  for (size_t i = 0; i < x.size(); i += stride) {
+    double keep = x[i];
+    x[i] = keep + kH;
+    double up = loss();
+    x[i] = keep - kH;
+    double down = loss();
+    x[i] = keep;
+    double num = (up - down) / (2 * kH), an = analytic[i];
+    double err = std::fabs(an - num) / std::max({std::fabs(an), std::fabs(num), kFloor});
+    worst = std::max(worst, err);
+    EXPECT_LT(err, kBound) << what << "[" << i << "]: analytic " << an << " numeric " << num;
+    if (err >= kBound) break;  // one message per tensor is enough
+  }
+  return worst;
+}
+
+}  // namespace
+
+TEST(GradCheck, Linear) {
+  Rng r(1);
+  const int64_t rows = 5, in = 7, out = 6;
+  auto x = randn(r, rows * in), w = randn(r, out * in), b = randn(r, out), g = randn(r, rows * out);
+  auto loss = [&] {
+    std::vector<double> y(rows * out);
+    linear_fwd(y.data(), x.data(), w.data(), b.data(), rows, in, out);
+    return dot(y, g);
+  };
+  std::vector<double> dx(rows * in), dw(out * in), db(out);
+  linear_bwd(dx.data(), dw.data(), db.data(), g.data(), x.data(), w.data(), rows, in, out);
+  check("dx", x, dx, loss);
+  check("dw", w, dw, loss);
+  check("db", b, db, loss);
+}
+
+TEST(GradCheck, LayerNormAndRmsNorm) {
+  for (bool layernorm : {true, false}) {
+    Rng r(2);
+    const int64_t rows = 4, C = 19;
+    auto x = randn(r, rows * C, 2.0), w = randn(r, C), b = randn(r, C), g = randn(r, rows * C);
+    auto loss = [&] {
+      std::vector<double> y(rows * C), mean(rows), rstd(rows);
+      norm_fwd(y.data(), mean.data(), rstd.data(), x.data(), w.data(), layernorm ? b.data() : nullptr, rows, C, 1e-5);
+      return dot(y, g);
+    };
+    std::vector<double> y(rows * C), mean(rows), rstd(rows), dx(rows * C, 0.0), dw(C), db(C);
+    norm_fwd(y.data(), mean.data(), rstd.data(), x.data(), w.data(), layernorm ? b.data() : nullptr, rows, C, 1e-5);
+    norm_bwd(dx.data(), dw.data(), layernorm ? db.data() : nullptr, g.data(), x.data(),
+             layernorm ? mean.data() : nullptr, rstd.data(), w.data(), rows, C);
+    SCOPED_TRACE(layernorm ? "layernorm" : "rmsnorm");
+    check("dx", x, dx, loss);
+    check("dw", w, dw, loss);
+    if (layernorm) check("db", b, db, loss);
+  }
+}
+
+TEST(GradCheck, CausalAttentionWithGroupedHeads) {
+  // Multi-head (KV = H) and grouped (KV < H, incl. one shared head); T > 1 so the mask matters.
+  for (auto [H, KV] : {std::pair<int64_t, int64_t>{2, 2}, {4, 2}, {3, 1}}) {
+    Rng r(3 + H * 10 + KV);
+    AttnShape s{2, 5, H, KV, 4};
+    auto qkv = randn(r, (size_t)(s.B * s.T * s.qkv_width())), g = randn(r, (size_t)(s.B * s.T * H * s.hd));
+    std::vector<double> out(g.size()), probs((size_t)(s.B * H * s.T * s.T));
+    auto loss = [&] {
+      attention_fwd(out.data(), probs.data(), qkv.data(), s);
+      return dot(out, g);
+    };
+    loss();
+    // The mask: no weight on the future, rows sum to one.
+    for (int64_t i = 0; i < s.T; i++) {
+      double sum = 0;
+      for (int64_t j = 0; j < s.T; j++) {
+        if (j > i) {
+          EXPECT_EQ(probs[(size_t)(i * s.T + j)], 0.0);
+        }
+        sum += probs[(size_t)(i * s.T + j)];
+      }
+      EXPECT_NEAR(sum, 1.0, 1e-12);
+    }
+    std::vector<double> dqkv(qkv.size());
+    attention_bwd(dqkv.data(), g.data(), qkv.data(), probs.data(), s);
+    SCOPED_TRACE("H=" + std::to_string(H) + " KV=" + std::to_string(KV));
+    check("dqkv", qkv, dqkv, loss);
+  }
+}
+
+TEST(GradCheck, Rope) {
+  Rng r(4);
+  AttnShape s{2, 6, 2, 1, 8};
+  RopeTables<double> tab(s.T, s.hd, 10000.0);
+  auto qkv = randn(r, (size_t)(s.B * s.T * s.qkv_width())), g = randn(r, qkv.size());
+  auto loss = [&] {
+    std::vector<double> y = qkv;
+    rope_qk(y.data(), tab, s, false);
+    return dot(y, g);
+  };
+  std::vector<double> d = g;
+  rope_qk(d.data(), tab, s, true);
+  check("dx", qkv, d, loss);
+  // v is untouched, and a rotation keeps lengths.
+  std::vector<double> y = qkv;
+  rope_qk(y.data(), tab, s, false);
+  for (int64_t row = 0; row < s.B * s.T; row++)
+    for (int64_t i = 0; i < s.KV * s.hd; i++) {
+      size_t at = (size_t)(row * s.qkv_width() + (s.H + s.KV) * s.hd + i);
+      EXPECT_EQ(y[at], qkv[at]);
+    }
+}
+
+TEST(GradCheck, GeluAndSwiglu) {
+  Rng r(5);
+  const int64_t rows = 3, I = 9;
+  auto x = randn(r, rows * I, 2.0), g = randn(r, rows * I);
+  auto gelu_loss = [&] {
+    std::vector<double> y(x.size());
+    gelu_fwd(y.data(), x.data(), (int64_t)x.size());
+    return dot(y, g);
+  };
+  std::vector<double> dx(x.size());
+  gelu_bwd(dx.data(), x.data(), g.data(), (int64_t)x.size());
+  check("gelu", x, dx, gelu_loss);
+
+  auto gu = randn(r, rows * 2 * I, 2.0);
+  auto swiglu_loss = [&] {
+    std::vector<double> y(rows * I);
+    swiglu_fwd(y.data(), gu.data(), rows, I);
+    return dot(y, g);
+  };
+  std::vector<double> dgu(gu.size());
+  swiglu_bwd(dgu.data(), gu.data(), g.data(), rows, I);
+  check("swiglu", gu, dgu, swiglu_loss);
+}
+
+TEST(GradCheck, EmbeddingWithPositions) {
+  Rng r(6);
+  const int64_t B = 2, T = 4, C = 3, V = 5;
+  std::vector<int32_t> tok = {1, 3, 1, 0, 4, 1, 2, 2};  // repeats: the scatter must add
+  auto wte = randn(r, V * C), wpe = randn(r, T * C), g = randn(r, B * T * C);
+  auto loss = [&] {
+    std::vector<double> x(B * T * C);
+    embedding_fwd(x.data(), tok.data(), wte.data(), wpe.data(), B, T, C, V);
+    return dot(x, g);
+  };
+  std::vector<double> dwte(V * C, 0.0), dwpe(T * C);
+  embedding_bwd(dwte.data(), dwpe.data(), g.data(), tok.data(), B, T, C);
+  check("dwte", wte, dwte, loss);
+  check("dwpe", wpe, dwpe, loss);
+}
+
+TEST(GradCheck, CrossEntropy) {
+  Rng r(7);
+  const int64_t rows = 6, V = 11;
+  auto logits = randn(r, rows * V, 3.0);
+  std::vector<int32_t> tgt = {0, 10, 5, 5, 3, 7};
+  auto loss = [&] {
+    std::vector<double> l = logits, per(rows);
+    return cross_entropy(l.data(), per.data(), tgt.data(), rows, V);
+  };
+  std::vector<double> d = logits, per(rows);
+  double mean = cross_entropy(d.data(), per.data(), tgt.data(), rows, V);
+  double direct = 0;  // -log softmax by the definition
+  for (int64_t i = 0; i < rows; i++) {
+    double z = 0;
+    for (int64_t j = 0; j < V; j++) z += std::exp(logits[(size_t)(i * V + j)]);
+    direct += std::log(z) - logits[(size_t)(i * V + tgt[(size_t)i])];
+  }
+  EXPECT_NEAR(mean, direct / rows, 1e-12);
+  check("dlogits", logits, d, loss);
+}
+
+namespace {
+
+struct Case {
+  const char* name;
+  ModelShape shape;
+};
+
+std::vector<Case> model_cases() {
+  ModelShape gpt2;
+  gpt2.arch = Arch::Gpt2, gpt2.vocab = 11, gpt2.layers = 2, gpt2.dim = 8, gpt2.heads = 2, gpt2.context = 6;
+  ModelShape llama = gpt2;
+  llama.arch = Arch::Llama, llama.heads = 4, llama.kv_heads = 2, llama.ffn = 12;  // grouped heads, hd 2
+  ModelShape untied = llama;
+  untied.tied = false, untied.kv_heads = 4;
+  return {{"gpt2 (tied)", gpt2}, {"llama (tied, grouped kv)", llama}, {"llama (untied)", untied}};
+}
+
+// Tokens and next-token targets for B sequences of T.
+void batch(Rng& r, int64_t B, int64_t T, int64_t V, std::vector<int32_t>& x, std::vector<int32_t>& y) {
+  x.resize((size_t)(B * T)), y.resize((size_t)(B * T));
+  for (size_t i = 0; i < x.size(); i++) x[i] = (int32_t)r.below((uint64_t)V), y[i] = (int32_t)r.below((uint64_t)V);
+}
+
+}  // namespace
+
+TEST(GradCheck, WholeModel) {
+  for (const Case& c : model_cases()) {
+    SCOPED_TRACE(c.name);
+    const int64_t B = 2, T = 5;  // T < context: positions past T get no gradient
+    Model<double> m(c.shape, B);
+    m.init(42);
+    // Larger-than-init weights so every path carries a visible gradient (norm weights stay ~1).
+    Rng r(9);
+    for (const ParamInfo& p : m.layout().tensors)
+      for (int64_t i = 0; i < p.size; i++) m.params()[p.offset + i] += p.init_std != 0 ? 0.3 * r.normal() : 0.1 * r.normal();
+    std::vector<int32_t> x, y;
+    batch(r, B, T, c.shape.vocab, x, y);
+    m.forward(x.data(), y.data(), B, T);
+    m.backward();
+    std::vector<double> grads(m.grads(), m.grads() + m.num_params());
+    std::vector<double> params(m.params(), m.params() + m.num_params());
+    auto loss = [&] {
+      std::copy(params.begin(), params.end(), m.params());
+      return m.forward(x.data(), y.data(), B, T);
+    };
+    for (const ParamInfo& p : m.layout().tensors) {
+      std::vector<double> sub(params.begin() + p.offset, params.begin() + p.offset + p.size);
+      std::vector<double> an(grads.begin() + p.offset, grads.begin() + p.offset + p.size);
+      // Check each tensor through a view of the flat buffer.
+      auto sub_loss = [&] {
+        std::copy(sub.begin(), sub.end(), params.begin() + p.offset);
+        return loss();
+      };
+      check(p.name.c_str(), sub, an, sub_loss, 24);
+      std::copy(sub.begin(), sub.end(), params.begin() + p.offset);
+    }
+  }
+}
+
+TEST(GradCheck, FloatModelMatchesDouble) {
+  for (const Case& c : model_cases()) {
+    SCOPED_TRACE(c.name);
+    ModelShape s = c.shape;
+    s.dim = 32, s.ffn = s.arch == Arch::Gpt2 ? 0 : 80, s.context = 24, s.vocab = 37;
+    s.heads = 4, s.kv_heads = c.shape.kv_heads == 0 || c.shape.kv_heads == c.shape.heads ? 4 : 2;
+    const int64_t B = 3, T = 24;
+    Model<double> md(s, B);
+    Model<float> mf(s, B);
+    md.init(7);
+    for (int64_t i = 0; i < md.num_params(); i++) mf.params()[i] = (float)md.params()[i];
+    for (int64_t i = 0; i < md.num_params(); i++) md.params()[i] = (double)mf.params()[i];  // same values
+    Rng r(11);
+    std::vector<int32_t> x, y;
+    batch(r, B, T, s.vocab, x, y);
+    double ld = md.forward(x.data(), y.data(), B, T), lf = mf.forward(x.data(), y.data(), B, T);
+    EXPECT_NEAR(lf, ld, 1e-5 * ld);
+    md.backward();
+    mf.backward();
+    // Per tensor: |g_f32 - g_f64| <= 2e-3 * max|g_f64| + 1e-7.
+    for (const ParamInfo& p : md.layout().tensors) {
+      double mx = 0, worst = 0;
+      for (int64_t i = 0; i < p.size; i++) mx = std::max(mx, std::fabs(md.grads()[p.offset + i]));
+      for (int64_t i = 0; i < p.size; i++)
+        worst = std::max(worst, std::fabs(mf.grads()[p.offset + i] - md.grads()[p.offset + i]));
+      EXPECT_LE(worst, 2e-3 * mx + 1e-7) << p.name << " max|g| " << mx;
+    }
+  }
+}

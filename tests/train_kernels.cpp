@@ -1,0 +1,223 @@
+// The training kernels per ISA against their references: the packed gemm in all transpose
+// combinations on ragged shapes (with accumulate and bias), and each SIMD row kernel against the
+// float64 reference. Plus: gemm results do not depend on the thread count.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/rng.h"
+#include "core/threads.h"
+#include "train/gemm.h"
+#include "train/rowops.h"
+
+using namespace kvad;
+using namespace kvad::train;
+
+namespace {
+
+std::vector<Isa> isas() {
+  std::vector<Isa> out = {Isa::Scalar};
+  if (best_isa() >= Isa::Avx2) out.push_back(Isa::Avx2);
+  if (best_isa() >= Isa::Avx512) out.push_back(Isa::Avx512);
+  return out;
+}
+
+std::vector<float> randn(Rng& r, size_t n, double scale = 1.0) {
+  std::vector<float> v(n);
+  for (float& x : v) x = (float)(scale * r.normal());
+  return v;
+}
+
+std::vector<double> widen(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
+
+}  // namespace
+
+TEST(TrainGemm, EveryIsaMatchesTheReference) {
+  Rng r(1);
+  const int64_t shapes[][3] = {{1, 1, 1},    {3, 5, 7},     {12, 32, 16},  {13, 33, 17}, {25, 73, 128},
+                               {97, 40, 300}, {130, 530, 9}, {64, 64, 520}, {7, 600, 3}};
+  for (Isa isa : isas())
+    for (auto& sh : shapes)
+      for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+          for (int mode = 0; mode < 3; mode++) {  // 0: C = AB, 1: C = AB + bias, 2: C += AB
+            int64_t M = sh[0], N = sh[1], K = sh[2];
+            int64_t lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 1, ldc = N + 2;  // padded strides
+            auto A = randn(r, (size_t)((ta ? K : M) * lda)), B = randn(r, (size_t)((tb ? N : K) * ldb));
+            auto bias = randn(r, (size_t)N), C0 = randn(r, (size_t)(M * ldc));
+            auto Ad = widen(A), Bd = widen(B), biasd = widen(bias), Cd = widen(C0);
+            std::vector<float> C = C0;
+            const float* bp = mode == 1 ? bias.data() : nullptr;
+            gemm({M, N, K, A.data(), lda, (bool)ta, B.data(), ldb, (bool)tb, C.data(), ldc, mode == 2, bp}, true, isa);
+            gemm_ref<double>(M, N, K, Ad.data(), lda, ta, Bd.data(), ldb, tb, Cd.data(), ldc, mode == 2,
+                             mode == 1 ? biasd.data() : nullptr);
+            for (int64_t m = 0; m < M; m++)
+              for (int64_t n = 0; n < ldc; n++) {
+                size_t i = (size_t)(m * ldc + n);
+                if (n >= N) {
+                  ASSERT_EQ(C[i], C0[i]) << "wrote outside C";
+                  continue;
+                }
+                ASSERT_NEAR(C[i], Cd[i], 1e-5 * std::sqrt((double)K) * 4 + 1e-5 * std::fabs(Cd[i]))
+                    << isa_name(isa) << " M=" << M << " N=" << N << " K=" << K << " ta=" << ta << " tb=" << tb
+                    << " mode=" << mode;
+              }
+          }
+}
+
+TEST(TrainGemm, SameBitsForAnyThreadCount) {
+  Rng r(2);
+  const int64_t M = 300, N = 200, K = 700;
+  auto A = randn(r, (size_t)(M * K)), B = randn(r, (size_t)(N * K));
+  std::vector<float> c1((size_t)(M * N)), c2((size_t)(M * N));
+  set_threads(1);
+  gemm({M, N, K, A.data(), K, false, B.data(), K, true, c1.data(), N});
+  set_threads(2);
+  gemm({M, N, K, A.data(), K, false, B.data(), K, true, c2.data(), N});
+  set_threads(0);
+  EXPECT_EQ(c1, c2);
+}
+
+// ---- row kernels: each ISA's float version against the float64 reference.
+
+namespace {
+
+template <typename Fn>
+void for_each_isa(Fn&& fn) {
+  for (Isa isa : isas()) {
+    SCOPED_TRACE(isa_name(isa));
+    fn(rowops_f32(isa));
+  }
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<double>& want, double tol, const char* what) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); i++)
+    ASSERT_NEAR(got[i], want[i], tol * (1 + std::fabs(want[i]))) << what << "[" << i << "]";
+}
+
+}  // namespace
+
+TEST(TrainRowOps, NormsMatchTheReference) {
+  const RowOps<double>& ref = rowops_ref<double>();
+  for (int64_t C : {1, 7, 16, 33, 128, 385}) {
+    Rng r(3 + C);
+    const int64_t rows = 5;
+    auto x = randn(r, (size_t)(rows * C), 3.0), w = randn(r, (size_t)C), b = randn(r, (size_t)C);
+    auto dout = randn(r, (size_t)(rows * C));
+    auto xd = widen(x), wd = widen(w), bd = widen(b), dd = widen(dout);
+    std::vector<double> yd(x.size()), md(rows), rd(rows), dxd(x.size(), 0.5), dwd(C, 0.0), dbd(C, 0.0);
+    ref.layernorm_fwd(yd.data(), md.data(), rd.data(), xd.data(), wd.data(), bd.data(), rows, C, 1e-5);
+    ref.layernorm_bwd(dxd.data(), dwd.data(), dbd.data(), dd.data(), xd.data(), md.data(), rd.data(), wd.data(), rows, C);
+    std::vector<double> yr(x.size()), rr(rows), dxr(x.size(), 0.5), dwr(C, 0.0);
+    ref.rmsnorm_fwd(yr.data(), rr.data(), xd.data(), wd.data(), rows, C, 1e-5);
+    ref.rmsnorm_bwd(dxr.data(), dwr.data(), dd.data(), xd.data(), rr.data(), wd.data(), rows, C);
+    for_each_isa([&](const RowOps<float>& ops) {
+      std::vector<float> y(x.size()), m(rows), rs(rows), dx(x.size(), 0.5f), dw(C, 0.0f), db(C, 0.0f);
+      ops.layernorm_fwd(y.data(), m.data(), rs.data(), x.data(), w.data(), b.data(), rows, C, 1e-5f);
+      expect_close(y, yd, 1e-5, "layernorm");
+      ops.layernorm_bwd(dx.data(), dw.data(), db.data(), dout.data(), x.data(), m.data(), rs.data(), w.data(), rows, C);
+      expect_close(dx, dxd, 1e-4, "layernorm dx");
+      expect_close(dw, dwd, 1e-4, "layernorm dw");
+      expect_close(db, dbd, 1e-5, "layernorm db");
+      std::vector<float> y2(x.size()), r2(rows), dx2(x.size(), 0.5f), dw2(C, 0.0f);
+      ops.rmsnorm_fwd(y2.data(), r2.data(), x.data(), w.data(), rows, C, 1e-5f);
+      expect_close(y2, yr, 1e-5, "rmsnorm");
+      ops.rmsnorm_bwd(dx2.data(), dw2.data(), dout.data(), x.data(), r2.data(), w.data(), rows, C);
+      expect_close(dx2, dxr, 1e-4, "rmsnorm dx");
+      expect_close(dw2, dwr, 1e-4, "rmsnorm dw");
+    });
+  }
+}
+
+TEST(TrainRowOps, ActivationsMatchTheReference) {
+  const RowOps<double>& ref = rowops_ref<double>();
+  Rng r(4);
+  const int64_t rows = 3, I = 37, n = rows * I;
+  auto x = randn(r, (size_t)n, 4.0), gu = randn(r, (size_t)(2 * n), 4.0), dout = randn(r, (size_t)n);
+  x[0] = 30, x[1] = -30, gu[0] = 90, gu[1] = -90;  // saturation
+  auto xd = widen(x), gud = widen(gu), dd = widen(dout);
+  std::vector<double> g(n), dg(n), s(n), ds(2 * n);
+  ref.gelu_fwd(g.data(), xd.data(), n);
+  ref.gelu_bwd(dg.data(), xd.data(), dd.data(), n);
+  ref.swiglu_fwd(s.data(), gud.data(), rows, I);
+  ref.swiglu_bwd(ds.data(), gud.data(), dd.data(), rows, I);
+  for_each_isa([&](const RowOps<float>& ops) {
+    std::vector<float> a(n), da(n), b(n), db(2 * n);
+    ops.gelu_fwd(a.data(), x.data(), n);
+    expect_close(a, g, 2e-6, "gelu");
+    ops.gelu_bwd(da.data(), x.data(), dout.data(), n);
+    expect_close(da, dg, 2e-6, "gelu'");
+    ops.swiglu_fwd(b.data(), gu.data(), rows, I);
+    expect_close(b, s, 2e-6, "swiglu");
+    ops.swiglu_bwd(db.data(), gu.data(), dout.data(), rows, I);
+    expect_close(db, ds, 2e-6, "swiglu'");
+  });
+}
+
+TEST(TrainRowOps, SoftmaxRopeLossAdamMatchTheReference) {
+  const RowOps<double>& ref = rowops_ref<double>();
+  Rng r(5);
+  for (int64_t T : {1, 5, 17, 40}) {
+    const int64_t ld = T + 3;
+    auto s = randn(r, (size_t)(T * ld), 5.0), dp = randn(r, (size_t)(T * ld));
+    auto sd = widen(s), dpd = widen(dp);
+    std::vector<double> p(sd.size()), ds(sd.size());
+    ref.causal_softmax_fwd(p.data(), sd.data(), T, ld, 0.3);
+    ref.causal_softmax_bwd(ds.data(), p.data(), dpd.data(), T, ld, 0.3);
+    for_each_isa([&](const RowOps<float>& ops) {
+      std::vector<float> pf(s.size()), dsf(s.size());
+      ops.causal_softmax_fwd(pf.data(), s.data(), T, ld, 0.3f);
+      ops.causal_softmax_bwd(dsf.data(), pf.data(), dp.data(), T, ld, 0.3f);
+      for (int64_t i = 0; i < T; i++)
+        for (int64_t j = 0; j < T; j++) {
+          size_t at = (size_t)(i * ld + j);
+          ASSERT_NEAR(pf[at], p[at], 1e-6) << "p " << i << "," << j;
+          ASSERT_NEAR(dsf[at], ds[at], 1e-5) << "ds " << i << "," << j;
+        }
+    });
+  }
+  {  // rope
+    const int64_t heads = 3, hd = 40;
+    auto x = randn(r, (size_t)(heads * hd)), c = randn(r, (size_t)(hd / 2)), sn = randn(r, (size_t)(hd / 2));
+    for (bool inv : {false, true}) {
+      auto xd = widen(x), cd = widen(c), snd = widen(sn);
+      ref.rope(xd.data(), heads, hd, cd.data(), snd.data(), inv);
+      for_each_isa([&](const RowOps<float>& ops) {
+        std::vector<float> xf = x;
+        ops.rope(xf.data(), heads, hd, c.data(), sn.data(), inv);
+        expect_close(xf, xd, 1e-6, "rope");
+      });
+    }
+  }
+  for (int64_t V : {2, 16, 73, 100}) {  // cross-entropy
+    const int64_t rows = 4;
+    auto l = randn(r, (size_t)(rows * V), 4.0);
+    std::vector<int32_t> tgt = {0, (int32_t)V - 1, (int32_t)(V / 2), 1};
+    auto ld_ = widen(l);
+    std::vector<double> loss(rows);
+    ref.cross_entropy(ld_.data(), loss.data(), tgt.data(), rows, V, 0.25);
+    for_each_isa([&](const RowOps<float>& ops) {
+      std::vector<float> lf = l, lossf(rows);
+      ops.cross_entropy(lf.data(), lossf.data(), tgt.data(), rows, V, 0.25f);
+      expect_close(lf, ld_, 1e-6, "dlogits");
+      expect_close(lossf, loss, 1e-6, "loss");
+    });
+  }
+  {  // AdamW
+    const int64_t n = 45;
+    auto p = randn(r, (size_t)n), g = randn(r, (size_t)n), m = randn(r, (size_t)n, 0.1);
+    std::vector<float> v(n);
+    for (float& x : v) x = (float)std::fabs(0.01 * r.normal());
+    auto pd = widen(p), gd = widen(g), md = widen(m), vd = widen(v);
+    ref.adamw(pd.data(), gd.data(), md.data(), vd.data(), n, 1e-3, 0.9, 0.95, 1e-8, 0.1, 0.19, 0.0975);
+    for_each_isa([&](const RowOps<float>& ops) {
+      std::vector<float> pf = p, mf = m, vf = v;
+      ops.adamw(pf.data(), g.data(), mf.data(), vf.data(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.19f, 0.0975f);
+      expect_close(pf, pd, 1e-6, "p");
+      expect_close(mf, md, 1e-6, "m");
+      expect_close(vf, vd, 1e-6, "v");
+    });
+  }
+}
