@@ -14,6 +14,8 @@ PKGS=(
   libutf8proc-dev              # Unicode NFC normalisation (Qwen's tokenizer)
   zlib1g-dev                   # inflating the tokenizer fixtures compiled into the binary
   python3                      # tools/ scripts (not needed by the tests)
+  libcurl4-openssl-dev         # the Hub client (kvad pull): HTTPS, redirects, Range resume, timeouts
+  libssl-dev                   # libcrypto: sha256 / git sha1 checks of every downloaded file
 )
 
 missing=()
