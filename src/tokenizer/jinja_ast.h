@@ -35,6 +35,9 @@ struct Token {
 std::vector<Token> tokenize(std::string_view source);
 
 // ---- AST ----
+class Evaluator;
+using FilterFn = Value (*)(Evaluator&, const Value& base, CallArgs& args);
+using TestFn = bool (*)(Evaluator&, const Value& base, CallArgs& args);
 enum class ExprKind : uint8_t {
   Const, Name, NSRef, List, Tuple, Dict, Getattr, Getitem, Slice, Call, Filter, Test,
   Neg, Pos, Not, And, Or, Binary, Compare, Concat, Cond,
@@ -57,7 +60,8 @@ struct Expr {
   ExprPtr star_args, star_kwargs;  // f(*a, **k)
   BinOp op = BinOp::Add;
   std::vector<CmpOp> cmp_ops;  // Compare: a op0 items[0] op1 items[1] ...
-  const void* impl = nullptr;  // Filter/Test: resolved function (checked at parse time)
+  FilterFn filter_fn = nullptr;  // Filter: resolved at parse time (unknown names fail there)
+  TestFn test_fn = nullptr;      // Test: likewise
 };
 
 enum class StmtKind : uint8_t {
@@ -94,9 +98,6 @@ Body parse(std::vector<Token> tokens);
 std::vector<std::string> analyze_scopes(Body& root);
 
 // ---- evaluation interface for filters, tests and methods ----
-class Evaluator;
-using FilterFn = Value (*)(Evaluator&, const Value& base, CallArgs& args);
-using TestFn = bool (*)(Evaluator&, const Value& base, CallArgs& args);
 FilterFn find_filter(std::string_view name);
 TestFn find_test(std::string_view name);
 

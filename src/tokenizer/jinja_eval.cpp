@@ -415,7 +415,7 @@ class Eval final : public Evaluator {
     CallArgs args;
     eval_args(filter, f, args);
     args.fn_name = filter.name;
-    return reinterpret_cast<FilterFn>(filter.impl)(*this, in, args);
+    return filter.filter_fn(*this, in, args);
   }
 
   Value lookup(const std::string& name, Frame& f) {
@@ -473,14 +473,14 @@ class Eval final : public Evaluator {
         CallArgs args;
         eval_args(e, f, args);
         args.fn_name = e.name;
-        return reinterpret_cast<FilterFn>(e.impl)(*this, base, args);
+        return e.filter_fn(*this, base, args);
       }
       case ExprKind::Test: {
         Value base = eval(*e.a, f);
         CallArgs args;
         eval_args(e, f, args);
         args.fn_name = e.name;
-        return Value(reinterpret_cast<TestFn>(e.impl)(*this, base, args));
+        return Value(e.test_fn(*this, base, args));
       }
       case ExprKind::Neg:
       case ExprKind::Pos: {

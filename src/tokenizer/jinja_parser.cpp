@@ -677,8 +677,8 @@ class Parser {
       while (skip_op(".")) name += "." + expect_name();
       auto e = make(ExprKind::Filter, line);
       e->name = name;
-      e->impl = reinterpret_cast<const void*>(find_filter(name));
-      if (!e->impl) raise(line, fmt::format("No filter named '{}'.", name));
+      e->filter_fn = find_filter(name);
+      if (!e->filter_fn) raise(line, fmt::format("No filter named '{}'.", name));
       e->a = std::move(node);
       if (is_op("(")) parse_call_args(e.get());
       node = std::move(e);
@@ -695,8 +695,8 @@ class Parser {
     while (skip_op(".")) name += "." + expect_name();
     auto e = make(ExprKind::Test, line);
     e->name = name;
-    e->impl = reinterpret_cast<const void*>(find_test(name));
-    if (!e->impl) raise(line, fmt::format("No test named '{}'.", name));
+    e->test_fn = find_test(name);
+    if (!e->test_fn) raise(line, fmt::format("No test named '{}'.", name));
     e->a = std::move(node);
     if (is_op("(")) {
       parse_call_args(e.get());
