@@ -11,9 +11,11 @@
 // overflow as an error instead of silently wrapping.
 //
 // Files: jinja_lexer.cpp (source -> tokens, whitespace control), jinja_parser.cpp (tokens -> AST),
-// jinja_value.cpp (Value, Python str/repr, JSON), jinja_eval.cpp (statements, expressions, scopes),
-// jinja_filters.cpp (filters and tests), jinja_methods.cpp (str/dict/list methods, globals),
-// jinja_ast.h (the internal AST shared by those files).
+// jinja_scope.cpp (Jinja2's compile-time name resolution), jinja_value.cpp (Value, Python
+// str/repr, JSON), jinja_ops.cpp (Python operators, len, iteration, `in`, `%` formatting),
+// jinja_eval.cpp (statements, expressions, frames, limits), jinja_filters.cpp (filters),
+// jinja_is.cpp (`is` tests), jinja_methods.cpp (str/dict/list methods, globals), jinja_ast.h
+// (the internal AST and helpers shared by those files).
 #pragma once
 #include <cstdint>
 #include <ctime>
