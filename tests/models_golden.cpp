@@ -59,7 +59,7 @@ class ModelGolden : public ::testing::TestWithParam<std::string> {};
 }  // namespace
 
 TEST_P(ModelGolden, LogitsMatchNumpyReferenceAtEveryPosition) {
-  for (DenseFormat fmt : {DenseFormat::AsStored, DenseFormat::F32}) {
+  for (WeightFormat fmt : {WeightFormat::AsStored, WeightFormat::F32}) {
     Golden g = load_golden(GetParam());
     LoadOptions lo;
     lo.format = fmt;

@@ -8,7 +8,7 @@ namespace kvad {
 Json parse_json(std::string_view text, const std::string& what) {
   try {
     return Json::parse(text.begin(), text.end());
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // parse_error, and out_of_range for numbers like 1e999
     fail("{}: invalid JSON: {}", what, e.what());
   }
 }

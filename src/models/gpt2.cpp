@@ -98,6 +98,7 @@ class Gpt2Model : public Model {
     for (const Gpt2Layer& L : layers_) b += L.qkv.bytes() + L.o.bytes() + L.fc.bytes() + L.proj.bytes();
     return b;
   }
+  size_t decode_read_bytes() const override { return weight_bytes() - wpe_.size() * 4; }  // one wpe row
   std::string weight_format() const override { return wte_.format_name(); }
   int64_t parameter_count() const override {
     const ModelConfig& c = config_;

@@ -152,6 +152,7 @@ class LlamaModel : public Model {
       for (const Weight* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) b += w->bytes();
     return b;
   }
+  size_t decode_read_bytes() const override { return weight_bytes() - (lm_head_.empty() ? 0 : embed_.bytes()); }
   std::string weight_format() const override { return embed_.format_name(); }
   int64_t parameter_count() const override {
     const ModelConfig& c = config_;

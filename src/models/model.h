@@ -35,6 +35,8 @@ class Model {
   virtual void forward(const int32_t* tokens, int64_t n, ModelState& state, float* logits,
                        bool all_positions = false) const = 0;
   virtual size_t weight_bytes() const = 0;
+  // Bytes one decode step reads: every weight except an untied embedding table (one row of it).
+  virtual size_t decode_read_bytes() const = 0;
   virtual std::string weight_format() const = 0;  // e.g. "bf16", "f32"
   virtual int64_t parameter_count() const = 0;
 

@@ -13,7 +13,7 @@
 namespace kvad {
 
 struct LoadOptions {
-  DenseFormat format = DenseFormat::AsStored;
+  WeightFormat format = WeightFormat::AsStored;
 };
 
 struct Architecture {

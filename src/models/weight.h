@@ -1,6 +1,7 @@
-// Weight: one type for a 2-D parameter [rows = outputs, cols = inputs]. It answers both questions a
-// model asks of a matrix: matmul(x) and row(i) (the embedding lookup). Because one type does both
-// jobs, a tied embedding is one object used twice and stored once.
+// Weight: one type for a 2-D parameter [rows = outputs, cols = inputs], dense (f32/bf16) or
+// quantised (q8/q4). It answers both questions a model asks of a matrix: matmul(x) and row(i) (the
+// embedding lookup, dequantised one row at a time). Because one type does both jobs, a tied
+// embedding is one object used twice and stored once.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -9,23 +10,30 @@
 
 #include "io/checkpoint.h"
 #include "kernels/matmul.h"
+#include "quant/packed.h"
 
 namespace kvad {
 
-// What a dense checkpoint tensor becomes in memory.
-enum class DenseFormat {
+// What a checkpoint tensor becomes in memory.
+enum class WeightFormat {
   AsStored,  // F32 stays F32, BF16 stays BF16 (both used in place from the mmap), F16 -> F32
-  F32,       // everything widened to f32 (the reference path)
-  BF16,      // everything rounded to bf16 (half the bytes to read per token)
+  F32,       // the reference path
+  BF16,      // half the bytes of f32 to read per token
+  Q8,        // int8 codes + f16 scale per 32 weights (8.5 bits)
+  Q4,        // 4-bit codes + f16 scale and offset per 32 weights (5 bits)
 };
+// Parses "f32|bf16|q8|q4|auto"; throws naming the flag otherwise.
+WeightFormat parse_weight_format(const std::string& s);
+const char* weight_format_name(WeightFormat f);
 
 class Weight {
  public:
   Weight() = default;
-  // From a [rows, cols] tensor; zero-copy when the stored dtype is the wanted format.
-  static Weight from_tensor(const TensorView& t, DenseFormat fmt);
+  // From a [rows, cols] tensor; zero-copy when the stored dtype is the wanted dense format.
+  static Weight from_tensor(const TensorView& t, WeightFormat fmt);
   // From a [cols, rows] tensor (GPT-2's Conv1D stores [in, out]): transposed once at load.
-  static Weight from_tensor_transposed(const TensorView& t, DenseFormat fmt);
+  static Weight from_tensor_transposed(const TensorView& t, WeightFormat fmt);
+  static Weight from_quant(QuantMatrix q);
 
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }
@@ -35,13 +43,18 @@ class Weight {
   void row(int64_t i, float* out) const;
   size_t bytes() const;
   const char* format_name() const;
-  bool empty() const { return data_ == nullptr; }
+  bool empty() const { return rows_ == 0; }
+  bool quantized() const { return quantized_; }
+  const QuantMatrix& quant() const { return q_; }
 
  private:
+  static Weight from_f32(std::vector<float> v, int64_t rows, int64_t cols, WeightFormat fmt);
   int64_t rows_ = 0, cols_ = 0;
   kernels::WType wt_ = kernels::WType::F32;
   const void* data_ = nullptr;
   std::shared_ptr<std::vector<uint8_t>> owned_;  // set when converted at load
+  bool quantized_ = false;
+  QuantMatrix q_;
 };
 
 // A 1-D parameter (norm weights, biases) as f32, whatever the checkpoint stored.

@@ -1,0 +1,66 @@
+#include "kernels/qmatmul.h"
+
+#include <cstring>
+
+#include "core/dtype.h"
+#include "core/threads.h"
+
+namespace kvad::kernels {
+
+// Scalar reference: y[t, r] = sum_b sx[t,b] * d[r,b] * dot(codes[r,b], xq[t,b]) + m[r,b] * xsum[t,b].
+void qgroups_scalar(const QuantActs& x, const QuantMatrix& w, int64_t g0, int64_t g1, float* y) {
+  const bool q8 = w.kind() == QKind::Q8;
+  for (int64_t g = g0; g < g1; g++)
+    for (int64_t t = 0; t < x.n; t++) {
+      float acc[16] = {};
+      const int8_t* xq = x.codes(t);
+      for (int64_t b = 0; b < w.blocks(); b++) {
+        const uint8_t* rec = w.record(g, b);
+        const int8_t* xb = xq + b * 32;
+        float sx = x.scale[(size_t)(t * x.blocks + b)], xs = x.sum[(size_t)(t * x.blocks + b)];
+        for (int lane = 0; lane < 16; lane++) {
+          int32_t dot = 0;
+          if (q8) {
+            for (int s = 0; s < 8; s++)
+              for (int j = 0; j < 4; j++) dot += (int32_t)rec[s * 64 + lane * 4 + j] * xb[s * 4 + j];
+          } else {
+            for (int p = 0; p < 4; p++)
+              for (int j = 0; j < 4; j++) {
+                uint8_t v = rec[p * 64 + lane * 4 + j];
+                dot += (int32_t)(v & 15) * xb[(2 * p) * 4 + j] + (int32_t)(v >> 4) * xb[(2 * p + 1) * 4 + j];
+              }
+          }
+          uint16_t hd, hm = 0;
+          std::memcpy(&hd, rec + (q8 ? 512 : 256) + lane * 2, 2);
+          if (!q8) std::memcpy(&hm, rec + 288 + lane * 2, 2);
+          float d = f16_to_f32(hd), m = q8 ? -128.0f * d : f16_to_f32(hm);
+          acc[lane] += d * ((float)dot * sx) + m * xs;
+        }
+      }
+      for (int lane = 0; lane < 16; lane++) {
+        int64_t r = g * 16 + lane;
+        if (r < w.rows()) y[t * w.rows() + r] = acc[lane];
+      }
+    }
+}
+
+QGroupsFn qgroups_kernel(QKind kind, Isa isa) {
+#if defined(__x86_64__)
+  if (isa == Isa::Avx512) return kind == QKind::Q8 ? qgroups_q8_avx512 : qgroups_q4_avx512;
+  if (isa == Isa::Avx2) return kind == QKind::Q8 ? qgroups_q8_avx2 : qgroups_q4_avx2;
+#endif
+  return qgroups_scalar;
+}
+
+void qmatmul(const QuantActs& x, const QuantMatrix& w, float* y, Isa isa) {
+  QGroupsFn fn = qgroups_kernel(w.kind(), isa);
+  int64_t groups = w.groups();
+  if (groups * w.blocks() * x.n < 64) {  // too small to be worth waking the pool
+    fn(x, w, 0, groups, y);
+    return;
+  }
+  // Split output groups: each thread streams its own part of W once, whatever n is.
+  pool().parallel_for(groups, 1, [&](int64_t b, int64_t e) { fn(x, w, b, e, y); });
+}
+
+}  // namespace kvad::kernels

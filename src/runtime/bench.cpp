@@ -1,0 +1,146 @@
+#include "runtime/bench.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "core/rng.h"
+#include "core/threads.h"
+#include "runtime/session.h"
+
+
+namespace kvad {
+
+using clock_type = std::chrono::steady_clock;
+
+Stats stats_of(std::vector<double> v) {
+  Stats s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  s.min = v.front();
+  s.max = v.back();
+  s.median = v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  return s;
+}
+
+static double seconds(clock_type::time_point a, clock_type::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+static int32_t argmax(const std::vector<float>& v) {
+  return (int32_t)(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+BenchRun bench_model(const Model& model, int64_t P, int64_t G, int reps, int warmup) {
+  BenchRun r;
+  r.prompt_tokens = P;
+  r.gen_tokens = G;
+  r.reps = reps;
+  std::vector<double> pp, tg, ttft;
+  Rng rng(1234567);
+  for (int rep = 0; rep < warmup + reps; rep++) {
+    std::unique_ptr<Session> s = make_cpu_session(model);
+    std::vector<int32_t> prompt((size_t)P);
+    for (auto& t : prompt) t = (int32_t)rng.below((uint64_t)model.config().vocab_size);
+    ForeignCpu foreign;
+    auto t0 = clock_type::now();
+    int32_t next = argmax(s->forward(prompt));
+    auto t1 = clock_type::now();
+    for (int64_t g = 0; g < G; g++) next = argmax(s->forward({next}));
+    auto t2 = clock_type::now();
+    if (rep < warmup) continue;
+    r.other_cores.push_back(foreign.cores_since());
+    pp.push_back((double)P / seconds(t0, t1));
+    ttft.push_back(seconds(t0, t1) * 1000);
+    if (G > 0) tg.push_back((double)G / seconds(t1, t2));
+  }
+  r.prefill_tok_s = stats_of(pp);
+  if (G > 0) r.decode_tok_s = stats_of(tg);
+  r.ttft_ms = stats_of(ttft).median;
+  return r;
+}
+
+double measure_read_bandwidth_gbs(size_t bytes) {
+  size_t n = bytes / sizeof(uint64_t);
+  std::unique_ptr<uint64_t[]> buf(new uint64_t[n]);
+  pool().parallel_for((int64_t)n, 4096, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; i++) buf[(size_t)i] = (uint64_t)i;  // touch: real pages, not the zero page
+  });
+  double best = 0;
+  for (int rep = 0; rep < 5; rep++) {
+    std::vector<uint64_t> sums((size_t)pool().size());
+    auto t0 = clock_type::now();
+    pool().run([&](int t, int nt) {
+      size_t b = n * (size_t)t / (size_t)nt, e = n * (size_t)(t + 1) / (size_t)nt;
+      uint64_t s = 0;
+      const uint64_t* p = buf.get();
+      uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+      size_t i = b;
+      for (; i + 8 <= e; i += 8) {  // a plain sum, written so the compiler streams it with wide loads
+        a0 += p[i] + p[i + 4];
+        a1 += p[i + 1] + p[i + 5];
+        a2 += p[i + 2] + p[i + 6];
+        a3 += p[i + 3] + p[i + 7];
+      }
+      for (; i < e; i++) s += p[i];
+      sums[(size_t)t] = s + a0 + a1 + a2 + a3;
+    });
+    double dt = seconds(t0, clock_type::now());
+    volatile uint64_t sink = 0;
+    for (uint64_t x : sums) sink = sink + x;
+    best = std::max(best, (double)(n * sizeof(uint64_t)) / dt / 1e9);
+  }
+  return best;
+}
+
+size_t peak_rss_bytes() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return (size_t)ru.ru_maxrss * 1024;
+}
+
+// /proc/stat: all CPUs' busy jiffies; /proc/self/stat: this process's utime + stime.
+static double total_busy_seconds() {
+  std::ifstream f("/proc/stat");
+  std::string cpu;
+  f >> cpu;
+  double v[10] = {};
+  for (double& x : v) f >> x;
+  double busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];  // user nice system irq softirq steal
+  return busy / (double)sysconf(_SC_CLK_TCK);
+}
+
+static double self_seconds() {
+  std::ifstream f("/proc/self/stat");
+  std::string line;
+  std::getline(f, line);
+  size_t close = line.rfind(')');
+  std::istringstream in(line.substr(close + 2));
+  std::string field;
+  double utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && in >> field; i++) {
+    if (i == 14) utime = std::stod(field);
+    if (i == 15) stime = std::stod(field);
+  }
+  return (utime + stime) / (double)sysconf(_SC_CLK_TCK);
+}
+
+ForeignCpu::ForeignCpu()
+    : wall0_(std::chrono::duration<double>(clock_type::now().time_since_epoch()).count()),
+      total0_(total_busy_seconds()),
+      self0_(self_seconds()) {}
+
+double ForeignCpu::cores_since() const {
+  double wall = std::chrono::duration<double>(clock_type::now().time_since_epoch()).count() - wall0_;
+  if (wall <= 0) return 0;
+  double other = (total_busy_seconds() - total0_) - (self_seconds() - self0_);
+  return std::max(0.0, other / wall);
+}
+
+}  // namespace kvad

@@ -1,0 +1,46 @@
+// Speed measurement in the manner of llama-bench: for a prompt of P random tokens, prefill in one
+// forward (its time is the time to first token), then G single-token greedy decode steps; repeated
+// after a warm-up, reported as min/median/max. Each rep also records how many cores other
+// processes kept busy meanwhile, since a figure taken on a busy machine is not a figure.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "models/model.h"
+
+namespace kvad {
+
+struct Stats {
+  double min = 0, median = 0, max = 0;
+};
+Stats stats_of(std::vector<double> v);
+
+struct BenchRun {
+  int64_t prompt_tokens = 0, gen_tokens = 0;
+  int reps = 0;
+  Stats prefill_tok_s;
+  std::optional<Stats> decode_tok_s;  // none when gen_tokens == 0
+  double ttft_ms = 0;                 // median prefill time of the prompt incl. picking the first token
+  std::vector<double> other_cores;    // per rep: cores used by other processes (0 = quiet machine)
+};
+
+BenchRun bench_model(const Model& model, int64_t prompt_tokens, int64_t gen_tokens, int reps, int warmup);
+
+// Read bandwidth of this machine with the process's threads (GB/s, 1e9 bytes): the bound decode
+// cannot beat, since each token reads every weight once.
+double measure_read_bandwidth_gbs(size_t bytes = (size_t)1 << 30);
+size_t peak_rss_bytes();
+
+// CPU time used by other processes, for the quiet-machine check (cores busy on average).
+class ForeignCpu {
+ public:
+  ForeignCpu();
+  double cores_since() const;  // average cores other processes used since construction
+
+ private:
+  double wall0_, total0_, self0_;
+};
+
+}  // namespace kvad

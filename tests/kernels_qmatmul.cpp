@@ -1,0 +1,110 @@
+// The integer kernels: the scalar reference against a float64 product of the dequantised
+// operands, and every SIMD kernel against the scalar one, on ragged shapes (rows not a multiple
+// of 16, columns not a multiple of 32, 1..9 tokens).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/rng.h"
+#include "kernels/qmatmul.h"
+#include "quant/activations.h"
+#include "quant/packed.h"
+
+using namespace kvad;
+using namespace kvad::kernels;
+
+namespace {
+
+std::vector<float> randn(Rng& r, size_t n, double scale = 1) {
+  std::vector<float> v(n);
+  for (float& x : v) x = (float)(r.normal() * scale);
+  return v;
+}
+
+// Dequantised activations: what the integer kernel multiplies, exactly.
+std::vector<double> dequant_acts(const QuantActs& a) {
+  std::vector<double> out((size_t)(a.n * a.k));
+  for (int64_t t = 0; t < a.n; t++)
+    for (int64_t i = 0; i < a.k; i++)
+      out[(size_t)(t * a.k + i)] = (double)a.codes(t)[i] * a.scale[(size_t)(t * a.blocks + i / 32)];
+  return out;
+}
+
+}  // namespace
+
+TEST(QuantMatrix, RoundTripErrorIsWithinHalfAStep) {
+  Rng rng(1);
+  int64_t rows = 37, cols = 100;
+  std::vector<float> w = randn(rng, (size_t)(rows * cols));
+  for (QKind k : {QKind::Q8, QKind::Q4}) {
+    QuantMatrix q = QuantMatrix::quantize(k, w.data(), rows, cols);
+    std::vector<float> row((size_t)cols);
+    for (int64_t r = 0; r < rows; r++) {
+      q.row(r, row.data());
+      for (int64_t b = 0; b * 32 < cols; b++) {
+        float lo = 1e30f, hi = -1e30f, amax = 0;
+        for (int64_t i = b * 32; i < std::min<int64_t>(cols, b * 32 + 32); i++) {
+          lo = std::min(lo, w[(size_t)(r * cols + i)]);
+          hi = std::max(hi, w[(size_t)(r * cols + i)]);
+          amax = std::max(amax, std::fabs(w[(size_t)(r * cols + i)]));
+        }
+        float step = k == QKind::Q8 ? amax / 127 : (hi - lo) / 15;
+        for (int64_t i = b * 32; i < std::min<int64_t>(cols, b * 32 + 32); i++)
+          ASSERT_LE(std::fabs(row[(size_t)i] - w[(size_t)(r * cols + i)]), 0.5 * step * 1.01 + 1e-3 * step)
+              << qkind_name(k) << " r=" << r << " i=" << i;
+      }
+    }
+  }
+  EXPECT_EQ(QuantMatrix::quantize(QKind::Q8, w.data(), rows, cols).bytes() * 8.0 / (48 * 128), 8.5);
+  EXPECT_EQ(QuantMatrix::quantize(QKind::Q4, w.data(), rows, cols).bytes() * 8.0 / (48 * 128), 5.0);
+}
+
+TEST(QMatmul, ScalarEqualsFloat64ProductOfDequantisedOperands) {
+  Rng rng(2);
+  int64_t n = 3, k = 77, m = 21;
+  std::vector<float> w = randn(rng, (size_t)(m * k)), x = randn(rng, (size_t)(n * k));
+  for (QKind kind : {QKind::Q8, QKind::Q4}) {
+    QuantMatrix q = QuantMatrix::quantize(kind, w.data(), m, k);
+    QuantActs a;
+    quantize_acts(x.data(), n, k, a);
+    std::vector<double> xd = dequant_acts(a);
+    std::vector<float> y((size_t)(n * m)), row((size_t)k);
+    qmatmul(a, q, y.data(), Isa::Scalar);
+    for (int64_t r = 0; r < m; r++) {
+      q.row(r, row.data());
+      for (int64_t t = 0; t < n; t++) {
+        double s = 0;
+        for (int64_t i = 0; i < k; i++) s += (double)row[(size_t)i] * xd[(size_t)(t * k + i)];
+        ASSERT_NEAR(y[(size_t)(t * m + r)], s, 1e-4 * (1 + std::fabs(s))) << qkind_name(kind);
+      }
+    }
+  }
+}
+
+TEST(QMatmul, SimdMatchesScalarOnRaggedShapes) {
+  std::vector<Isa> isas;
+  if (best_isa() >= Isa::Avx2) isas.push_back(Isa::Avx2);
+  if (best_isa() >= Isa::Avx512) isas.push_back(Isa::Avx512);
+  if (isas.empty()) GTEST_SKIP();
+  Rng rng(3);
+  const int64_t shapes[][3] = {{1, 32, 16},  {1, 33, 17},   {2, 64, 5},    {3, 96, 40},   {4, 128, 64},
+                               {5, 100, 33}, {7, 896, 130}, {9, 200, 100}, {1, 4864, 80}, {8, 31, 1}};
+  for (auto& s : shapes) {
+    int64_t n = s[0], k = s[1], m = s[2];
+    std::vector<float> w = randn(rng, (size_t)(m * k)), x = randn(rng, (size_t)(n * k), 3);
+    QuantActs a;
+    quantize_acts(x.data(), n, k, a);
+    for (QKind kind : {QKind::Q8, QKind::Q4}) {
+      QuantMatrix q = QuantMatrix::quantize(kind, w.data(), m, k);
+      std::vector<float> ref((size_t)(n * m)), got((size_t)(n * m));
+      qmatmul(a, q, ref.data(), Isa::Scalar);
+      for (Isa isa : isas) {
+        std::fill(got.begin(), got.end(), NAN);
+        qmatmul(a, q, got.data(), isa);
+        for (size_t i = 0; i < got.size(); i++)
+          ASSERT_NEAR(got[i], ref[i], 1e-4 * (1 + std::fabs(ref[i])))
+              << qkind_name(kind) << " " << isa_name(isa) << " n=" << n << " k=" << k << " m=" << m << " i=" << i;
+      }
+    }
+  }
+}
