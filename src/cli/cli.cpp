@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   add_chat(app);
   add_synth(app);
   add_tokenize(app);
+  add_bench(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

@@ -24,14 +24,14 @@ void add_model_args(CLI::App* cmd, ModelArgs& a, bool required) {
   auto* o = cmd->add_option("-m,--model", a.model, "model folder (config.json + safetensors + tokenizer.json)");
   if (required) o->required();
   cmd->add_option("-t,--threads", a.threads, "threads to compute with (default: all cores)")->check(CLI::Range(0, 1024));
-  cmd->add_option("--dtype", a.dtype, "weights in memory: auto (as stored), f32 or bf16")
-      ->check(CLI::IsMember({"auto", "f32", "bf16"}));
+  cmd->add_option("-q,--quant", a.quant, "weights in memory: auto (as stored), f32, bf16, q8 or q4")
+      ->check(CLI::IsMember({"auto", "f32", "bf16", "q8", "q4"}));
 }
 
 LoadedModel load_from_args(const ModelArgs& a) {
   set_threads(a.threads);
   LoadOptions opts;
-  opts.format = a.dtype == "f32" ? DenseFormat::F32 : a.dtype == "bf16" ? DenseFormat::BF16 : DenseFormat::AsStored;
+  opts.format = parse_weight_format(a.quant);
   return load_model(a.model, opts);
 }
 

@@ -11,7 +11,7 @@ namespace kvad::cli {
 struct ModelArgs {
   std::string model;
   int threads = 0;         // 0 = all cores
-  std::string dtype = "auto";
+  std::string quant = "auto";
 };
 void add_model_args(CLI::App* cmd, ModelArgs& a, bool model_required = true);
 // Applies --threads and loads the model (--dtype picks the in-memory weight format).
@@ -37,5 +37,6 @@ void add_run(CLI::App& app);
 void add_chat(CLI::App& app);
 void add_synth(CLI::App& app);
 void add_tokenize(CLI::App& app);
+void add_bench(CLI::App& app);
 
 }  // namespace kvad::cli
