@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/rng.h"
+#include "core/threads.h"
 #include "train/layers.h"
 #include "train/model.h"
 
@@ -20,6 +21,10 @@ using namespace kvad::train;
 namespace {
 
 constexpr double kH = 1e-5, kBound = 1e-6, kFloor = 1e-3;
+
+// The float64 checks run thousands of tiny forwards: one thread, so a busy machine cannot stall
+// them on the pool (FloatModelMatchesDouble runs the float model on all cores).
+const int kOneThread = (set_threads(1), 0);
 
 std::vector<double> randn(Rng& r, size_t n, double scale = 1.0) {
   std::vector<double> v(n);
@@ -270,6 +275,7 @@ TEST(GradCheck, WholeModel) {
 }
 
 TEST(GradCheck, FloatModelMatchesDouble) {
+  set_threads(0);
   for (const Case& c : model_cases()) {
     SCOPED_TRACE(c.name);
     ModelShape s = c.shape;

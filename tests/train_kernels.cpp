@@ -211,13 +211,27 @@ TEST(TrainRowOps, SoftmaxRopeLossAdamMatchTheReference) {
     std::vector<float> v(n);
     for (float& x : v) x = (float)std::fabs(0.01 * r.normal());
     auto pd = widen(p), gd = widen(g), md = widen(m), vd = widen(v);
-    ref.adamw(pd.data(), gd.data(), md.data(), vd.data(), n, 1e-3, 0.9, 0.95, 1e-8, 0.1, 0.19, 0.0975);
+    ref.adamw(pd.data(), gd.data(), md.data(), vd.data(), n, 0.5, 1e-3, 0.9, 0.95, 1e-8, 0.1, 0.19, 0.0975);
     for_each_isa([&](const RowOps<float>& ops) {
       std::vector<float> pf = p, mf = m, vf = v;
-      ops.adamw(pf.data(), g.data(), mf.data(), vf.data(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.19f, 0.0975f);
+      ops.adamw(pf.data(), g.data(), mf.data(), vf.data(), n, 0.5f, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.19f, 0.0975f);
       expect_close(pf, pd, 1e-6, "p");
       expect_close(mf, md, 1e-6, "m");
       expect_close(vf, vd, 1e-6, "v");
+    });
+  }
+  {  // sums of squares and row sums
+    const int64_t rows = 7, n = 1500;
+    auto x = randn(r, (size_t)(rows * n));
+    auto xd = widen(x);
+    std::vector<double> acc(n, 1.0);
+    ref.add_rows(acc.data(), xd.data(), rows, n);
+    double ss = ref.sum_squares(xd.data(), rows * n);
+    for_each_isa([&](const RowOps<float>& ops) {
+      std::vector<float> a(n, 1.0f);
+      ops.add_rows(a.data(), x.data(), rows, n);
+      expect_close(a, acc, 1e-6, "add_rows");
+      EXPECT_NEAR(ops.sum_squares(x.data(), rows * n), ss, 1e-6 * ss);
     });
   }
 }

@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
   add_chat(app);
   add_synth(app);
   add_tokenize(app);
+  add_train(app);
+  add_score(app);
   add_bench(app);
   try {
     app.parse(argc, argv);

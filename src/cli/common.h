@@ -37,6 +37,8 @@ void add_run(CLI::App& app);
 void add_chat(CLI::App& app);
 void add_synth(CLI::App& app);
 void add_tokenize(CLI::App& app);
+void add_train(CLI::App& app);
+void add_score(CLI::App& app);
 void add_bench(CLI::App& app);
 
 }  // namespace kvad::cli

@@ -6,6 +6,7 @@
 
 #include "core/threads.h"
 #include "train/layers.h"
+#include "train/rowops.h"
 
 namespace kvad::train {
 
@@ -31,16 +32,15 @@ static void column_sums(T* db, const T* dy, int64_t rows, int64_t out) {
   constexpr int64_t kBlock = 128;
   int64_t nb = (rows + kBlock - 1) / kBlock;
   std::vector<T> part((size_t)(nb * out), T(0));
+  const RowOps<T>& ops = rowops<T>();
   pool().parallel_for(nb, 1, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; b++) {
-      T* p = &part[(size_t)(b * out)];
-      for (int64_t r = b * kBlock; r < std::min(rows, (b + 1) * kBlock); r++)
-        for (int64_t j = 0; j < out; j++) p[j] += dy[r * out + j];
+      int64_t r0 = b * kBlock;
+      ops.add_rows(&part[(size_t)(b * out)], dy + r0 * out, std::min(rows, r0 + kBlock) - r0, out);
     }
   });
   std::fill(db, db + out, T(0));
-  for (int64_t b = 0; b < nb; b++)
-    for (int64_t j = 0; j < out; j++) db[j] += part[(size_t)(b * out + j)];
+  ops.add_rows(db, part.data(), nb, out);
 }
 
 template <typename T>

@@ -168,21 +168,35 @@ void cross_entropy(T* logits, T* loss, const int32_t* targets, int64_t rows, int
 }
 
 template <typename T>
-void adamw(T* p, const T* g, T* m, T* v, int64_t n, T lr, T b1, T b2, T eps, T wd, T bc1, T bc2) {
+void adamw(T* p, const T* g, T* m, T* v, int64_t n, T gscale, T lr, T b1, T b2, T eps, T wd, T bc1, T bc2) {
   T step = lr / bc1, sbc2 = std::sqrt(bc2);
   for (int64_t i = 0; i < n; i++) {
+    T gi = g[i] * gscale;
     p[i] *= (T)1 - lr * wd;
-    m[i] = b1 * m[i] + ((T)1 - b1) * g[i];
-    v[i] = b2 * v[i] + ((T)1 - b2) * g[i] * g[i];
+    m[i] = b1 * m[i] + ((T)1 - b1) * gi;
+    v[i] = b2 * v[i] + ((T)1 - b2) * gi * gi;
     p[i] -= step * m[i] / (std::sqrt(v[i]) / sbc2 + eps);
   }
+}
+
+template <typename T>
+double sum_squares(const T* x, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; i++) s += (double)x[i] * (double)x[i];
+  return s;
+}
+
+template <typename T>
+void add_rows(T* acc, const T* x, int64_t rows, int64_t n) {
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t j = 0; j < n; j++) acc[j] += x[r * n + j];
 }
 
 template <typename T>
 RowOps<T> make_ref() {
   return {layernorm_fwd<T>, layernorm_bwd<T>, rmsnorm_fwd<T>, rmsnorm_bwd<T>, gelu_fwd<T>,
           gelu_bwd<T>,      swiglu_fwd<T>,    swiglu_bwd<T>,  causal_softmax_fwd<T>, causal_softmax_bwd<T>,
-          rope<T>,          cross_entropy<T>, adamw<T>};
+          rope<T>,          cross_entropy<T>, adamw<T>,       sum_squares<T>, add_rows<T>};
 }
 
 }  // namespace

@@ -46,10 +46,14 @@ struct RowOps {
   // logits are replaced by dlogits = (softmax - onehot) * grad_scale.
   void (*cross_entropy)(T* logits, T* loss, const int32_t* targets, int64_t rows, int64_t V, T grad_scale);
 
-  // AdamW (decoupled weight decay), PyTorch's formula:
+  // AdamW (decoupled weight decay), PyTorch's formula, on the gradient g * gscale (the clipping):
   //   p *= 1 - lr*wd;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g²;
   //   p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps)      with bc = 1 - beta^step
-  void (*adamw)(T* p, const T* g, T* m, T* v, int64_t n, T lr, T b1, T b2, T eps, T wd, T bc1, T bc2);
+  void (*adamw)(T* p, const T* g, T* m, T* v, int64_t n, T gscale, T lr, T b1, T b2, T eps, T wd, T bc1, T bc2);
+  // Σ x² (for the gradient norm), accumulated in double.
+  double (*sum_squares)(const T* x, int64_t n);
+  // acc[j] += Σ_r x[r, j] over rows of n (bias gradients).
+  void (*add_rows)(T* acc, const T* x, int64_t rows, int64_t n);
 };
 
 // The kernels for float on this CPU (or the given ISA), and the plain reference in float or double.

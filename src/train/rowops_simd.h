@@ -250,12 +250,12 @@ void cross_entropy(float* logits, float* loss, const int32_t* targets, int64_t r
   }
 }
 
-void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, float b1, float b2, float eps,
-           float wd, float bc1, float bc2) {
+void adamw(float* p, const float* g, float* m, float* v, int64_t n, float gscale, float lr, float b1, float b2,
+           float eps, float wd, float bc1, float bc2) {
   float step = lr / bc1, inv_sbc2 = 1.0f / std::sqrt(bc2), decay = 1.0f - lr * wd;
   for (int64_t i = 0; i < n; i += W) {
     int64_t k = n - i;
-    V gv = ld(g + i, k);
+    V gv = ld(g + i, k) * gscale;
     V mv = b1 * ld(m + i, k) + (1.0f - b1) * gv;
     V vv = b2 * ld(v + i, k) + (1.0f - b2) * gv * gv;
     V pv = ld(p + i, k) * decay;
@@ -265,9 +265,33 @@ void adamw(float* p, const float* g, float* m, float* v, int64_t n, float lr, fl
   }
 }
 
+// Sums of squares in float lanes over blocks of 1024 values, each block added in double.
+double sum_squares(const float* x, int64_t n) {
+  double total = 0;
+  for (int64_t b = 0; b < n; b += 1024) {
+    int64_t e = b + 1024 < n ? b + 1024 : n;
+    V s = {};
+    for (int64_t i = b; i < e; i += W) {
+      V v = ld(x + i, e - i);
+      s += v * v;
+    }
+    total += (double)hsum(s);
+  }
+  return total;
+}
+
+void add_rows(float* acc, const float* x, int64_t rows, int64_t n) {
+  for (int64_t j = 0; j < n; j += W) {
+    V s = ld(acc + j, n - j);
+    for (int64_t r = 0; r < rows; r++) s += ld(x + r * n + j, n - j);
+    st(acc + j, s, n - j);
+  }
+}
+
 RowOps<float> make_simd_rowops() {
   return {layernorm_fwd, layernorm_bwd, rmsnorm_fwd, rmsnorm_bwd, gelu_fwd,  gelu_bwd,     swiglu_fwd,
-          swiglu_bwd,    causal_softmax_fwd, causal_softmax_bwd, rope, cross_entropy, adamw};
+          swiglu_bwd,    causal_softmax_fwd, causal_softmax_bwd, rope, cross_entropy, adamw,
+          sum_squares,   add_rows};
 }
 
 }  // namespace

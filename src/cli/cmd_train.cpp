@@ -1,0 +1,105 @@
+// kvad train: trains a character-level GPT-2- or Llama-style model on a text file and saves it in
+// kvad's store, where `kvad run --model NAME` finds it. The loop is src/train/trainer.cpp; this
+// file maps flags to its options and prints a sample from each checkpoint with the engine.
+#include <cstdio>
+#include <cstdlib>
+
+#include "cli/generation_io.h"
+#include "core/error.h"
+#include "core/fs.h"
+#include "io/store.h"
+#include "runtime/generate.h"
+#include "train/trainer.h"
+
+namespace kvad::cli {
+
+namespace {
+
+// A short sample from the checkpoint just saved, run by the engine (what `kvad run` would do).
+void print_sample(const std::string& dir, int64_t step, int64_t chars) {
+  if (chars <= 0) return;
+  LoadedModel m = load_model(dir, LoadOptions{});
+  std::unique_ptr<Session> session = make_cpu_session(*m.model);
+  GenerateOptions g;
+  g.sampling.temperature = 0.8f;
+  g.sampling.seed = (uint64_t)step;
+  g.max_tokens = std::min<int64_t>(chars, m.model->context_length() - 1);
+  std::vector<int32_t> prompt = m.tokenizer->encode("\n");
+  if (prompt.empty()) prompt = {0};
+  GenerateResult r = generate(*session, *m.tokenizer, prompt, g, [](const TokenEvent&) { return true; });
+  std::printf("--- sample at step %lld ---\n%s\n---\n", (long long)step, r.text.c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+void add_train(CLI::App& app) {
+  auto* cmd = app.add_subcommand("train", "train a character-level GPT on a text file (saved to kvad's store)");
+  struct Args {
+    train::TrainOptions o;
+    std::string name, arch = "gpt2", schedule = "cosine";
+    bool untied = false;
+  };
+  auto a = std::make_shared<Args>();
+  train::TrainOptions& o = a->o;
+  o.lr.min_lr = -1;
+  cmd->add_option("--data", o.data, "the text to train on (UTF-8; bytes are the characters)");
+  cmd->add_option("--name", a->name, "the model's name in kvad's store ($KVAD_HOME/models/NAME)")->required();
+  cmd->add_option("--arch", a->arch, "gpt2 (LayerNorm, GELU, learned positions) or llama (RMSNorm, SwiGLU, RoPE)")
+      ->check(CLI::IsMember({"gpt2", "llama"}));
+  cmd->add_option("--layers", o.shape.layers, "transformer blocks (default 4)")->check(CLI::Range(1, 256));
+  cmd->add_option("--dim", o.shape.dim, "model width (default 128)")->check(CLI::Range(1, 65536));
+  cmd->add_option("--heads", o.shape.heads, "attention heads (default 4)")->check(CLI::Range(1, 1024));
+  cmd->add_option("--kv-heads", o.shape.kv_heads, "key/value heads, llama only (default = --heads)")->check(CLI::Range(1, 1024));
+  cmd->add_option("--ffn", o.shape.ffn, "MLP width (default 4 x dim; llama 8/3 x dim)")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--context", o.shape.context, "context length in characters (default 128)")->check(CLI::Range(2, 1 << 16));
+  cmd->add_flag("--untied", a->untied, "a separate output head (llama only; GPT-2 ties it to the embedding)");
+  cmd->add_flag("--all-bytes", o.all_bytes, "vocabulary of all 256 bytes instead of the corpus's distinct bytes");
+  cmd->add_option("--batch", o.batch, "sequences per step (default 16)")->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--steps", o.steps, "optimiser steps (default 1000)")->check(CLI::Range(1, 1 << 30));
+  cmd->add_option("--lr", o.lr.lr, "peak learning rate (default 1e-3)")->check(CLI::PositiveNumber);
+  cmd->add_option("--min-lr", o.lr.min_lr, "learning rate at the end of the cosine (default lr/10)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--warmup", o.lr.warmup, "linear warm-up steps (default 0)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--schedule", a->schedule, "cosine (default) or constant")->check(CLI::IsMember({"cosine", "constant"}));
+  cmd->add_option("--weight-decay", o.adam.weight_decay, "AdamW weight decay on matrices (default 0.1)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--grad-clip", o.adam.grad_clip, "clip the global gradient norm to this, 0 = off (default 1)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("-t,--threads", o.threads, "threads (default: all cores)")->check(CLI::Range(0, 1024));
+  cmd->add_option("--seed", o.seed, "random seed of the initialisation and the batches (default 1337)");
+  cmd->add_option("--eval-every", o.eval_every, "validation loss every N steps, 0 = off (default 250)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--eval-windows", o.eval_windows, "validation windows for the periodic loss (default 128)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--final-eval-windows", o.final_eval_windows, "windows for the final loss, 0 = all (default)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--save-every", o.save_every, "checkpoint every N steps, 0 = only at the end (default 500)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--log-every", o.log_every, "progress line every N steps when not on a terminal")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--sample-chars", o.sample_chars, "characters sampled at each checkpoint, 0 = none (default 200)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--timing-warmup", o.timing_warmup, "first steps left out of chars_per_s_median (default 5)")->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--resume", o.resume, "continue training NAME from its last checkpoint");
+  cmd->add_flag("--force", o.force, "replace an existing model NAME");
+  cmd->add_option("--json-out", o.json_out, "write the final summary (params, chars_per_s_median, val_bpc, ...) here");
+  cmd->callback([a, cmd] {
+    train::TrainOptions& o = a->o;
+    const std::string& name = a->name;
+    if (name.empty() || name[0] == '.' || name.find('/') != std::string::npos || name.find('\\') != std::string::npos)
+      fail("--name '{}': a model name is one folder name (letters, digits, - _ .), not a path", name);
+    if (o.data.empty() && !o.resume) fail("train: --data FILE is required");
+    if (o.resume && o.force) fail("train: --resume and --force contradict each other");
+    o.dir = join_path(store_models_dir(), name);
+    o.shape.arch = a->arch == "llama" ? train::Arch::Llama : train::Arch::Gpt2;
+    o.shape.tied = !a->untied;
+    o.lr.kind = train::parse_schedule(a->schedule);
+    for (const CLI::Option* opt : cmd->get_options())
+      if (opt->count() > 0 && !opt->get_lnames().empty()) o.given.insert(opt->get_lnames()[0]);
+    install_interrupt_handler();
+    train::TrainHooks hooks;
+    hooks.stop = &g_interrupted;
+    hooks.on_checkpoint = [&o](const std::string& dir, int64_t step) { print_sample(dir, step, o.sample_chars); };
+    train::TrainResult r = train::run_training(o, hooks);
+    if (r.interrupted) {
+      std::fflush(stdout);
+      std::exit(130);  // the conventional status of a run stopped by Ctrl-C; the checkpoint is saved
+    }
+    std::fprintf(stderr, "model saved as %s (%s); try: kvad run --model %s --prompt \"...\"\n", name.c_str(),
+                 o.dir.c_str(), name.c_str());
+  });
+}
+
+}  // namespace kvad::cli
