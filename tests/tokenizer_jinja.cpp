@@ -140,6 +140,18 @@ TEST(Jinja, HostileTemplatesEndWithAnError) {
   // A namespace that refers to itself renders (repr depth-guarded) without leaking.
   EXPECT_NE(error_of("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}"), "<no error>");
   EXPECT_EQ(render("{% set ns = namespace() %}{% set ns.me = ns %}ok"), "ok");
+  // Nesting that would make destruction or printing recurse without bound.
+  EXPECT_NE(error_of("{% set ns = namespace(l=[]) %}{% for i in range(100000) %}{% set ns.l = [ns.l] %}{% endfor %}"),
+            "<no error>");
+  std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_THROW(from_json(nlohmann::json::parse(deep, nullptr, true, false)), Error);
+  for (size_t d : {510, 511, 512, 513}) {  // at the boundary: kvad::Error, never anything else
+    std::string s = std::string(d, '[') + std::string(d, ']');
+    try {
+      from_json(nlohmann::json::parse(s));
+    } catch (const Error&) {
+    }
+  }
   // A macro that outlives the loop iteration that defined it.
   EXPECT_NE(error_of("{% set ns = namespace() %}{% for i in [1] %}{% macro m() %}x{% endmacro %}"
                      "{% set ns.m = m %}{% endfor %}{{ ns.m() }}"),

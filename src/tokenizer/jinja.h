@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/error.h"
 #include "core/json.h"
 #include "core/utf8.h"
 
@@ -40,11 +41,13 @@ struct ListObj {
   bool tuple = false;  // prints as (a, b) instead of [a, b]
   // d.keys() / d.values() / d.items() results print as dict_keys([...]) etc.
   enum class View : uint8_t { None, Keys, Values, Items } view = View::None;
+  uint32_t depth = 1;  // nesting depth, bounded so destruction and printing never overflow the stack
 };
 
 // Python dict: insertion-ordered; keys compare with Python == (so 1, 1.0 and True are one key).
 struct DictObj {
   std::vector<std::pair<Value, Value>> items;
+  uint32_t depth = 1;  // set by Value::dict
   const Value* find(const Value& key) const;
   const Value* find(std::string_view key) const;
   void set(Value key, Value value);
@@ -143,8 +146,12 @@ struct CallArgs {
 // floats (as Python's json.loads would), objects keep the order the JSON type iterates in (sorted
 // for nlohmann::json, insertion order for ordered_json). Strings are made valid UTF-8 (ill-formed
 // bytes become U+FFFD) so the engine can rely on that everywhere.
+// Containers nested deeper than this are refused (from JSON input or built by a template).
+constexpr uint32_t kMaxNesting = 512;
+
 template <class J>
-Value from_json(const J& j) {
+Value from_json(const J& j, uint32_t depth = 0) {
+  if (depth >= kMaxNesting) throw Error(fmt::format("JSON nested deeper than {} levels", kMaxNesting));
   switch (j.type()) {
     case J::value_t::null: return Value::none();
     case J::value_t::boolean: return Value(j.template get<bool>());
@@ -158,14 +165,14 @@ Value from_json(const J& j) {
     case J::value_t::array: {
       std::vector<Value> items;
       items.reserve(j.size());
-      for (const auto& e : j) items.push_back(from_json(e));
+      for (const auto& e : j) items.push_back(from_json(e, depth + 1));
       return Value::list(std::move(items));
     }
     case J::value_t::object: {
       DictObj d;
       d.items.reserve(j.size());
       for (auto it = j.begin(); it != j.end(); ++it)
-        d.items.emplace_back(Value(sanitize_utf8(it.key())), from_json(it.value()));
+        d.items.emplace_back(Value(sanitize_utf8(it.key())), from_json(it.value(), depth + 1));
       return Value::dict(std::move(d));
     }
     default: return Value::none();  // binary / discarded: nothing a template can use

@@ -28,13 +28,28 @@ Value Value::none() {
   v.type_ = Type::None;
   return v;
 }
+namespace {
+uint32_t nesting(const Value& v) {
+  return v.is_list() ? v.list().depth : v.is_dict() ? v.dict().depth : 0;
+}
+void check_nesting(uint32_t depth) {
+  if (depth > kMaxNesting) raise(0, fmt::format("containers nested deeper than {} levels", kMaxNesting));
+}
+}  // namespace
+
 Value Value::list(std::vector<Value> items, bool tuple, ListObj::View view) {
+  uint32_t depth = 1;
+  for (const auto& i : items) depth = std::max(depth, nesting(i) + 1);
+  check_nesting(depth);
   Value v;
   v.type_ = Type::List;
-  v.ptr_ = std::make_shared<ListObj>(ListObj{std::move(items), tuple, view});
+  v.ptr_ = std::make_shared<ListObj>(ListObj{std::move(items), tuple, view, depth});
   return v;
 }
 Value Value::dict(DictObj d) {
+  d.depth = 1;
+  for (const auto& kv : d.items) d.depth = std::max({d.depth, nesting(kv.first) + 1, nesting(kv.second) + 1});
+  check_nesting(d.depth);
   Value v;
   v.type_ = Type::Dict;
   v.ptr_ = std::make_shared<DictObj>(std::move(d));
