@@ -40,5 +40,6 @@ void add_tokenize(CLI::App& app);
 void add_train(CLI::App& app);
 void add_score(CLI::App& app);
 void add_bench(CLI::App& app);
+void add_serve(CLI::App& app);
 
 }  // namespace kvad::cli

@@ -74,6 +74,7 @@ GenerateResult generate(Session& session, const Tokenizer& tok, const std::vecto
   StreamDecoder decoder(tok);
   StopMatcher stops(opts.stop);
   std::vector<int32_t> context = prompt;
+  std::vector<float> logp;
   res.finish_reason = "length";
   for (int64_t i = 0; i < opts.max_tokens; i++) {
     int32_t id = sampler.sample(logits, context, res.tokens);
@@ -82,7 +83,21 @@ GenerateResult generate(Session& session, const Tokenizer& tok, const std::vecto
     bool is_eos = std::find(opts.stop_ids.begin(), opts.stop_ids.end(), id) != opts.stop_ids.end();
     std::string text = is_eos ? "" : stops.push(decoder.push(id));
     res.text += text;
-    if (!on_token({id, text})) {
+    TokenEvent ev;
+    ev.id = id;
+    ev.text = text;
+    if (opts.top_logprobs >= 0) {  // sample() left the penalised logits in place
+      Sampler::log_softmax(logits, logp);
+      ev.logprob = logp[(size_t)id];
+      size_t k = std::min((size_t)opts.top_logprobs, logp.size());
+      std::vector<int32_t> idx(logp.size());
+      for (size_t j = 0; j < idx.size(); j++) idx[j] = (int32_t)j;
+      std::partial_sort(idx.begin(), idx.begin() + (ptrdiff_t)k, idx.end(), [&](int32_t a, int32_t b) {
+        return logp[(size_t)a] > logp[(size_t)b] || (logp[(size_t)a] == logp[(size_t)b] && a < b);
+      });
+      for (size_t j = 0; j < k; j++) ev.top.push_back({idx[j], logp[(size_t)idx[j]]});
+    }
+    if (!on_token(ev)) {
       res.finish_reason = "cancelled";
       break;
     }
@@ -99,7 +114,10 @@ GenerateResult generate(Session& session, const Tokenizer& tok, const std::vecto
     rest += stops.flush();
     if (!rest.empty()) {
       res.text += rest;
-      on_token({-1, rest});
+      TokenEvent last;
+      last.id = -1;
+      last.text = rest;
+      on_token(last);
     }
   }
   res.decode_seconds = std::chrono::duration<double>(clock::now() - t1).count();

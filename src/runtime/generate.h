@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/sampler.h"
@@ -17,11 +18,16 @@ struct GenerateOptions {
   std::vector<std::string> stop;      // stop strings (not included in the output)
   std::vector<int32_t> stop_ids;      // EOS ids (from generation_config / the tokenizer)
   bool reuse_prefix = true;
+  // >= 0: each TokenEvent carries the chosen token's log-probability and this many most likely
+  // alternatives (of the penalised, temperature-free distribution, as OpenAI reports them).
+  int top_logprobs = -1;
 };
 
 struct TokenEvent {
-  int32_t id;
+  int32_t id = -1;
   std::string text;  // text that became final with this token (complete UTF-8, may be empty)
+  float logprob = 0;  // when GenerateOptions::top_logprobs >= 0
+  std::vector<std::pair<int32_t, float>> top;  // (id, logprob), most likely first
 };
 
 struct GenerateResult {

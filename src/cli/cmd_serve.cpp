@@ -1,0 +1,75 @@
+// kvad serve: the OpenAI-compatible server and web UI (src/serve). This file is only the command
+// line and the signals: SIGINT/SIGTERM stop the server cleanly (in-flight streams finish or are cut
+// with a final error event) and the process exits 0.
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <thread>
+
+#include "cli/common.h"
+#include "core/threads.h"
+#include "serve/server.h"
+
+namespace kvad::cli {
+
+void add_serve(CLI::App& app) {
+  auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server with a web UI (chat, models, dashboard, benchmark)");
+  struct Args {
+    serve::ServeOptions o;
+    int threads = 0;
+  };
+  auto a = std::make_shared<Args>();
+  cmd->add_option("-m,--model", a->o.model, "model to load at start (folder or store name); the UI can load another");
+  cmd->add_option("--host", a->o.host, "address to listen on (default 127.0.0.1: this machine only)");
+  cmd->add_option("--port", a->o.port, "port (default 8080; 0 = any free port, printed at start)")->check(CLI::Range(0, 65535));
+  cmd->add_option("--api-key", a->o.api_key, "require 'Authorization: Bearer KEY' on /v1, /api and /metrics");
+  cmd->add_option("--ctx", a->o.ctx, "cap the context at N tokens (default: the model's)")->check(CLI::Range(0, 1 << 24));
+  cmd->add_option("--quant", a->o.quant, "weights in memory: auto (as stored), f32, bf16")
+      ->check(CLI::IsMember({"auto", "f32", "bf16", "q8", "q4"}));
+  cmd->add_option("--models-dir", a->o.model_dirs, "folder of model folders to offer in the UI (repeatable; the store is always offered)");
+  cmd->add_option("--max-body", a->o.max_body, "largest request body in bytes (default 32 MiB; larger gets 413)");
+  cmd->add_option("--http-threads", a->o.http_threads, "connections served at once (default 32)")->check(CLI::Range(4, 1024));
+  cmd->add_option("--sessions", a->o.sessions, "conversations whose KV cache is kept for prefix reuse (default 4)")
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--shutdown-grace", a->o.shutdown_grace, "seconds in-flight answers get to finish on SIGTERM (default 3)");
+  cmd->add_option("-t,--threads", a->threads, "threads to compute with (default: all cores)")->check(CLI::Range(0, 1024));
+  cmd->add_flag("-q,--quiet", a->o.quiet, "no request log on stderr");
+  cmd->callback([a] {
+    set_threads(a->threads);
+    // Signals go to one thread that asks the server to stop; every other thread has them blocked.
+    // SIGPIPE is ignored: a client that goes away is an error return from write, not a crash.
+    signal(SIGPIPE, SIG_IGN);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+
+    serve::Server server(a->o);
+    int port = server.start();
+    std::atomic<bool> done{false};
+    std::thread sig([&] {
+      timespec ts{0, 200'000'000};
+      while (!done) {
+        int s = sigtimedwait(&set, nullptr, &ts);
+        if (s == SIGINT || s == SIGTERM) {
+          std::fprintf(stderr, "kvad serve: %s, stopping\n", s == SIGINT ? "SIGINT" : "SIGTERM");
+          server.stop();
+          return;
+        }
+      }
+    });
+    std::fprintf(stderr, "kvad serve: listening on http://%s:%d/ (web UI there, OpenAI API under /v1)%s\n",
+                 a->o.host.c_str(), port, a->o.api_key.empty() ? "" : ", API key required");
+    std::fflush(stderr);
+    server.run();
+    done = true;
+    sig.join();
+    server.stop();
+    std::fprintf(stderr, "kvad serve: stopped\n");
+  });
+}
+
+}  // namespace kvad::cli

@@ -1,0 +1,117 @@
+#include "serve/catalog.h"
+
+#include <filesystem>
+#include <set>
+
+#include "core/dtype.h"
+#include "core/fs.h"
+#include "io/safetensors.h"
+#include "io/store.h"
+#include "models/registry.h"
+#include "serve/openai.h"
+
+namespace kvad::serve {
+
+namespace fs = std::filesystem;
+
+ModelEntry describe_model(const std::string& dir, const std::string& name, const std::string& source) {
+  ModelEntry e;
+  e.name = name;
+  e.path = dir;
+  e.source = source;
+  std::error_code ec;
+  try {
+    Json cfg = read_json_file(join_path(dir, "config.json"));
+    if (cfg.contains("architectures") && cfg["architectures"].is_array() && !cfg["architectures"].empty() &&
+        cfg["architectures"][0].is_string())
+      e.architecture = cfg["architectures"][0];
+    else if (cfg.contains("model_type") && cfg["model_type"].is_string())
+      e.architecture = cfg["model_type"];
+    const Architecture* a = find_architecture(cfg);
+    e.supported = a != nullptr;
+    if (!a) e.problem = "architecture not supported (kvad runs: " + supported_architectures() + ")";
+    for (const char* k : {"max_position_embeddings", "n_positions", "n_ctx"})
+      if (cfg.contains(k) && cfg[k].is_number_integer()) {
+        e.context_length = cfg[k].get<int64_t>();
+        break;
+      }
+    std::set<std::string> formats;
+    for (const auto& f : fs::directory_iterator(dir, ec)) {
+      if (!f.is_regular_file(ec)) continue;
+      e.bytes += (uint64_t)f.file_size(ec);
+      if (f.path().extension() == ".safetensors") {
+        SafetensorsFile st(f.path().string());
+        for (const TensorView& t : st.tensors()) {
+          e.parameters += t.numel();
+          formats.insert(dtype_name(t.dtype));
+        }
+      }
+    }
+    for (const std::string& f : formats) e.format += (e.format.empty() ? "" : "+") + f;
+    if (formats.empty() && e.problem.empty()) e.problem = "no .safetensors weights";
+    std::string tc = join_path(dir, "tokenizer_config.json");
+    if (file_exists(tc)) {
+      Json t = read_json_file(tc);
+      e.chat = t.contains("chat_template") && !t["chat_template"].is_null();
+    }
+    if (!file_exists(join_path(dir, "tokenizer.json")) && e.problem.empty()) e.problem = "no tokenizer.json";
+  } catch (const std::exception& x) {
+    e.problem = x.what();
+    e.supported = false;
+  }
+  return e;
+}
+
+std::vector<ModelEntry> list_models(const std::vector<std::string>& dirs) {
+  std::vector<ModelEntry> out;
+  std::error_code ec;
+  std::set<std::string> seen;
+  auto scan = [&](const std::string& root, bool store) {
+    if (!store && file_exists(join_path(root, "config.json"))) {
+      if (seen.insert(fs::weakly_canonical(root, ec).string()).second) out.push_back(describe_model(root, root, "folder"));
+      return;
+    }
+    std::vector<fs::path> subs;
+    for (const auto& d : fs::directory_iterator(root, ec))
+      if (d.is_directory(ec) && file_exists(join_path(d.path().string(), "config.json"))) subs.push_back(d.path());
+    std::sort(subs.begin(), subs.end());
+    for (const fs::path& p : subs) {
+      if (!seen.insert(fs::weakly_canonical(p, ec).string()).second) continue;
+      std::string name = store ? p.filename().string() : p.string();
+      out.push_back(describe_model(p.string(), name, store ? "store" : "folder"));
+    }
+  };
+  try {
+    scan(store_models_dir(), true);
+  } catch (const Error&) {  // no HOME: no store
+  }
+  for (const std::string& d : dirs) scan(d, false);
+  return out;
+}
+
+Json to_json(const ModelEntry& e) {
+  return {{"name", e.name},
+          {"path", e.path},
+          {"source", e.source},
+          {"architecture", e.architecture},
+          {"supported", e.supported},
+          {"parameters", e.parameters},
+          {"bytes", e.bytes},
+          {"format", e.format},
+          {"context_length", e.context_length},
+          {"chat", e.chat},
+          {"problem", e.problem.empty() ? Json(nullptr) : Json(e.problem)}};
+}
+
+void remove_from_store(const std::string& name) {
+  auto dir = find_in_store(name);
+  if (!dir || name.find('/') != std::string::npos)
+    throw HttpError(404, fmt::format("'{}' is not a model in kvad's store ({}); only store models can be removed", name,
+                                     store_models_dir()),
+                    "invalid_request_error", "name", "model_not_found");
+  std::error_code ec;
+  fs::remove_all(*dir, ec);
+  if (ec) throw HttpError(500, fmt::format("removing {}: {}", *dir, ec.message()), "server_error");
+}
+
+}  // namespace kvad::serve

@@ -1,0 +1,256 @@
+// /api/*: the web UI's own JSON API (models, dashboard figures, scoring, benchmarks, training).
+#include <condition_variable>
+#include <functional>
+
+#include "core/threads.h"
+#include "serve/catalog.h"
+#include "serve/score.h"
+#include "serve/server_impl.h"
+
+namespace kvad::serve {
+
+namespace {
+
+// A job whose body is a function; the HTTP thread waits for its JSON result.
+class FnJob final : public Job {
+ public:
+  FnJob(const char* kind, std::function<Json(Engine&)> fn) : kind_(kind), fn_(std::move(fn)) {}
+  const char* kind() const override { return kind_; }
+  void run(Engine& e) override { result_ = fn_(e); }
+  void publish() override { finish("", 200); }
+  void fail(const std::string& m, int status) override { finish(m, status); }
+  Json wait() {
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait(lk, [&] { return done_; });
+    if (!error_.empty()) throw HttpError(status_, error_, status_ >= 500 ? "server_error" : "invalid_request_error");
+    return result_;
+  }
+
+ private:
+  void finish(const std::string& m, int status) {
+    std::lock_guard<std::mutex> lk(mu_);
+    error_ = m;
+    status_ = status;
+    done_ = true;
+    cv_.notify_all();
+  }
+  const char* kind_;
+  std::function<Json(Engine&)> fn_;
+  Json result_;
+  std::string error_;
+  int status_ = 200;
+  bool done_ = false;
+  std::mutex mu_;
+  std::condition_variable cv_;
+};
+
+template <typename J>
+Json run_and_wait(Server::Impl& s, std::shared_ptr<J> job) {
+  Scheduler::Admit a = s.sched.submit(job);
+  if (a != Scheduler::Admit::Ok) throw refusal(s, a);
+  return job->wait();
+}
+
+Json body_json(const httplib::Request& req) {
+  if (req.body.empty()) return Json::object();
+  Json j = Json::parse(req.body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) throw HttpError(400, "the request body must be a JSON object", "invalid_request_error", "", "invalid_json");
+  return j;
+}
+
+Json loaded_json(Server::Impl& s) {
+  auto m = s.sched.model();
+  if (!m) return nullptr;
+  const ModelConfig& c = m->model->config();
+  return {{"id", model_id(*m)},
+          {"name", m->name},
+          {"path", m->path},
+          {"architecture", c.architecture},
+          {"parameters", m->model->parameter_count()},
+          {"weight_bytes", m->model->weight_bytes()},
+          {"weight_format", m->model->weight_format()},
+          {"context_length", s.sched.stats().context_length.load()},
+          {"model_context_length", m->model->context_length()},
+          {"layers", c.n_layers},
+          {"hidden", c.hidden},
+          {"heads", c.n_heads},
+          {"kv_heads", c.n_kv_heads},
+          {"head_dim", c.head_dim},
+          {"vocab", c.vocab_size},
+          {"chat", m->chat_template != nullptr},
+          {"load_seconds", m->load_seconds}};
+}
+
+Json stats_json(Server::Impl& s) {
+  EngineStats& e = s.sched.stats();
+  size_t per_tok = e.kv_bytes_per_token;
+  int64_t ctx = e.context_length;
+  Metrics& m = s.metrics;
+  double dec_s = m.decode_seconds.load(), pre_s = m.prefill_seconds.load();
+  return {{"rss_bytes", rss_bytes()},
+          {"weight_bytes", e.weight_bytes.load()},
+          {"kv_bytes", e.kv_bytes.load()},
+          {"kv_tokens", e.tokens_held.load()},
+          {"kv_bytes_per_token", per_tok},
+          {"kv_bytes_full_context", (double)per_tok * (double)ctx},
+          {"context_length", ctx},
+          {"last",
+           {{"prompt_tokens", e.last_prompt_tokens.load()},
+            {"cached_tokens", e.last_cached_tokens.load()},
+            {"completion_tokens", e.last_completion_tokens.load()},
+            {"prefill_tok_s", e.last_prefill_tok_s.load()},
+            {"decode_tok_s", e.last_decode_tok_s.load()},
+            {"ttft_s", e.last_ttft_s.load()}}},
+          {"totals",
+           {{"generations", m.generations.load()},
+            {"prompt_tokens", m.prompt_tokens.load()},
+            {"cached_tokens", m.cached_tokens.load()},
+            {"completion_tokens", m.completion_tokens.load()},
+            {"busy_rejections", m.busy_rejections.load()},
+            {"disconnects", m.disconnects.load()},
+            {"decode_tok_s", dec_s > 0 ? (double)m.completion_tokens.load() / dec_s : 0},
+            {"prefill_tok_s", pre_s > 0 ? (double)m.prefill_tokens.load() / pre_s : 0}}},
+          {"engine", {{"busy", s.sched.running_kind()}, {"busy_seconds", s.sched.busy_seconds()},
+                      {"in_flight", s.sched.in_flight()}, {"queued", s.sched.queued()},
+                      {"threads", pool().size()}, {"jobs_run", e.jobs_run.load()}}},
+          {"streams_active", m.streams_active.load()},
+          {"model", loaded_json(s)}};
+}
+
+int64_t int_field(const Json& j, const char* k, int64_t dflt, int64_t lo, int64_t hi) {
+  if (!j.contains(k) || j[k].is_null()) return dflt;
+  if (!j[k].is_number_integer()) throw HttpError(400, fmt::format("'{}' must be an integer", k), "invalid_request_error", k);
+  int64_t v = j[k].get<int64_t>();
+  if (v < lo || v > hi) throw HttpError(400, fmt::format("'{}' must be between {} and {}", k, lo, hi), "invalid_request_error", k);
+  return v;
+}
+
+}  // namespace
+
+void add_api_routes(Server::Impl& s) {
+  httplib::Server& h = s.http;
+  h.Get("/api/info", [&s](const httplib::Request&, httplib::Response& res) {
+    reply_json(res, {{"version", "0.1.0"},
+                     {"model", loaded_json(s)},
+                     {"ctx_cap", s.opts.ctx},
+                     {"quant", s.opts.quant},
+                     {"max_body", s.opts.max_body},
+                     {"features", {{"train", s.train.available()}, {"pull", false}}}});
+  });
+  h.Get("/api/stats", [&s](const httplib::Request&, httplib::Response& res) { reply_json(res, stats_json(s)); });
+
+  h.Get("/api/models", [&s](const httplib::Request&, httplib::Response& res) {
+    guarded(res, [&] {
+      auto m = s.sched.model();
+      std::vector<ModelEntry> list = list_models(s.opts.model_dirs);
+      bool loaded_listed = false;
+      Json out = Json::array();
+      for (const ModelEntry& e : list) {
+        Json j = to_json(e);
+        j["loaded"] = m && (e.path == m->path || e.name == m->name);
+        loaded_listed |= j["loaded"].get<bool>();
+        out.push_back(j);
+      }
+      if (m && !loaded_listed) {
+        Json j = to_json(describe_model(m->path, m->name, "folder"));
+        j["loaded"] = true;
+        out.insert(out.begin(), j);
+      }
+      reply_json(res, {{"models", out}, {"loaded", loaded_json(s)}, {"pull_available", false},
+                       {"pull_reason", "pulling from the Hugging Face Hub arrives with the Hub client (kvad pull)"}});
+    });
+  });
+  h.Post("/api/models/load", [&s](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] {
+      Json b = body_json(req);
+      if (!b.contains("name") || !b["name"].is_string() || b["name"].get<std::string>().empty())
+        throw HttpError(400, "'name' (a store name or a model folder) is required", "invalid_request_error", "name");
+      std::string name = b["name"];
+      Server::Impl* sp = &s;
+      auto job = std::make_shared<FnJob>("loading a model", [sp, name](Engine& e) {
+        LoadedModel lm;
+        try {
+          lm = load_model(name, e.config().load);
+        } catch (const Error& x) {
+          throw HttpError(400, x.what(), "invalid_request_error", "name");
+        }
+        set_scheduler_model(sp->sched, e, std::make_shared<LoadedModel>(std::move(lm)));
+        return Json::object();
+      });
+      run_and_wait(s, job);
+      reply_json(res, {{"loaded", loaded_json(s)}});
+    });
+  });
+  h.Delete(R"(/api/models/(.+))", [&s](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] {
+      std::string name = req.matches[1];
+      auto m = s.sched.model();
+      if (m && (m->name == name || model_id(*m) == name))
+        throw HttpError(409, fmt::format("'{}' is loaded; load another model before removing it", name),
+                        "invalid_request_error", "name");
+      remove_from_store(name);
+      reply_json(res, {{"removed", name}});
+    });
+  });
+  h.Post("/api/models/pull", [](const httplib::Request&, httplib::Response& res) {
+    reply_error(res, HttpError(501, "pulling models from the Hub is not available in this build yet (the Hub client, "
+                                    "kvad pull, is its own issue); put a model folder in kvad's store or pass --models-dir",
+                               "not_implemented"));
+  });
+
+  h.Post("/api/score", [&s](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] {
+      Json b = body_json(req);
+      if (!b.contains("text") || !b["text"].is_string() || b["text"].get<std::string>().empty())
+        throw HttpError(400, "'text' (the text to score) is required", "invalid_request_error", "text");
+      int64_t window = int_field(b, "window", 0, 0, 1 << 20);
+      reply_json(res, run_and_wait(s, std::make_shared<ScoreJob>(b["text"].get<std::string>(), window)));
+    });
+  });
+
+  h.Post("/api/bench/model", [&s](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] {
+      Json b = body_json(req);
+      std::vector<int64_t> lengths = {16, 128, 512};
+      if (b.contains("prompt_lengths")) {
+        if (!b["prompt_lengths"].is_array() || b["prompt_lengths"].empty() || b["prompt_lengths"].size() > 8)
+          throw HttpError(400, "'prompt_lengths' must be a list of 1..8 integers", "invalid_request_error", "prompt_lengths");
+        lengths.clear();
+        for (const Json& x : b["prompt_lengths"]) {
+          if (!x.is_number_integer() || x.get<int64_t>() < 1 || x.get<int64_t>() > 32768)
+            throw HttpError(400, "'prompt_lengths' entries must be integers in 1..32768", "invalid_request_error",
+                            "prompt_lengths");
+          lengths.push_back(x.get<int64_t>());
+        }
+      }
+      int64_t decode = int_field(b, "decode_tokens", 32, 1, 4096);
+      reply_json(res, run_and_wait(s, std::make_shared<ModelBenchJob>(lengths, decode)));
+    });
+  });
+  h.Post("/api/bench/load", [&s](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] {
+      Json b = body_json(req);
+      LoadRunParams p;
+      p.streams = (int)int_field(b, "streams", 4, 1, 64);
+      p.seconds = (double)int_field(b, "seconds", 20, 1, 600);
+      p.max_tokens = (int)int_field(b, "max_tokens", 32, 1, 4096);
+      if (b.contains("prompt") && b["prompt"].is_string() && !b["prompt"].get<std::string>().empty()) p.prompt = b["prompt"];
+      if (b.contains("retry_busy") && b["retry_busy"].is_boolean()) p.retry_busy = b["retry_busy"];
+      if (!s.sched.model()) throw HttpError(404, "no model is loaded", "invalid_request_error", "model", "model_not_found");
+      s.load_runner.start(p);
+      reply_json(res, s.load_runner.status());
+    });
+  });
+  h.Get("/api/bench/load", [&s](const httplib::Request&, httplib::Response& res) { reply_json(res, s.load_runner.status()); });
+  h.Delete("/api/bench/load", [&s](const httplib::Request&, httplib::Response& res) {
+    s.load_runner.cancel();
+    reply_json(res, s.load_runner.status());
+  });
+
+  h.Get("/api/train", [&s](const httplib::Request&, httplib::Response& res) { reply_json(res, s.train.status()); });
+  h.Post("/api/train", [&s](const httplib::Request&, httplib::Response& res) {
+    reply_error(res, HttpError(501, s.train.why_unavailable(), "not_implemented"));
+  });
+}
+
+}  // namespace kvad::serve

@@ -1,0 +1,253 @@
+// /v1/chat/completions, /v1/completions, /v1/models: OpenAI's API over the scheduler.
+#include <chrono>
+#include <random>
+
+#include "serve/gen_job.h"
+#include "serve/server_impl.h"
+
+namespace kvad::serve {
+
+namespace {
+
+int64_t now_unix() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Request -> prompt ids + options, all checks that need the model done here (HTTP thread).
+struct Prepared {
+  std::shared_ptr<const LoadedModel> model;
+  std::vector<int32_t> prompt;
+  GenerateOptions opts;
+};
+
+Prepared prepare(Server::Impl& s, const GenRequest& r) {
+  Prepared p;
+  p.model = require_model(s, r.model);
+  const LoadedModel& m = *p.model;
+  if (r.chat) {
+    if (!m.chat_template)
+      throw HttpError(400, fmt::format("the model '{}' has no chat template; use /v1/completions", model_id(m)),
+                      "invalid_request_error", "messages", "no_chat_template");
+    std::string text = m.chat_template->render(r.messages, true, m.tokenizer->bos_token(), m.tokenizer->eos_token());
+    p.prompt = m.tokenizer->encode(text, /*parse_special=*/true, /*add_special=*/false);
+  } else if (r.prompt_is_ids) {
+    int64_t V = m.model->config().vocab_size;
+    for (int32_t id : r.prompt_ids)
+      if (id >= V) throw HttpError(400, fmt::format("'prompt' token id {} is outside the vocabulary ({} tokens)", id, V),
+                                   "invalid_request_error", "prompt", "invalid_value");
+    p.prompt = r.prompt_ids;
+  } else {
+    p.prompt = m.tokenizer->encode(r.prompt, /*parse_special=*/true, /*add_special=*/true);
+  }
+  if (p.prompt.empty())
+    throw HttpError(400, "the prompt is empty (no tokens): there is nothing to continue from", "invalid_request_error",
+                    r.chat ? "messages" : "prompt");
+  int64_t ctx = s.sched.stats().context_length.load();
+  if (ctx <= 0) ctx = m.model->context_length();
+  if ((int64_t)p.prompt.size() >= ctx)
+    throw HttpError(400,
+                    fmt::format("This model's maximum context length is {} tokens. However, your {} resulted in {} "
+                                "tokens (at least one token must be left for the completion).",
+                                ctx, r.chat ? "messages" : "prompt", p.prompt.size()),
+                    "invalid_request_error", r.chat ? "messages" : "prompt", "context_length_exceeded");
+  p.opts.sampling = r.sampling;
+  if (!r.seed_given) p.opts.sampling.seed = std::random_device{}() ^ (uint64_t)now_unix();
+  try {
+    validate(p.opts.sampling);
+  } catch (const Error& e) {
+    throw HttpError(400, e.what());
+  }
+  p.opts.max_tokens = r.max_tokens.value_or(ctx - (int64_t)p.prompt.size());
+  p.opts.stop = r.stop;
+  p.opts.stop_ids = m.eos_ids;
+  p.opts.top_logprobs = r.logprobs ? r.top_logprobs : -1;
+  return p;
+}
+
+void account(Server::Impl& s, const GenerateResult& r) {
+  s.metrics.generations++;
+  s.metrics.prompt_tokens += (uint64_t)r.prompt_tokens;
+  s.metrics.cached_tokens += (uint64_t)r.cached_tokens;
+  s.metrics.completion_tokens += (uint64_t)r.tokens.size();
+  s.metrics.prefill_tokens += (uint64_t)(r.prompt_tokens - r.cached_tokens);
+  s.metrics.prefill_seconds = s.metrics.prefill_seconds.load() + r.prefill_seconds;
+  s.metrics.decode_seconds = s.metrics.decode_seconds.load() + r.decode_seconds;
+}
+
+Usage usage_of(const GenerateResult& r) {
+  return {r.prompt_tokens, (int64_t)r.tokens.size(), r.cached_tokens};
+}
+
+// Non-streaming: wait for the whole answer.
+void answer_whole(Server::Impl& s, const GenRequest& r, const std::shared_ptr<GenJob>& job, const ResponseMeta& meta,
+                  httplib::Response& res) {
+  std::vector<TokenOut> toks;
+  std::string text;
+  for (;;) {
+    GenEvent ev;
+    if (!job->next(ev, std::chrono::milliseconds(1000))) continue;
+    if (ev.kind == GenEvent::Token) {
+      text += ev.tok.text;
+      if (ev.tok.id >= 0) toks.push_back(std::move(ev.tok));
+      continue;
+    }
+    if (ev.kind == GenEvent::Failed) throw HttpError(ev.status, ev.error, ev.status >= 500 ? "server_error" : "invalid_request_error");
+    account(s, ev.result);
+    if (ev.result.finish_reason == "cancelled" && s.stopping)
+      throw HttpError(503, "the server is shutting down; the answer was cut", "server_error", "", "shutting_down");
+    std::string finish = wire_finish_reason(ev.result.finish_reason);
+    Usage u = usage_of(ev.result);
+    Json body = r.chat ? chat_response(meta, text, finish, r.logprobs ? &toks : nullptr, r.top_logprobs > 0, u)
+                       : completion_response(meta, text, finish, r.logprobs ? &toks : nullptr, r.top_logprobs > 0, u);
+    body["timings"] = {{"prefill_tokens_per_second", ev.result.prefill_tok_s()},
+                       {"decode_tokens_per_second", ev.result.decode_tok_s()},
+                       {"time_to_first_token_seconds", ev.ttft_seconds}};
+    reply_json(res, body);
+    return;
+  }
+}
+
+// What a stream's provider keeps between calls.
+struct StreamState {
+  bool started = false, finished = false;
+  size_t text_offset = 0;
+  std::vector<GenEvent> batch;
+};
+
+void answer_stream(Server::Impl& s, const GenRequest& r, const std::shared_ptr<GenJob>& job, const ResponseMeta& meta,
+                   httplib::Response& res) {
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  auto st = std::make_shared<StreamState>();
+  Server::Impl* sp = &s;
+  s.metrics.streams_active++;
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [sp, r, job, meta, st](size_t, httplib::DataSink& sink) {
+        Server::Impl& s = *sp;
+        auto write = [&](const std::string& data) {
+          if (sink.write(data.data(), data.size())) return true;
+          job->cancel();  // the client went away: free the engine at the next token
+          s.metrics.disconnects++;
+          return false;
+        };
+        std::string out;
+        if (!st->started) {
+          st->started = true;
+          if (r.chat) out += sse(chat_chunk(meta, "assistant", "", std::nullopt, nullptr, false, r.include_usage));
+        }
+        // Waiting (prefill, or a slow token): an SSE comment both keeps proxies from timing out and
+        // finds a client that has gone.
+        if (!job->next_batch(st->batch, std::chrono::milliseconds(out.empty() ? 500 : 0))) {
+          if (out.empty()) out = ": keep-alive\n\n";
+          return write(out);
+        }
+        for (GenEvent& ev : st->batch) {
+          if (ev.kind == GenEvent::Token) {
+            if (ev.tok.text.empty() && !r.logprobs) continue;  // held back (partial UTF-8 / stop string) or EOS
+            std::vector<TokenOut> one;
+            if (ev.tok.id >= 0) one.push_back(ev.tok);
+            const std::vector<TokenOut>* lp = r.logprobs && !one.empty() ? &one : nullptr;
+            out += sse(r.chat ? chat_chunk(meta, std::nullopt, ev.tok.text, std::nullopt, lp, r.top_logprobs > 0,
+                                           r.include_usage)
+                              : completion_chunk(meta, ev.tok.text, std::nullopt, lp, r.top_logprobs > 0,
+                                                 st->text_offset, r.include_usage));
+            st->text_offset += ev.tok.text.size();
+            continue;
+          }
+          st->finished = true;
+          if (ev.kind == GenEvent::Failed) {
+            out += sse(error_json(ev.error, ev.status >= 500 ? "server_error" : "invalid_request_error"));
+          } else {
+            account(s, ev.result);
+            if (ev.result.finish_reason == "cancelled" && s.stopping) {
+              out += sse(error_json("the server is shutting down; the answer was cut", "server_error", "", "shutting_down"));
+            } else {
+              std::string finish = wire_finish_reason(ev.result.finish_reason);
+              out += sse(r.chat ? chat_chunk(meta, std::nullopt, std::nullopt, finish, nullptr, false, r.include_usage)
+                                : completion_chunk(meta, "", finish, nullptr, false, st->text_offset, r.include_usage));
+              if (r.include_usage) out += sse(usage_chunk(meta, r.chat, usage_of(ev.result)));
+            }
+          }
+          out += sse_done();
+          break;
+        }
+        if (!out.empty() && !write(out)) return false;
+        if (st->finished) sink.done();
+        return true;
+      },
+      [sp, job, st](bool success) {
+        sp->metrics.streams_active--;
+        if (!st->finished) job->cancel();
+      });
+}
+
+void generation(Server::Impl& s, const httplib::Request& req, httplib::Response& res, bool chat) {
+  GenRequest r = chat ? parse_chat_request(req.body) : parse_completion_request(req.body);
+  Prepared p = prepare(s, r);
+  ResponseMeta meta{new_completion_id(chat), model_id(*p.model), now_unix()};
+  auto job = std::make_shared<GenJob>(s.sched, p.model, std::move(p.prompt), std::move(p.opts));
+  Scheduler::Admit a = s.sched.submit(job);
+  if (a != Scheduler::Admit::Ok) throw refusal(s, a);
+  if (r.stream) answer_stream(s, r, job, meta, res);
+  else answer_whole(s, r, job, meta, res);
+}
+
+Json model_object(const LoadedModel& m) {
+  return {{"id", model_id(m)},
+          {"object", "model"},
+          {"created", 0},
+          {"owned_by", "kvad"},
+          {"context_length", m.model->context_length()},
+          {"architecture", m.model->config().architecture}};
+}
+
+}  // namespace
+
+std::shared_ptr<const LoadedModel> require_model(Server::Impl& s, const std::string& asked) {
+  auto m = s.sched.model();
+  if (!m) {
+    throw HttpError(404,
+                    asked.empty() ? "no model is loaded (start kvad serve with --model, or load one in the web UI)"
+                                  : fmt::format("The model '{}' does not exist or is not loaded: no model is loaded", asked),
+                    "invalid_request_error", "model", "model_not_found");
+  }
+  if (!asked.empty() && asked != model_id(*m) && asked != m->name && asked != m->path)
+    throw HttpError(404, fmt::format("The model '{}' does not exist or is not loaded (loaded: '{}')", asked, model_id(*m)),
+                    "invalid_request_error", "model", "model_not_found");
+  return m;
+}
+
+HttpError refusal(Server::Impl& s, Scheduler::Admit a) {
+  if (a == Scheduler::Admit::ShuttingDown)
+    return HttpError(503, "the server is shutting down", "server_error", "", "shutting_down");
+  s.metrics.busy_rejections++;
+  std::string what = s.sched.running_kind();
+  return HttpError(429,
+                   fmt::format("the engine is busy ({}): this server runs one request at a time until batching "
+                               "exists; retry after the Retry-After header's seconds",
+                               what.empty() ? "another request" : what),
+                   "rate_limit_error", "", "engine_busy");
+}
+
+void add_openai_routes(Server::Impl& s) {
+  s.http.Post("/v1/chat/completions", [&s](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] { generation(s, req, res, true); });
+  });
+  s.http.Post("/v1/completions", [&s](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] { generation(s, req, res, false); });
+  });
+  s.http.Get("/v1/models", [&s](const httplib::Request&, httplib::Response& res) {
+    Json data = Json::array();
+    if (auto m = s.sched.model()) data.push_back(model_object(*m));
+    reply_json(res, {{"object", "list"}, {"data", data}});
+  });
+  s.http.Get(R"(/v1/models/(.+))", [&s](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] {
+      std::string id = req.matches[1];
+      reply_json(res, model_object(*require_model(s, id)));
+    });
+  });
+}
+
+}  // namespace kvad::serve

@@ -1,0 +1,51 @@
+// kvad serve: the HTTP server. OpenAI-compatible API under /v1, the web UI at /, its JSON API
+// under /api, /health and /metrics. Built on cpp-httplib (a blocking thread-per-connection pool; see
+// docs/server.md for why), with one engine thread behind a Scheduler.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kvad::serve {
+
+struct ServeOptions {
+  std::string model;                   // loaded at start ("" = none until the UI loads one)
+  std::string host = "127.0.0.1";
+  int port = 8080;                     // 0 = any free port (tests)
+  std::string api_key;                 // when set, /v1, /api and /metrics need "Authorization: Bearer KEY"
+  int64_t ctx = 0;                     // cap on the context (0 = the model's)
+  std::string quant = "auto";          // weight format in memory: auto | f32 | bf16
+  std::vector<std::string> model_dirs; // folders whose sub-folders are models (besides the store)
+  size_t max_body = 32u << 20;         // request bodies above this get 413
+  int http_threads = 32;               // connections served at once
+  int sessions = 4;                    // KV caches kept for prefix reuse across conversations
+  double shutdown_grace = 3.0;         // seconds in-flight generations get to finish on SIGTERM
+  std::string self_exe;                // the kvad binary (training jobs run it); "" = /proc/self/exe
+  bool quiet = false;                  // no request log on stderr
+};
+
+class Server {
+ public:
+  explicit Server(ServeOptions opts);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Loads the model (if any) and binds the port; returns the port bound. Throws on failure.
+  int start();
+  // Serves until stop(); returns when every connection is closed.
+  void run();
+  // From any thread (not a signal handler): refuse new work, let in-flight generations finish for
+  // up to shutdown_grace seconds, cut the rest with a final SSE error event, stop listening.
+  void stop();
+  int port() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvad::serve

@@ -1,0 +1,55 @@
+// What the route files share: the server's state and the reply helpers. Internal to src/serve.
+#pragma once
+#include <httplib.h>
+
+#include <atomic>
+#include <string>
+
+#include "core/json.h"
+#include "serve/bench.h"
+#include "serve/metrics.h"
+#include "serve/openai.h"
+#include "serve/scheduler.h"
+#include "serve/server.h"
+#include "serve/train_jobs.h"
+
+namespace kvad::serve {
+
+struct Server::Impl {
+  explicit Impl(ServeOptions o);
+  ServeOptions opts;
+  Scheduler sched;
+  Metrics metrics;
+  httplib::Server http;
+  LoadRunner load_runner;
+  TrainJobs train;
+  int port = 0;
+  std::atomic<bool> stopping{false};
+  std::atomic<bool> stopped{false};
+};
+
+// JSON text for the wire (invalid UTF-8 replaced rather than thrown on).
+std::string dump(const Json& j);
+void reply_json(httplib::Response& res, const Json& j, int status = 200);
+void reply_error(httplib::Response& res, const HttpError& e);
+// Runs a handler body, turning HttpError / kvad::Error into OpenAI error replies.
+template <typename F>
+void guarded(httplib::Response& res, F&& f) {
+  try {
+    f();
+  } catch (const HttpError& e) {
+    reply_error(res, e);
+  } catch (const Error& e) {
+    reply_error(res, HttpError(400, e.what()));
+  }
+}
+// The loaded model, or 404 naming what was asked for. `asked` "" = whatever is loaded.
+std::shared_ptr<const LoadedModel> require_model(Server::Impl& s, const std::string& asked);
+// 429 (busy) / 503 (shutting down) for a refused job.
+HttpError refusal(Server::Impl& s, Scheduler::Admit a);
+
+void add_openai_routes(Server::Impl& s);
+void add_api_routes(Server::Impl& s);
+void add_ui_routes(Server::Impl& s);
+
+}  // namespace kvad::serve

@@ -1,0 +1,129 @@
+// The official openai npm client against kvad serve: what an existing application does, unchanged.
+// Needs KVAD_URL and KVAD_KEY (run.sh starts the server on a tiny synthesized model).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+
+const client = new OpenAI({ baseURL: process.env.KVAD_URL + '/v1', apiKey: process.env.KVAD_KEY, maxRetries: 0, timeout: 60000 });
+let model;
+const messages = [{ role: 'system', content: 'You are terse.' }, { role: 'user', content: 'Name three colours.' }];
+
+test('models.list names the loaded model', async () => {
+  const list = await client.models.list();
+  assert.equal(list.data.length, 1);
+  model = list.data[0].id;
+  assert.equal(model, 'tiny-qwen2');
+  assert.equal(list.data[0].object, 'model');
+  const one = await client.models.retrieve(model);
+  assert.equal(one.id, model);
+});
+
+test('chat completion (non-streaming): shape, usage, finish_reason', async () => {
+  const r = await client.chat.completions.create({ model, messages, max_tokens: 12, temperature: 0.7, seed: 42 });
+  assert.match(r.id, /^chatcmpl-/);
+  assert.equal(r.object, 'chat.completion');
+  assert.equal(r.model, model);
+  assert.equal(r.choices.length, 1);
+  const c = r.choices[0];
+  assert.equal(c.message.role, 'assistant');
+  assert.equal(typeof c.message.content, 'string');
+  assert.ok(['stop', 'length'].includes(c.finish_reason));
+  assert.ok(r.usage.prompt_tokens > 10);
+  assert.ok(r.usage.completion_tokens >= 1 && r.usage.completion_tokens <= 12);
+  assert.equal(r.usage.total_tokens, r.usage.prompt_tokens + r.usage.completion_tokens);
+  assert.equal(typeof r.usage.prompt_tokens_details.cached_tokens, 'number');
+  if (r.usage.completion_tokens === 12) assert.equal(c.finish_reason, 'length');
+});
+
+test('same seed, same text; max_completion_tokens is honoured', async () => {
+  const a = await client.chat.completions.create({ model, messages, max_completion_tokens: 10, temperature: 1, seed: 7 });
+  const b = await client.chat.completions.create({ model, messages, max_completion_tokens: 10, temperature: 1, seed: 7 });
+  assert.equal(a.choices[0].message.content, b.choices[0].message.content);
+  assert.ok(a.usage.completion_tokens <= 10);
+});
+
+test('streaming: chunks, [DONE], include_usage, same text as non-streaming', async () => {
+  const params = { model, messages, max_tokens: 16, temperature: 0, seed: 1 };
+  const whole = await client.chat.completions.create(params);
+  const stream = await client.chat.completions.create({ ...params, stream: true, stream_options: { include_usage: true } });
+  let text = '', chunks = 0, role = null, finish = null, usage = null;
+  for await (const chunk of stream) {
+    assert.equal(chunk.object, 'chat.completion.chunk');
+    if (chunk.usage) usage = chunk.usage;
+    if (!chunk.choices.length) continue;
+    const d = chunk.choices[0].delta;
+    if (d.role) role = d.role;
+    if (d.content) { text += d.content; chunks++; }
+    if (chunk.choices[0].finish_reason) finish = chunk.choices[0].finish_reason;
+  }
+  assert.equal(role, 'assistant');
+  assert.ok(chunks >= 1);
+  assert.equal(text, whole.choices[0].message.content);
+  assert.equal(finish, whole.choices[0].finish_reason);
+  assert.ok(usage, 'the last chunk carries usage');
+  assert.equal(usage.completion_tokens, whole.usage.completion_tokens);
+});
+
+test('prefix reuse: the next turn of a conversation reports cached tokens', async () => {
+  const first = await client.chat.completions.create({ model, messages, max_tokens: 8, temperature: 0, seed: 3 });
+  const next = [...messages, { role: 'assistant', content: first.choices[0].message.content }, { role: 'user', content: 'And three more?' }];
+  const second = await client.chat.completions.create({ model, messages: next, max_tokens: 8, temperature: 0, seed: 3 });
+  const cached = second.usage.prompt_tokens_details.cached_tokens;
+  assert.ok(cached >= first.usage.prompt_tokens - 1, `cached ${cached} of the ${first.usage.prompt_tokens} tokens already seen`);
+  assert.ok(cached < second.usage.prompt_tokens);
+});
+
+test('stop (string and list) cuts the answer before the stop text', async () => {
+  const base = { model, messages, max_tokens: 40, temperature: 0, seed: 9 };
+  const full = (await client.chat.completions.create(base)).choices[0].message.content;
+  assert.ok(full.length > 8, 'need some text to cut: ' + JSON.stringify(full));
+  const cps = Array.from(full);  // code points: never split a surrogate pair
+  const stopAt = cps.slice(Math.floor(cps.length / 2), Math.floor(cps.length / 2) + 2).join('');
+  const cut = await client.chat.completions.create({ ...base, stop: stopAt });
+  assert.equal(cut.choices[0].finish_reason, 'stop');
+  assert.equal(cut.choices[0].message.content, full.slice(0, full.indexOf(stopAt)));
+  const cut2 = await client.chat.completions.create({ ...base, stop: ['\u0000never', stopAt] });
+  assert.equal(cut2.choices[0].message.content, cut.choices[0].message.content);
+});
+
+test('penalties and top_p are accepted', async () => {
+  const r = await client.chat.completions.create({ model, messages, max_tokens: 6, top_p: 0.9, presence_penalty: 0.5, frequency_penalty: 0.5, seed: 2 });
+  assert.ok(r.usage.completion_tokens >= 1);
+});
+
+test('logprobs with top_logprobs', async () => {
+  const r = await client.chat.completions.create({ model, messages, max_tokens: 5, temperature: 0, logprobs: true, top_logprobs: 3 });
+  const lp = r.choices[0].logprobs.content;
+  assert.ok(lp.length >= 1);
+  for (const t of lp) {
+    assert.equal(typeof t.token, 'string');
+    assert.ok(t.logprob <= 0);
+    assert.ok(Array.isArray(t.bytes));
+    assert.equal(t.top_logprobs.length, 3);
+    assert.ok(t.top_logprobs[0].logprob >= t.top_logprobs[2].logprob);
+    // greedy: the chosen token is the most likely one
+    assert.ok(Math.abs(t.logprob - t.top_logprobs[0].logprob) < 1e-5);
+  }
+});
+
+test('n other than 1 is refused clearly', async () => {
+  await assert.rejects(client.chat.completions.create({ model, messages, n: 2 }), e => e.status === 400 && /'n' must be 1/.test(e.message));
+});
+
+test('unknown model is a 404 NotFoundError', async () => {
+  await assert.rejects(client.chat.completions.create({ model: 'gpt-4o', messages }), e => e instanceof OpenAI.NotFoundError);
+});
+
+test('completions (non-streaming and streaming)', async () => {
+  const r = await client.completions.create({ model, prompt: 'Once upon a time', max_tokens: 8, temperature: 0, seed: 4 });
+  assert.equal(r.object, 'text_completion');
+  assert.equal(typeof r.choices[0].text, 'string');
+  assert.ok(r.usage.completion_tokens >= 1 && r.usage.completion_tokens <= 8);
+  const s = await client.completions.create({ model, prompt: 'Once upon a time', max_tokens: 8, temperature: 0, seed: 4, stream: true });
+  let text = '';
+  for await (const chunk of s) text += chunk.choices[0]?.text ?? '';
+  assert.equal(text, r.choices[0].text);
+  const ids = await client.completions.create({ model, prompt: [9707, 11, 1879], max_tokens: 3, logprobs: 2 });
+  assert.equal(ids.usage.prompt_tokens, 3);
+  assert.ok(ids.choices[0].logprobs.tokens.length >= 1 && ids.choices[0].logprobs.tokens.length <= ids.usage.completion_tokens);
+});

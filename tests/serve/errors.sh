@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Every error the API promises, with curl: status, OpenAI's error shape, Retry-After on 429; a client
+# that disconnects mid-stream frees the engine; SIGTERM mid-stream ends the stream cleanly, exit 0.
+# Run through run.sh (needs KVAD, WORK, MODEL).
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+source "$HERE/lib.sh"
+KEY=err-key
+passed=0
+failed=0
+
+start_server errors --api-key $KEY --max-body 1048576
+AUTH=(-H "Authorization: Bearer $KEY")
+JSON=(-H "Content-Type: application/json")
+
+# expect NAME STATUS [grep pattern for the body] -- curl args...
+expect() {
+  local name=$1 want=$2 pattern=$3; shift 4
+  local got
+  got=$(curl -s -o "$WORK/body" -D "$WORK/headers" -w '%{http_code}' "$@" || true)
+  if [ "$got" != "$want" ]; then
+    echo "FAIL $name: HTTP $got, expected $want: $(head -c 400 "$WORK/body")"; failed=$((failed + 1)); return
+  fi
+  if [ "$want" -ge 400 ] && ! node -e '
+      const b = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+      if (!b.error || typeof b.error.message !== "string" || typeof b.error.type !== "string" || !("param" in b.error) || !("code" in b.error)) process.exit(1);' "$WORK/body"; then
+    echo "FAIL $name: not an OpenAI error object: $(head -c 400 "$WORK/body")"; failed=$((failed + 1)); return
+  fi
+  if [ -n "$pattern" ] && ! grep -qiE "$pattern" "$WORK/body" "$WORK/headers"; then
+    echo "FAIL $name: /$pattern/ not in the answer: $(head -c 400 "$WORK/body")"; failed=$((failed + 1)); return
+  fi
+  echo "ok   $name ($got)"; passed=$((passed + 1))
+}
+
+CHAT=$URL/v1/chat/completions
+MSG='"messages":[{"role":"user","content":"hi"}]'
+
+expect "malformed JSON" 400 'not valid JSON' -- "${AUTH[@]}" "${JSON[@]}" -d '{"messages": [' "$CHAT"
+expect "body not an object" 400 'JSON object' -- "${AUTH[@]}" "${JSON[@]}" -d '[1,2]' "$CHAT"
+expect "missing messages" 400 '"param":"messages"' -- "${AUTH[@]}" "${JSON[@]}" -d '{"max_tokens":4}' "$CHAT"
+expect "wrong field type" 400 '"param":"temperature"' -- "${AUTH[@]}" "${JSON[@]}" -d "{$MSG,\"temperature\":\"hot\"}" "$CHAT"
+expect "out of range" 400 '"param":"top_p"' -- "${AUTH[@]}" "${JSON[@]}" -d "{$MSG,\"top_p\":3}" "$CHAT"
+expect "bad role" 400 'role' -- "${AUTH[@]}" "${JSON[@]}" -d '{"messages":[{"role":"wizard","content":"x"}]}' "$CHAT"
+expect "n=2 refused" 400 '"param":"n"' -- "${AUTH[@]}" "${JSON[@]}" -d "{$MSG,\"n\":2}" "$CHAT"
+expect "completions without prompt" 400 '"param":"prompt"' -- "${AUTH[@]}" "${JSON[@]}" -d '{"max_tokens":2}' "$URL/v1/completions"
+expect "no API key" 401 'invalid_api_key' -- "${JSON[@]}" -d "{$MSG}" "$CHAT"
+expect "wrong API key" 401 'Incorrect API key' -- -H "Authorization: Bearer nope" "${JSON[@]}" -d "{$MSG}" "$CHAT"
+expect "models need the key" 401 '' -- "$URL/v1/models"
+expect "health needs no key" 200 '"status":"ok"' -- "$URL/health"
+expect "unknown model" 404 'model_not_found' -- "${AUTH[@]}" "${JSON[@]}" -d "{\"model\":\"no-such-model\",$MSG}" "$CHAT"
+expect "unknown model by id" 404 'model_not_found' -- "${AUTH[@]}" "$URL/v1/models/no-such-model"
+expect "unknown endpoint" 404 'no such endpoint' -- "${AUTH[@]}" "$URL/v1/nothing"
+# The tiny model's context is 4096 tokens: 5000 words are well over it. The error names the limit.
+long=$(printf 'word %.0s' $(seq 1 5000))
+expect "prompt over the context" 400 '4096 tokens' -- "${AUTH[@]}" "${JSON[@]}" -d "{\"messages\":[{\"role\":\"user\",\"content\":\"$long\"}]}" "$CHAT"
+head -c 1500000 /dev/zero | tr '\0' 'a' > "$WORK/big"
+expect "body over the limit" 413 '1048576 bytes' -- "${AUTH[@]}" "${JSON[@]}" --data-binary @"$WORK/big" "$CHAT"
+expect "a good request still works" 200 'chat.completion' -- "${AUTH[@]}" "${JSON[@]}" -d "{$MSG,\"max_tokens\":4}" "$CHAT"
+
+# Busy: a long stream holds the engine; a second request is refused at once with 429 + Retry-After.
+curl -sN "${AUTH[@]}" "${JSON[@]}" -d "{$MSG,\"stream\":true,\"max_tokens\":4000,\"temperature\":1,\"seed\":3}" "$CHAT" >"$WORK/long-stream" &
+CURL=$!
+for _ in $(seq 1 100); do grep -q '"content"' "$WORK/long-stream" 2>/dev/null && break; sleep 0.05; done
+t0=$(date +%s%N)
+expect "busy" 429 'Retry-After' -- "${AUTH[@]}" "${JSON[@]}" -d "{$MSG,\"max_tokens\":4}" "$CHAT"
+t1=$(date +%s%N)
+if [ $(( (t1 - t0) / 1000000 )) -gt 1000 ]; then echo "FAIL busy: the 429 took $(( (t1 - t0) / 1000000 )) ms (must be at once)"; failed=$((failed + 1)); fi
+grep -q 'engine_busy' "$WORK/body" || { echo "FAIL busy: code engine_busy missing"; failed=$((failed + 1)); }
+
+# Disconnect: killing the streaming client stops its generation and frees the engine within a second.
+kill "$CURL"; wait "$CURL" 2>/dev/null || true
+freed=0
+for _ in $(seq 1 20); do
+  sleep 0.1
+  code=$(curl -s -o /dev/null -w '%{http_code}' "${AUTH[@]}" "${JSON[@]}" -d "{$MSG,\"max_tokens\":2}" "$CHAT")
+  if [ "$code" = 200 ]; then freed=1; break; fi
+done
+if [ $freed = 1 ]; then echo "ok   disconnect frees the engine"; passed=$((passed + 1));
+else echo "FAIL disconnect: engine still busy 2 s after the client left"; failed=$((failed + 1)); fi
+curl -s "${AUTH[@]}" "$URL/metrics" | grep -q '^kvad_client_disconnects_total [1-9]' \
+  && { echo "ok   disconnect counted in /metrics"; passed=$((passed + 1)); } \
+  || { echo "FAIL /metrics does not count the disconnect"; failed=$((failed + 1)); }
+
+# /metrics is Prometheus text with the promised series.
+curl -s "${AUTH[@]}" "$URL/metrics" >"$WORK/metrics"
+for m in kvad_requests_total kvad_completion_tokens_total kvad_decode_tokens_per_second kvad_queue_depth \
+         kvad_kv_cache_bytes kvad_resident_memory_bytes kvad_busy_rejections_total; do
+  grep -q "^$m" "$WORK/metrics" || { echo "FAIL /metrics lacks $m"; failed=$((failed + 1)); continue; }
+done
+grep -q 'kvad_requests_total{endpoint="/v1/chat/completions",status="429"}' "$WORK/metrics" \
+  && { echo "ok   /metrics series"; passed=$((passed + 1)); } || { echo "FAIL /metrics: 429 not counted"; failed=$((failed + 1)); }
+
+# SIGTERM mid-stream: the stream ends cleanly ([DONE]) and the server exits 0.
+curl -sN "${AUTH[@]}" "${JSON[@]}" -d "{$MSG,\"stream\":true,\"max_tokens\":4000,\"seed\":5}" "$CHAT" >"$WORK/term-stream" &
+CURL=$!
+for _ in $(seq 1 100); do grep -q '"content"' "$WORK/term-stream" 2>/dev/null && break; sleep 0.05; done
+stop_server
+wait "$CURL" || true
+if tail -c 200 "$WORK/term-stream" | grep -q 'data: \[DONE\]'; then echo "ok   SIGTERM ends the stream with [DONE], exit 0"; passed=$((passed + 1));
+else echo "FAIL SIGTERM: stream did not end cleanly: $(tail -c 300 "$WORK/term-stream")"; failed=$((failed + 1)); fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]

@@ -1,0 +1,45 @@
+// Dashboard: live figures from /api/stats (polled each second by app.js), memory drawn over time.
+'use strict';
+
+const dash = {t0: performance.now(), mem: [], speed: [], lastGen: -1};
+
+function renderDashboard(s) {
+  const m = s.model;
+  const last = s.last, tot = s.totals;
+  const cards = $('#dash-cards');
+  cards.innerHTML = '';
+  cards.append(
+    card('Resident memory (RSS)', fmtBytes(s.rss_bytes), 'the whole server process'),
+    card('Weights', fmtBytes(s.weight_bytes), m ? `${m.weight_format}, ${fmtCount(m.parameters)} parameters` : 'no model'),
+    card('KV cache held now', fmtBytes(s.kv_bytes), `${fmtCount(s.kv_tokens)} positions in ${s.engine.in_flight ? 'use' : 'kept'} sessions`),
+    card('Same conversation at full context', fmtBytes(s.kv_bytes_full_context), `${fmtCount(s.context_length)} positions × ${fmtBytes(s.kv_bytes_per_token)}`),
+    card('KV bytes per token', fmtBytes(s.kv_bytes_per_token), m ? `${m.layers} layers × ${m.kv_heads} KV heads × ${m.head_dim} × K,V × 4 B` : ''),
+    card('Cached tokens, last request', fmtCount(last.cached_tokens), `of ${fmtCount(last.prompt_tokens)} prompt tokens`),
+    card('Decode', fmtNum(last.decode_tok_s) + ' tok/s', `last answer; all answers ${fmtNum(tot.decode_tok_s)} tok/s`),
+    card('Prefill', fmtNum(last.prefill_tok_s) + ' tok/s', `last prompt; first token after ${fmtNum(last.ttft_s, 2)} s`),
+    card('Requests', fmtCount(tot.generations), `${fmtCount(tot.completion_tokens)} tokens out, ${fmtCount(tot.busy_rejections)} refused busy`),
+    card('Engine', s.engine.busy || 'idle', `${s.engine.threads} threads, ${s.streams_active} streams open`),
+  );
+  const t = (performance.now() - dash.t0) / 1000;
+  dash.mem.push([t, s.rss_bytes, s.kv_bytes, s.weight_bytes]);
+  if (dash.mem.length > 600) dash.mem.shift();
+  if (tot.generations !== dash.lastGen) {
+    if (dash.lastGen >= 0 && last.decode_tok_s > 0) dash.speed.push([t, last.decode_tok_s, last.prefill_tok_s]);
+    dash.lastGen = tot.generations;
+    if (dash.speed.length > 200) dash.speed.shift();
+  }
+  if (!$('#page-dashboard').classList.contains('active')) return;
+  const x0 = dash.mem.length ? dash.mem[0][0] : 0;
+  lineChart($('#dash-mem'), [
+    {name: 'RSS (MB)', points: dash.mem.map(p => [p[0] - x0, p[1] / 1e6])},
+    {name: 'weights (MB)', points: dash.mem.map(p => [p[0] - x0, p[3] / 1e6])},
+    {name: 'KV cache (MB)', points: dash.mem.map(p => [p[0] - x0, p[2] / 1e6])},
+  ], {xlabel: 'seconds'});
+  lineChart($('#dash-speed'), [
+    {name: 'decode tok/s', points: dash.speed.map(p => [p[0] - x0, p[1]])},
+    {name: 'prefill tok/s', points: dash.speed.map(p => [p[0] - x0, p[2]])},
+  ], {xlabel: 'seconds', scatter: true, xmax: Math.max(1, t - x0)});
+  $('#dash-note').textContent = m ? `${m.id}: context ${m.context_length} tokens${m.context_length !== m.model_context_length ? ` (capped from ${m.model_context_length})` : ''}, loaded in ${fmtNum(m.load_seconds, 2)} s.` : 'No model loaded.';
+}
+
+document.addEventListener('DOMContentLoaded', () => kvad.on('stats', renderDashboard));

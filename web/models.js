@@ -1,0 +1,53 @@
+// Models page: what kvad can run, load one, remove one from the store.
+'use strict';
+
+async function loadModel(name) {
+  toast(`Loading ${name}…`);
+  try {
+    await kvad.post('/api/models/load', {name});
+    toast(`Loaded ${name}`);
+    await refreshInfo();
+    renderModels();
+  } catch (e) { toast(e.message, true); }
+}
+
+async function renderModels() {
+  const tbody = $('#models-table tbody');
+  let r;
+  try { r = await kvad.get('/api/models'); } catch (e) { toast(e.message, true); return; }
+  tbody.innerHTML = '';
+  if (!r.models.length) tbody.append(el('tr', {}, el('td', {colspan: 9, class: 'muted'}, 'No models found. Make one with: kvad synth --arch qwen2 --preset tiny --out DIR, then pass --models-dir or load the folder below.')));
+  for (const m of r.models) {
+    const actions = el('td', {});
+    if (m.loaded) actions.append(el('span', {class: 'muted small'}, 'loaded'));
+    else if (m.supported) actions.append(el('button', {onclick: () => loadModel(m.name)}, 'Load'));
+    if (m.source === 'store' && !m.loaded)
+      actions.append(el('button', {class: 'danger', onclick: async () => {
+        if (!confirm(`Remove ${m.name} from kvad's store? Its files are deleted.`)) return;
+        try { await kvad.del('/api/models/' + encodeURIComponent(m.name)); toast(`Removed ${m.name}`); renderModels(); }
+        catch (e) { toast(e.message, true); }
+      }}, 'Remove'));
+    const name = el('td', {}, m.name.split('/').pop(), el('div', {class: 'muted small'}, m.path));
+    if (m.problem) name.append(el('div', {class: 'small', style: 'color: var(--danger)'}, m.problem));
+    tbody.append(el('tr', {class: m.loaded ? 'loaded' : ''},
+      name,
+      el('td', {}, m.source),
+      el('td', {}, m.architecture || '?'),
+      el('td', {class: 'num'}, fmtCount(m.parameters)),
+      el('td', {class: 'num'}, fmtBytes(m.bytes)),
+      el('td', {}, m.format || '?'),
+      el('td', {class: 'num'}, m.context_length ? fmtCount(m.context_length) : '?'),
+      el('td', {}, m.chat ? 'yes' : 'no'),
+      actions));
+  }
+  $('#pull-note').textContent = r.pull_available ? '' : 'Not yet available: ' + r.pull_reason + '.';
+}
+
+document.addEventListener('DOMContentLoaded', () => {
+  kvad.on('page', p => p === 'models' && renderModels());
+  $('#load-form').addEventListener('submit', ev => {
+    ev.preventDefault();
+    const name = $('#load-path').value.trim();
+    if (name) loadModel(name);
+  });
+});
