@@ -22,10 +22,7 @@ static EngineConfig engine_config(const ServeOptions& o) {
   EngineConfig c;
   c.ctx = o.ctx;
   c.sessions = o.sessions;
-  if (o.quant == "f32") c.load.format = WeightFormat::F32;
-  else if (o.quant == "bf16") c.load.format = WeightFormat::BF16;
-  else if (o.quant == "auto" || o.quant.empty()) c.load.format = WeightFormat::AsStored;
-  else fail("--quant {}: not available (this build has auto, f32 and bf16; q8/q4 arrive with the quantised kernels)", o.quant);
+  c.load.format = parse_weight_format(o.quant.empty() ? "auto" : o.quant);  // auto | f32 | bf16 | q8 | q4
   return c;
 }
 

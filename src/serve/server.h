@@ -16,7 +16,7 @@ struct ServeOptions {
   int port = 8080;                     // 0 = any free port (tests)
   std::string api_key;                 // when set, /v1, /api and /metrics need "Authorization: Bearer KEY"
   int64_t ctx = 0;                     // cap on the context (0 = the model's)
-  std::string quant = "auto";          // weight format in memory: auto | f32 | bf16
+  std::string quant = "auto";          // weight format in memory: auto | f32 | bf16 | q8 | q4
   std::vector<std::string> model_dirs; // folders whose sub-folders are models (besides the store)
   size_t max_body = 32u << 20;         // request bodies above this get 413
   int http_threads = 32;               // connections served at once

@@ -19,6 +19,17 @@ before(async () => {
 });
 after(async () => { if (b) await b.close(); });
 
+// Waits for fn in the page; on a timeout the error says what the page showed (toast, section text).
+async function waitUntil(fn, what, timeout = 60000) {
+  try {
+    await page.waitForFunction(fn, null, { timeout });
+  } catch (e) {
+    const toast = await page.textContent('#toast').catch(() => '');
+    const section = await page.textContent('.page.active').catch(() => '');
+    throw new Error(`${what}: ${e.message}\ntoast: ${toast}\npage: ${section.replace(/\s+/g, ' ').slice(0, 600)}`);
+  }
+}
+
 async function shot(name) { if (SHOTS) await page.screenshot({ path: `${SHOTS}/${name}.png`, fullPage: true }); }
 
 test('the page loads from the binary and shows the loaded model', async () => {
@@ -76,18 +87,18 @@ test('models, scoring, benchmark and training pages render', async () => {
   await page.click('#tabs button[data-page=score]');
   await page.fill('#score-text', 'The quick brown fox jumps over the lazy dog. '.repeat(4));
   await page.click('#score-form button[type=submit]');
-  await page.waitForFunction(() => [...document.querySelectorAll('#score-result .k')].some(k => k.textContent === 'Perplexity'), null, { timeout: 60000 });
+  await waitUntil(() => [...document.querySelectorAll('#score-result .k')].some(k => k.textContent === 'Perplexity'), 'scoring result');
   await shot('scoring');
   await page.click('#tabs button[data-page=bench]');
   await page.fill('#bench-lengths', '8,32');
   await page.fill('#bench-decode', '8');
   await page.click('#bench-model-form button[type=submit]');
-  await page.waitForFunction(() => document.querySelectorAll('#bench-model-table tbody tr').length === 2 && !document.querySelector('#bench-model-table tbody').textContent.includes('running'), null, { timeout: 60000 });
+  await waitUntil(() => document.querySelectorAll('#bench-model-table tbody tr').length === 2 && !document.querySelector('#bench-model-table tbody').textContent.includes('running'), 'model benchmark rows');
   await page.fill('#load-streams', '3');
   await page.fill('#load-seconds', '3');
   await page.fill('#load-max', '8');
   await page.click('#load-start');
-  await page.waitForFunction(() => [...document.querySelectorAll('#load-cards .k')].some(k => k.textContent === 'Finished'), null, { timeout: 30000 });
+  await waitUntil(() => [...document.querySelectorAll('#load-cards .k')].some(k => k.textContent === 'Finished'), 'load run finished', 30000);
   const req = await page.textContent('#load-cards');
   assert.match(req, /[1-9]\d* ok/);
   await shot('benchmark');
