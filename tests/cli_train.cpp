@@ -1,0 +1,217 @@
+// The trainer and the engine agree: a checkpoint saved by the trainer loads through the registry
+// (with the unread-tensor guard) and the engine's logits equal the trainer's forward, for GPT-2 and
+// Llama-style models. Then `kvad train` / `kvad run` / `kvad score` as a user runs them, Ctrl-C
+// included.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "core/fs.h"
+#include "core/rng.h"
+#include "models/registry.h"
+#include "runtime/loader.h"
+#include "test_support.h"
+#include "train/checkpoint.h"
+#include "train/model.h"
+
+using namespace kvad;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Case {
+  const char* name;
+  train::ModelShape shape;
+};
+
+std::vector<Case> cases() {
+  train::ModelShape g;
+  g.arch = train::Arch::Gpt2, g.vocab = 40, g.layers = 3, g.dim = 48, g.heads = 4, g.context = 40;
+  train::ModelShape l = g;
+  l.arch = train::Arch::Llama, l.heads = 6, l.kv_heads = 2;  // head_dim 8, grouped kv
+  train::ModelShape u = l;
+  u.tied = false, u.kv_heads = 6, u.ffn = 100;
+  return {{"gpt2", g}, {"llama-gqa", l}, {"llama-untied", u}};
+}
+
+std::string text_for_vocab(int64_t V) {
+  std::string s;
+  for (int64_t i = 0; i < V; i++) s += (char)('0' + i);
+  return s;
+}
+
+}  // namespace
+
+// Tolerance: |engine - trainer| <= 1e-4 * (1 + |logit|) for every logit. Both run f32 with the
+// same weights; they differ only in summation order (different kernels), ~1e-6 relative.
+TEST(TrainEngine, EngineLogitsEqualTrainerForward) {
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    train::Model<float> m(c.shape, 1);
+    m.init(3);
+    Rng r(4);
+    for (int64_t i = 0; i < m.num_params(); i++) m.params()[i] += (float)(0.05 * r.normal());  // no trivial norms
+    std::string dir = test::temp_dir(std::string("engine_") + c.name);
+    train::CheckpointData d;
+    d.shape = &m.shape(), d.layout = &m.layout(), d.params = m.params();
+    std::string bytes = text_for_vocab(c.shape.vocab);
+    d.vocab.assign(bytes.begin(), bytes.end());
+    train::save_checkpoint(dir, d);
+
+    const int64_t T = c.shape.context;
+    std::vector<int32_t> tok((size_t)T);
+    for (int32_t& t : tok) t = (int32_t)r.below((uint64_t)c.shape.vocab);
+    m.forward(tok.data(), nullptr, 1, T);
+    std::vector<float> want(m.logits(), m.logits() + T * c.shape.vocab);
+
+    LoadedModel lm = load_model(dir, LoadOptions{});  // registry + guard + tokenizer
+    EXPECT_EQ(lm.model->parameter_count(), m.num_params());
+    auto state = lm.model->new_state();
+    std::vector<float> got(want.size());
+    lm.model->forward(tok.data(), T, *state, got.data(), true);
+    double worst = 0;
+    for (size_t i = 0; i < got.size(); i++) {
+      double err = std::fabs(got[i] - want[i]) / (1 + std::fabs(want[i]));
+      worst = std::max(worst, err);
+    }
+    EXPECT_LT(worst, 1e-4);
+    RecordProperty(std::string("worst_rel_err_") + c.name, fmt::format("{:.2e}", worst));
+    // And the engine's tokenizer maps the vocabulary's bytes to their ids.
+    std::vector<int32_t> ids = lm.tokenizer->encode(bytes, false, false);
+    ASSERT_EQ(ids.size(), bytes.size());
+    for (size_t i = 0; i < ids.size(); i++) EXPECT_EQ(ids[i], (int32_t)i);
+  }
+}
+
+namespace {
+
+std::string corpus(const std::string& dir) {
+  const char* words[] = {"in", "the", "beginning", "god", "created", "heaven", "and", "earth", "light", "was"};
+  Rng r(8);
+  std::string s;
+  while (s.size() < 20000) {
+    int n = 4 + (int)r.below(8);
+    for (int i = 0; i < n; i++) s += std::string(words[r.below(10)]) + (i + 1 < n ? " " : ".\n");
+  }
+  std::string p = join_path(dir, "corpus.txt");
+  std::ofstream(p, std::ios::binary) << s;
+  return p;
+}
+
+const char* kSmall = "--layers 2 --dim 32 --heads 4 --context 32 --batch 4 --eval-windows 4 --final-eval-windows 16";
+
+}  // namespace
+
+TEST(TrainCli, TrainRunScore) {
+  std::string home = test::temp_dir("home");
+  setenv("KVAD_HOME", home.c_str(), 1);
+  std::string data = corpus(home);
+  auto r = test::run_kvad(fmt::format("train --data '{}' --name tiny {} --steps 30 --eval-every 10 --save-every 20 "
+                                      "--sample-chars 20 --json-out '{}/out.json'",
+                                      data, kSmall, home));
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("val loss"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--- sample at step 20 ---"), std::string::npos) << r.out;
+  Json j = read_json_file(join_path(home, "out.json"));
+  for (const char* k : {"params", "chars_per_s_median", "step_ms_median", "final_train_loss", "val_loss", "val_bpc"})
+    EXPECT_TRUE(j.contains(k)) << k;
+  EXPECT_NEAR(j["val_bpc"].get<double>(), j["val_loss"].get<double>() / std::log(2.0), 1e-3);
+  // The store has it; the engine runs it by name; score reproduces the trainer's validation figure.
+  std::string dir = join_path(join_path(home, "models"), "tiny");
+  for (const char* f : {"config.json", "model.safetensors", "tokenizer.json", "optimizer.safetensors", "trainer_state.json"})
+    EXPECT_TRUE(file_exists(join_path(dir, f))) << f;
+  auto run = test::run_kvad("run --model tiny --prompt 'in the' -n 10 --seed 1");
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_GE(run.out.size(), 10u);
+  auto sc = test::run_kvad(fmt::format("score --model tiny --data '{}' --split val --json --max-chars 0", data));
+  ASSERT_EQ(sc.exit_code, 0) << sc.err;
+  Json s = Json::parse(sc.out);
+  // The trainer scored the first 16 windows only (--final-eval-windows 16); score all of them
+  // with --max-chars = 16 windows + 1.
+  auto sc16 = test::run_kvad(fmt::format("score --model tiny --data '{}' --split val --json --max-chars {}", data,
+                                         16 * 32 + 1));
+  Json s16 = Json::parse(sc16.out);
+  EXPECT_NEAR(s16["bits_per_char"].get<double>(), j["val_bpc"].get<double>(), 2e-4);
+  EXPECT_GT(s["chars"].get<int64_t>(), 1000);
+  // An existing name is refused; --resume continues; --force replaces.
+  auto again = test::run_kvad(fmt::format("train --data '{}' --name tiny {} --steps 5", data, kSmall));
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_NE(again.err.find("already exists"), std::string::npos) << again.err;
+  auto more = test::run_kvad("train --name tiny --resume --steps 34 --sample-chars 0");
+  EXPECT_EQ(more.exit_code, 0) << more.err;
+  EXPECT_NE(more.out.find("resuming"), std::string::npos) << more.out;
+  unsetenv("KVAD_HOME");
+}
+
+TEST(TrainCli, CtrlCSavesAndResumes) {
+  std::string home = test::temp_dir("home_int");
+  setenv("KVAD_HOME", home.c_str(), 1);
+  std::string data = corpus(home), out = join_path(home, "stdout");
+  std::ofstream(out) << "";
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    std::string args = fmt::format("train --data {} --name int {} --steps 100000 --eval-every 0 --sample-chars 0", data,
+                                   kSmall);
+    execl("/bin/sh", "sh", "-c", (std::string("exec '") + KVAD_BINARY + "' " + args).c_str(), (char*)nullptr);
+    _exit(127);
+  }
+  // Wait until training has started (the handler is installed before that line), then Ctrl-C.
+  for (int i = 0; i < 600 && read_file(out).find("training gpt2") == std::string::npos; i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << read_file(out);
+  EXPECT_EQ(WEXITSTATUS(status), 130) << read_file(out);
+  EXPECT_NE(read_file(out).find("interrupted: saved step"), std::string::npos) << read_file(out);
+  std::string dir = join_path(join_path(home, "models"), "int");
+  Json st = read_json_file(join_path(dir, "trainer_state.json"));
+  int64_t step = st["step"];
+  EXPECT_GE(step, 1);
+  for (const auto& e : fs::directory_iterator(join_path(home, "models")))
+    EXPECT_EQ(e.path().filename().string(), "int") << "a temporary folder was left behind";
+  auto more = test::run_kvad(fmt::format("train --name int --resume --steps {} --sample-chars 0", step + 3));
+  EXPECT_EQ(more.exit_code, 0) << more.err;
+  EXPECT_EQ(read_json_file(join_path(dir, "trainer_state.json"))["step"], step + 3);
+  unsetenv("KVAD_HOME");
+}
+
+TEST(TrainCli, BadInputIsAClearError) {
+  std::string home = test::temp_dir("home_bad");
+  setenv("KVAD_HOME", home.c_str(), 1);
+  std::string empty = join_path(home, "empty.txt");
+  std::ofstream(empty) << "";
+  auto r = test::run_kvad(fmt::format("train --data '{}' --name x", empty));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("empty"), std::string::npos) << r.err;
+  r = test::run_kvad("train --data /nonexistent --name x");
+  EXPECT_NE(r.err.find("no such file"), std::string::npos) << r.err;
+  r = test::run_kvad(fmt::format("train --data '{}' --name ../x", empty));
+  EXPECT_NE(r.err.find("not a path"), std::string::npos) << r.err;
+  r = test::run_kvad("train --name missing --resume");
+  EXPECT_NE(r.err.find("no model"), std::string::npos) << r.err;
+  r = test::run_kvad(fmt::format("train --data '{}' --name x --arch gpt2 --kv-heads 2", corpus(home)));
+  EXPECT_NE(r.err.find("llama"), std::string::npos) << r.err;
+  r = test::run_kvad(fmt::format("train --data '{}' --name x --dim 65536 --layers 256 --heads 64", corpus(home)));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("GB"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(join_path(join_path(home, "models"), "x")));
+  unsetenv("KVAD_HOME");
+}
