@@ -32,9 +32,9 @@ const char* const kGoldens[] = {
     "gpt2-simple",          "chatml-default",
 };
 
-// kvad::Json is nlohmann::json, whose objects iterate in sorted key order; Python dicts keep
-// insertion order. Goldens carry `expected_sorted` where that difference shows.
-constexpr bool kJsonKeepsInsertionOrder = std::is_same_v<Json, nlohmann::ordered_json>;
+// ChatTemplate takes OrderedJson (insertion order, as Python dicts). Goldens also carry
+// `expected_sorted`, what a key-sorted JSON would give; it must NOT be what we produce.
+constexpr bool kJsonKeepsInsertionOrder = true;
 
 struct Case {
   std::string name;
@@ -71,9 +71,9 @@ TEST_P(ChatGolden, RendersLikeTransformers) {
   ChatTemplate tpl(source, name);
   for (const auto& c : golden["cases"]) {
     Case k = split_case(c, now);
-    // Through the public API, with kvad::Json.
-    Json messages = Json::parse(k.messages.dump());
-    Json extra = Json::parse(k.extra.dump());
+    // Through the public API.
+    OrderedJson messages = k.messages;
+    OrderedJson extra = k.extra;
     if (c.contains("error")) {
       EXPECT_THROW(tpl.render(messages, k.agp, k.bos, k.eos, extra), Error) << name << "/" << k.name;
       continue;
@@ -152,7 +152,7 @@ TEST(ChatTemplate, SyntaxErrorNamesTemplateAndLine) {
 TEST(ChatTemplate, RaiseExceptionBecomesError) {
   ChatTemplate t("{% if messages|length == 0 %}\n{{ raise_exception('No messages!') }}{% endif %}", "tpl");
   try {
-    t.render(Json::array(), false, "", "");
+    t.render(OrderedJson::array(), false, "", "");
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), "tpl:2: raise_exception: No messages!");
@@ -163,13 +163,13 @@ TEST(ChatTemplate, VariablesAndDefaults) {
   ChatTemplate t("{{ bos_token }}|{{ eos_token }}|{{ add_generation_prompt }}|{{ tools is none }}|"
                  "{{ documents is none }}|{{ enable_thinking }}|{{ strftime_now('%Y-%m-%d') }}|{{ messages|length }}",
                  "tpl");
-  Json extra = {{"enable_thinking", false}, {"__kvad_now", "2024-07-26"}};
-  EXPECT_EQ(t.render(Json::array({{{"role", "user"}, {"content", "hi"}}}), true, "<s>", "</s>", extra),
+  OrderedJson extra = {{"enable_thinking", false}, {"__kvad_now", "2024-07-26"}};
+  EXPECT_EQ(t.render(OrderedJson::array({{{"role", "user"}, {"content", "hi"}}}), true, "<s>", "</s>", extra),
             "<s>|</s>|True|True|True|False|2024-07-26|1");
-  Json tools = {{"tools", Json::array({{{"name", "f"}}})}};
+  OrderedJson tools = {{"tools", OrderedJson::array({{{"name", "f"}}})}};
   ChatTemplate t2("{{ tools|length }}", "tpl2");
-  EXPECT_EQ(t2.render(Json::array(), false, "", "", tools), "1");
-  EXPECT_THROW(t.render(Json::array(), false, "", "", Json{{"__kvad_now", "yesterday"}}), Error);
+  EXPECT_EQ(t2.render(OrderedJson::array(), false, "", "", tools), "1");
+  EXPECT_THROW(t.render(OrderedJson::array(), false, "", "", OrderedJson{{"__kvad_now", "yesterday"}}), Error);
 }
 
 TEST(ChatTemplate, StrftimeNowWithoutFixedDateIsToday) {
@@ -177,5 +177,5 @@ TEST(ChatTemplate, StrftimeNowWithoutFixedDateIsToday) {
   std::time_t now = std::time(nullptr);
   std::tm tm{};
   localtime_r(&now, &tm);
-  EXPECT_EQ(t.render(Json::array(), false, "", ""), std::to_string(1900 + tm.tm_year));
+  EXPECT_EQ(t.render(OrderedJson::array(), false, "", ""), std::to_string(1900 + tm.tm_year));
 }

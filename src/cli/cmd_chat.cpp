@@ -63,7 +63,7 @@ void add_chat(CLI::App& app) {
     install_interrupt_handler();
     std::fprintf(stderr, "kvad chat: %s (%s, %.0fM parameters). /reset /stats /quit; Ctrl-C stops an answer.\n",
                  m.name.c_str(), m.model->config().architecture.c_str(), (double)m.model->parameter_count() / 1e6);
-    Json history = Json::array();
+    OrderedJson history = OrderedJson::array();
     if (!a->system.empty()) history.push_back({{"role", "system"}, {"content", a->system}});
     GenerateResult last;
     bool have_last = false;
@@ -75,7 +75,7 @@ void add_chat(CLI::App& app) {
       if (line.empty()) continue;
       if (line == "/quit" || line == "/exit") break;
       if (line == "/reset") {
-        history = Json::array();
+        history = OrderedJson::array();
         if (!a->system.empty()) history.push_back({{"role", "system"}, {"content", a->system}});
         std::fprintf(stderr, "(conversation cleared)\n");
         continue;

@@ -51,7 +51,7 @@ void add_run(CLI::App& app) {
     if (!a->prompt_tokens.empty()) {
       prompt = parse_ids(a->prompt_tokens);
     } else if (a->chat) {
-      Json msgs = Json::array();
+      OrderedJson msgs = OrderedJson::array();
       if (!a->system.empty()) msgs.push_back({{"role", "system"}, {"content", a->system}});
       msgs.push_back({{"role", "user"}, {"content", a->prompt}});
       prompt = chat_prompt(m, msgs);

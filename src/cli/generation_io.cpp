@@ -28,7 +28,7 @@ GenerateOptions generate_options(const LoadedModel& m, const SamplingArgs& s) {
   return g;
 }
 
-std::vector<int32_t> chat_prompt(const LoadedModel& m, const Json& messages) {
+std::vector<int32_t> chat_prompt(const LoadedModel& m, const OrderedJson& messages) {
   if (!m.chat_template && !m.chat_template_error.empty()) fail("{}", m.chat_template_error);
   if (!m.chat_template)
     fail("{}: the model has no chat template (tokenizer_config.json 'chat_template'); run without --chat", m.path);

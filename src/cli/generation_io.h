@@ -15,7 +15,7 @@ void install_interrupt_handler();
 
 GenerateOptions generate_options(const LoadedModel& m, const SamplingArgs& s);
 // Renders messages with the model's chat template (errors if it has none) and tokenizes them.
-std::vector<int32_t> chat_prompt(const LoadedModel& m, const Json& messages);
+std::vector<int32_t> chat_prompt(const LoadedModel& m, const OrderedJson& messages);
 // "prompt 12 tokens (8 cached) | prefill 345.6 tok/s | 64 tokens, decode 21.3 tok/s | stop | seed 7"
 std::string stats_line(const GenerateResult& r, uint64_t seed);
 

@@ -8,6 +8,10 @@
 namespace kvad {
 
 using Json = nlohmann::json;
+// Keeps object keys in insertion order, as Python dicts do. Used where order is visible in the
+// output: chat messages and tools rendered by a template (`tools|tojson`), request bodies. Not
+// for big documents: its lookups are linear.
+using OrderedJson = nlohmann::ordered_json;
 
 // Parses a JSON file; throws kvad::Error naming the file on I/O or syntax errors.
 Json read_json_file(const std::string& path);

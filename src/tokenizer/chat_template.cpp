@@ -21,7 +21,7 @@ namespace {
 
 constexpr const char* kNowKey = "__kvad_now";
 
-std::tm parse_now(const Json& v, const std::string& what) {
+std::tm parse_now(const OrderedJson& v, const std::string& what) {
   if (!v.is_string()) fail("{}: extra.{} must be a string \"YYYY-MM-DD[THH:MM:SS]\"", what, kNowKey);
   const std::string& s = v.get_ref<const std::string&>();
   std::tm tm{};
@@ -57,11 +57,11 @@ ChatTemplate::ChatTemplate(const std::string& source, const std::string& what)
 ChatTemplate::~ChatTemplate() = default;
 ChatTemplate::ChatTemplate(ChatTemplate&&) noexcept = default;
 
-std::string ChatTemplate::render(const Json& messages, bool add_generation_prompt, const std::string& bos_token,
-                                 const std::string& eos_token, const Json& extra) const {
+std::string ChatTemplate::render(const OrderedJson& messages, bool add_generation_prompt, const std::string& bos_token,
+                                 const std::string& eos_token, const OrderedJson& extra) const {
   if (!extra.is_null() && !extra.is_object()) fail("{}: chat template variables must be a JSON object", impl_->what);
   std::vector<std::pair<std::string, jinja::Value>> vars;
-  vars.emplace_back("messages", jinja::Value::from_json(messages));
+  vars.emplace_back("messages", jinja::from_json(messages));
   vars.emplace_back("tools", jinja::Value::none());
   vars.emplace_back("documents", jinja::Value::none());
   vars.emplace_back("add_generation_prompt", jinja::Value(add_generation_prompt));
@@ -74,7 +74,7 @@ std::string ChatTemplate::render(const Json& messages, bool add_generation_promp
         opts.now = parse_now(it.value(), impl_->what);
         continue;
       }
-      jinja::Value v = jinja::Value::from_json(it.value());
+      jinja::Value v = jinja::from_json(it.value());
       bool replaced = false;
       for (auto& kv : vars)
         if (kv.first == it.key()) {

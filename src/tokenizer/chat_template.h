@@ -19,8 +19,9 @@ class ChatTemplate {
   // messages: [{"role": "...", "content": "..."}...]. `extra` adds variables (tools, enable_thinking,
   // ...). bos_token/eos_token are passed as the template expects them, and raise_exception,
   // strftime_now are available as in transformers' apply_chat_template.
-  std::string render(const Json& messages, bool add_generation_prompt, const std::string& bos_token,
-                     const std::string& eos_token, const Json& extra = Json::object()) const;
+  // Takes OrderedJson: Python keeps dict insertion order, and `tojson` shows it.
+  std::string render(const OrderedJson& messages, bool add_generation_prompt, const std::string& bos_token,
+                     const std::string& eos_token, const OrderedJson& extra = OrderedJson::object()) const;
 
  private:
   struct Impl;

@@ -1,0 +1,50 @@
+// WeightSource: what the family loaders read their parameters through. It turns checkpoint
+// tensors into Weights in the requested format (quantising when asked), serves already-packed
+// tensors from a .nq cache as they are, and records what it handed out so the load can be written
+// to a cache afterwards.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/checkpoint.h"
+#include "io/nq.h"
+#include "models/weight.h"
+
+namespace kvad {
+
+class WeightSource {
+ public:
+  WeightSource(Checkpoint& ck, WeightFormat fmt, bool record) : ck_(ck), fmt_(fmt), record_(record) {}
+
+  // A [rows, cols] matrix.
+  Weight matrix(const std::string& name, int64_t rows, int64_t cols);
+  // A matrix stored [in, out] (GPT-2's Conv1D), returned as [out, in].
+  Weight matrix_transposed(const std::string& name, int64_t in, int64_t out);
+  // A parameter used element-wise (norms, biases, position table) as f32.
+  std::vector<float> vector(const std::string& name, const std::vector<int64_t>& shape);
+  bool has(const std::string& name) const { return ck_.has(name); }
+  // True when checkpoint tensors a and b hold the same bytes (a saved copy of a tied matrix).
+  // Either way both count as read.
+  bool same_tensor(const std::string& a, const std::string& b, const std::vector<int64_t>& shape);
+  Checkpoint& checkpoint() { return ck_; }
+  WeightFormat format() const { return fmt_; }
+
+  // What a .nq cache of this load must hold (only when recording).
+  void write_cache(const std::string& path, const Json& stamp) const;
+
+ private:
+  Checkpoint& ck_;
+  WeightFormat fmt_;
+  bool record_;
+  struct Recorded {
+    std::string name;
+    Weight w;
+    std::shared_ptr<std::vector<float>> v;
+    std::vector<int64_t> shape;
+  };
+  std::vector<Recorded> recorded_;
+  std::vector<std::pair<std::string, std::string>> aliases_;
+};
+
+}  // namespace kvad
