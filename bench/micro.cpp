@@ -1,0 +1,114 @@
+// Kernel microbenchmarks (Google Benchmark): the matrix products at Qwen2.5-0.5B's shapes for
+// every weight format and ISA, activation quantisation, attention, and the cost of an empty
+// parallel region (the per-operation floor of the thread pool).
+//   build/kvad_micro [--benchmark_filter=q8] [--benchmark_min_time=0.5]
+// Figures are per call; "items" are multiply-accumulates (so items/s = MAC/s) or bytes.
+#include <benchmark/benchmark.h>
+
+#include <vector>
+
+#include "core/cpu.h"
+#include "core/dtype.h"
+#include "core/rng.h"
+#include "core/threads.h"
+#include "kernels/attention.h"
+#include "kernels/matmul.h"
+#include "kernels/qmatmul.h"
+#include "quant/activations.h"
+#include "quant/packed.h"
+
+using namespace kvad;
+
+namespace {
+
+std::vector<float> randn(size_t n, uint64_t seed) {
+  Rng r(seed);
+  std::vector<float> v(n);
+  for (float& x : v) x = (float)r.normal();
+  return v;
+}
+
+// args: n tokens, k inputs, m outputs, isa
+void BM_qmatmul(benchmark::State& st, QKind kind) {
+  int64_t n = st.range(0), k = st.range(1), m = st.range(2);
+  Isa isa = (Isa)st.range(3);
+  if (isa > best_isa()) return st.SkipWithError("ISA not available");
+  std::vector<float> w = randn((size_t)(m * k), 1), x = randn((size_t)(n * k), 2), y((size_t)(n * m));
+  QuantMatrix q = QuantMatrix::quantize(kind, w.data(), m, k);
+  QuantActs a;
+  quantize_acts(x.data(), n, k, a);
+  for (auto _ : st) {
+    kernels::qmatmul(a, q, y.data(), isa);
+    benchmark::DoNotOptimize(y.data());
+  }
+  st.SetItemsProcessed(st.iterations() * n * k * m);
+  st.SetBytesProcessed(st.iterations() * (int64_t)q.bytes());
+  st.SetLabel(std::string(qkind_name(kind)) + " " + isa_name(isa));
+}
+
+void BM_matmul(benchmark::State& st, kernels::WType wt) {
+  int64_t n = st.range(0), k = st.range(1), m = st.range(2);
+  Isa isa = (Isa)st.range(3);
+  if (isa > best_isa()) return st.SkipWithError("ISA not available");
+  std::vector<float> w = randn((size_t)(m * k), 1), x = randn((size_t)(n * k), 2), y((size_t)(n * m));
+  std::vector<uint16_t> wb(w.size());
+  for (size_t i = 0; i < w.size(); i++) wb[i] = f32_to_bf16(w[i]);
+  const void* wp = wt == kernels::WType::F32 ? (const void*)w.data() : (const void*)wb.data();
+  for (auto _ : st) {
+    kernels::matmul(x.data(), n, k, wp, wt, m, y.data(), isa);
+    benchmark::DoNotOptimize(y.data());
+  }
+  st.SetItemsProcessed(st.iterations() * n * k * m);
+  st.SetBytesProcessed(st.iterations() * m * k * (wt == kernels::WType::F32 ? 4 : 2));
+  st.SetLabel(std::string(wt == kernels::WType::F32 ? "f32 " : "bf16 ") + isa_name(isa));
+}
+
+void BM_quantize_acts(benchmark::State& st) {
+  int64_t n = st.range(0), k = st.range(1);
+  std::vector<float> x = randn((size_t)(n * k), 3);
+  QuantActs a;
+  for (auto _ : st) quantize_acts(x.data(), n, k, a);
+  st.SetItemsProcessed(st.iterations() * n * k);
+}
+
+void BM_empty_parallel_region(benchmark::State& st) {
+  for (auto _ : st) pool().run([](int, int) {});
+}
+
+void BM_attention(benchmark::State& st) {
+  int64_t n = st.range(0), ctx = st.range(1);
+  kernels::AttentionShape s{14, 2, 64, 0.125f};
+  std::vector<float> q = randn((size_t)(n * 14 * 64), 4), k = randn((size_t)(2 * ctx * 64), 5),
+                     v = randn((size_t)(2 * ctx * 64), 6), out((size_t)(n * 14 * 64));
+  for (auto _ : st) {
+    kernels::attention(q.data(), n, ctx - n, s, k.data(), v.data(), ctx * 64, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+
+// Qwen2.5-0.5B: hidden 896, MLP 4864, vocab 151936; decode (1 token) and prefill (128 tokens).
+void shapes(benchmark::internal::Benchmark* b) {
+  for (int isa = 0; isa <= 2; isa++)
+    for (int64_t n : {1, 128})
+      for (auto km : {std::pair<int64_t, int64_t>{896, 896}, {896, 4864}, {4864, 896}}) b->Args({n, km.first, km.second, isa});
+  b->Args({1, 896, 151936, 2});
+  b->UseRealTime();
+}
+
+}  // namespace
+
+BENCHMARK_CAPTURE(BM_qmatmul, q8, QKind::Q8)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_qmatmul, q4, QKind::Q4)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_matmul, f32, kernels::WType::F32)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_matmul, bf16, kernels::WType::BF16)->Apply(shapes);
+BENCHMARK(BM_quantize_acts)->Args({1, 896})->Args({128, 896})->Args({128, 4864})->UseRealTime();
+BENCHMARK(BM_empty_parallel_region)->UseRealTime();
+BENCHMARK(BM_attention)->Args({1, 512})->Args({1, 4096})->Args({128, 128})->Args({512, 512})->UseRealTime();
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  benchmark::AddCustomContext("kvad_cpu", cpu_summary());
+  benchmark::AddCustomContext("threads", std::to_string(pool().size()));
+  benchmark::RunSpecifiedBenchmarks();
+  return 0;
+}
