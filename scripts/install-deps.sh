@@ -16,7 +16,14 @@ PKGS=(
   python3                      # tools/ scripts (not needed by the tests)
   libcurl4-openssl-dev         # the Hub client (kvad pull): HTTPS, redirects, Range resume, timeouts
   libssl-dev                   # libcrypto: sha256 / git sha1 checks of every downloaded file
+  libcpp-httplib-dev           # kvad serve: HTTP server (thread pool, chunked streaming, body size limit)
+  chromium                     # tests: the web UI in headless Chromium (driven by npm's playwright-core)
+  curl                         # tests: every error case of the server's API
 )
+# Node.js + npm for the server's client tests (the official openai npm client, playwright-core).
+# A Node.js installed another way (nodesource's bundles npm) is used as it is.
+command -v node >/dev/null || PKGS+=(nodejs)
+command -v npm >/dev/null || PKGS+=(npm)
 
 missing=()
 for p in "${PKGS[@]}"; do

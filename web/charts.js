@@ -54,7 +54,7 @@ function lineChart(canvas, series, opts = {}) {
   for (const s of series) for (const [x, y] of s.points) { xmax = Math.max(xmax, x); ymax = Math.max(ymax, y); }
   xmax = xmax || 1; ymax = niceMax(ymax);
   const yfmt = opts.yfmt || (v => (v >= 100 ? v.toFixed(0) : v.toFixed(1)));
-  const xfmt = opts.xfmt || (v => v.toFixed(0));
+  const xfmt = opts.xfmt || (v => (xmax < 10 ? v.toFixed(1) : v.toFixed(0)));
   drawAxes(ctx, box, xmax, ymax, xfmt, yfmt, opts.xlabel);
   series.forEach((s, i) => {
     const color = s.color || chartColors[i % chartColors.length];

@@ -45,6 +45,7 @@ async function renderModels() {
 
 document.addEventListener('DOMContentLoaded', () => {
   kvad.on('page', p => p === 'models' && renderModels());
+  kvad.on('trained', () => { renderModels(); fillModelPicker(); });
   $('#load-form').addEventListener('submit', ev => {
     ev.preventDefault();
     const name = $('#load-path').value.trim();

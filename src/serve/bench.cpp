@@ -138,6 +138,7 @@ void LoadRunner::client(int index) {
   httplib::Headers headers;
   if (!key_.empty()) headers.emplace("Authorization", "Bearer " + key_);
   uint64_t n = 0;
+  double wanted = -1;  // when this client began trying to get its current request served
   while (!cancel_ && since(t0_) < p_.seconds) {
     Json body = {{"messages", Json::array({{{"role", "user"}, {"content", p_.prompt}}})},
                  {"stream", true},
@@ -147,6 +148,7 @@ void LoadRunner::client(int index) {
                  {"seed", index * 100000 + (int64_t)n++}};
     Sample s{};
     s.t_start = since(t0_);
+    if (wanted < 0) wanted = s.t_start;
     auto start = clock_type::now();
     double last = -1;
     std::string buf;
@@ -190,6 +192,10 @@ void LoadRunner::client(int index) {
       s.status = res->status;
     }
     int status = s.status;
+    if (status == 200) {
+      s.ttft_waiting = s.t_start - wanted + s.ttft;
+      wanted = -1;
+    }
     {
       std::lock_guard<std::mutex> lk(mu_);
       samples_.push_back(std::move(s));
@@ -206,13 +212,13 @@ Json LoadRunner::status() const {
   double elapsed = running_ ? since(t0_) : elapsed_;
   int ok = 0, busy = 0, other = 0;
   int64_t tokens = 0;
-  std::vector<double> ttft, itl, total;
+  std::vector<double> ttft, itl, total, waiting;
   Json reqs = Json::array();
   for (const Sample& s : samples_) {
     if (s.status == 200) {
       ok++;
       tokens += s.tokens;
-      if (s.ttft > 0) ttft.push_back(s.ttft);
+      if (s.ttft > 0) ttft.push_back(s.ttft), waiting.push_back(s.ttft_waiting);
       itl.insert(itl.end(), s.itl.begin(), s.itl.end());
       total.push_back(s.total);
     } else if (s.status == 429) {
@@ -224,7 +230,8 @@ Json LoadRunner::status() const {
   size_t first = samples_.size() > 400 ? samples_.size() - 400 : 0;
   for (size_t i = first; i < samples_.size(); i++) {
     const Sample& s = samples_[i];
-    reqs.push_back({{"t", s.t_start}, {"status", s.status}, {"ttft", s.ttft}, {"tokens", s.tokens}, {"total", s.total}});
+    reqs.push_back({{"t", s.t_start}, {"status", s.status}, {"ttft", s.ttft}, {"ttft_waiting", s.ttft_waiting},
+                    {"tokens", s.tokens}, {"total", s.total}});
   }
   // Tokens per second, per one-second bucket.
   int buckets = std::max(1, (int)std::ceil(elapsed));
@@ -247,6 +254,7 @@ Json LoadRunner::status() const {
           {"tokens", (int64_t)token_times_.size()},
           {"throughput_tok_s", elapsed > 0 ? (double)token_times_.size() / elapsed : 0},
           {"ttft", pct(ttft)},
+          {"ttft_waiting", pct(waiting)},
           {"itl", pct(itl)},
           {"latency", pct(total)},
           {"timeline", timeline},

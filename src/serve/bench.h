@@ -61,6 +61,7 @@ class LoadRunner {
  private:
   struct Sample {
     double t_start, ttft, total;  // seconds since the run began / latencies
+    double ttft_waiting;          // from this client's first attempt (429s retried) to its first token
     int status, tokens;
     std::vector<double> itl;      // inter-token gaps
   };

@@ -248,8 +248,14 @@ void add_api_routes(Server::Impl& s) {
   });
 
   h.Get("/api/train", [&s](const httplib::Request&, httplib::Response& res) { reply_json(res, s.train.status()); });
-  h.Post("/api/train", [&s](const httplib::Request&, httplib::Response& res) {
-    reply_error(res, HttpError(501, s.train.why_unavailable(), "not_implemented"));
+  h.Post("/api/train", [&s](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] { reply_json(res, s.train.start(body_json(req))); });
+  });
+  h.Delete(R"(/api/train/(\d+))", [&s](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] {
+      s.train.cancel(std::stoll(req.matches[1]));
+      reply_json(res, s.train.status());
+    });
   });
 }
 

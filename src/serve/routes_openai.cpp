@@ -1,5 +1,7 @@
 // /v1/chat/completions, /v1/completions, /v1/models: OpenAI's API over the scheduler.
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <random>
 
 #include "serve/gen_job.h"
@@ -57,7 +59,8 @@ Prepared prepare(Server::Impl& s, const GenRequest& r) {
   } catch (const Error& e) {
     throw HttpError(400, e.what());
   }
-  p.opts.max_tokens = r.max_tokens.value_or(ctx - (int64_t)p.prompt.size());
+  // Prompt + answer fit the context (OpenAI's rule): a longer max_tokens ends with "length" there.
+  p.opts.max_tokens = std::min(r.max_tokens.value_or(INT64_MAX), ctx - (int64_t)p.prompt.size());
   p.opts.stop = r.stop;
   p.opts.stop_ids = m.eos_ids;
   p.opts.top_logprobs = r.logprobs ? r.top_logprobs : -1;

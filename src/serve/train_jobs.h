@@ -1,11 +1,20 @@
-// Training jobs for the web UI's Training page. A job is a `kvad train` child process (so a crash or
-// an out-of-memory kill in training never takes the server down, and cancel is a signal).
-//
-// NOT YET AVAILABLE: the training stack (src/train, `kvad train`) is being built in its own issue.
-// Until it lands, available() is false, the page says so, and start() refuses with 501 -- nothing
-// here pretends to train.
+// Training jobs for the web UI's Training page. A job is a `kvad train` child process of this same
+// binary, so training never shares the engine's thread pool, a crash or out-of-memory kill in
+// training never takes the server down, and cancel is SIGINT (kvad train then saves a checkpoint
+// and exits 130). Its output is read line by line: the progress lines ("step N/T  loss X ...") make
+// the loss curve, "step N: val loss ..." the validation points, "--- sample at step N ---" blocks
+// the samples, and the last line is the JSON summary. The model lands in kvad's store, so the
+// Models page lists it.
 #pragma once
+#include <sys/types.h>
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "core/json.h"
 #include "serve/server.h"
@@ -14,16 +23,44 @@ namespace kvad::serve {
 
 class TrainJobs {
  public:
-  explicit TrainJobs(const ServeOptions& opts) : exe_(opts.self_exe) {}
-  bool available() const { return false; }
-  std::string why_unavailable() const {
-    return "training from the web UI needs `kvad train`, which is not built yet (the training stack is its own issue)";
-  }
-  Json status() const { return {{"available", available()}, {"reason", why_unavailable()}, {"jobs", Json::array()}}; }
-  void cancel_all() {}
+  explicit TrainJobs(const ServeOptions& opts);
+  ~TrainJobs();
+  bool available() const { return !exe_.empty(); }
+  std::string why_unavailable() const { return "the kvad binary could not be located (/proc/self/exe)"; }
+  // Starts a job from the page's form: {name, text, size: tiny|small|medium, steps, arch, replace}.
+  // Throws HttpError (400 bad field, 409 one is running).
+  Json start(const Json& body);
+  // {available, jobs: [summaries], current: details of the newest job}.
+  Json status() const;
+  void cancel(int64_t id);  // SIGINT: kvad train saves and exits
+  void cancel_all();
 
  private:
-  std::string exe_;
+  struct Job {
+    int64_t id = 0;
+    std::string name, data_path;
+    Json params;
+    pid_t pid = -1;
+    std::string state = "running";  // running | finished | cancelled | failed
+    int exit_code = -1;
+    double started = 0, ended = 0;
+    int64_t total_steps = 0;
+    std::vector<std::pair<int64_t, double>> loss;                  // (step, train loss)
+    std::vector<std::tuple<int64_t, double, double>> val;         // (step, val loss, bits/char)
+    std::vector<std::pair<int64_t, std::string>> samples;         // (step, text)
+    std::deque<std::string> log;                                   // last lines of output
+    Json summary;
+    bool cancel_requested = false;
+    std::thread watcher;
+  };
+  void watch(std::shared_ptr<Job> job, int out_fd, int err_fd);
+  void on_line(Job& job, const std::string& line, bool from_stdout, std::string& sample, int64_t& sample_step);
+  Json job_json(const Job& j, bool details) const;
+
+  std::string exe_, uploads_;
+  mutable std::mutex mu_;
+  std::vector<std::shared_ptr<Job>> jobs_;
+  int64_t next_id_ = 1;
 };
 
 }  // namespace kvad::serve

@@ -13,6 +13,8 @@ WORK=$3
 MODEL=$WORK/tiny-qwen2
 mkdir -p "$WORK"
 export KVAD WORK MODEL
+export KVAD_HOME=$WORK/home-$KIND  # models trained by the tests land here, not in the user's store
+rm -rf "$KVAD_HOME"
 source "$HERE/lib.sh"
 
 need() { command -v "$1" >/dev/null || { echo "FAIL: $1 is not installed (scripts/install-deps.sh installs it)"; exit 1; }; }

@@ -102,8 +102,23 @@ test('models, scoring, benchmark and training pages render', async () => {
   const req = await page.textContent('#load-cards');
   assert.match(req, /[1-9]\d* ok/);
   await shot('benchmark');
+  assert.deepEqual(consoleErrors, []);
+});
+
+test('training: upload a text, watch the loss, read samples, the model appears in Models', async () => {
   await page.click('#tabs button[data-page=train]');
-  assert.match(await page.textContent('#page-train'), /Not yet available/);
+  const text = 'It was the best of times, it was the worst of times, it was the age of wisdom, it was the age of foolishness. '.repeat(40);
+  await page.setInputFiles('#train-file', { name: 'corpus.txt', mimeType: 'text/plain', buffer: Buffer.from(text) });
+  await page.fill('#train-name', 'ui-trained');
+  await page.selectOption('#train-size', 'tiny');
+  await page.fill('#train-steps', '40');
+  await page.click('#train-start');
+  await waitUntil(() => [...document.querySelectorAll('#train-cards .v')].some(v => v.textContent === 'finished'), 'training finished', 120000);
+  const samples = await page.$$('#train-samples .sample');
+  assert.ok(samples.length >= 1, 'a sample at a checkpoint');
+  assert.match(await page.textContent('#train-log'), /val loss/);
   await shot('training');
+  await page.click('#tabs button[data-page=models]');
+  await waitUntil(() => document.querySelector('#models-table').textContent.includes('ui-trained'), 'trained model listed');
   assert.deepEqual(consoleErrors, []);
 });

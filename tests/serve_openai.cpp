@@ -1,0 +1,120 @@
+// The OpenAI request parser and response builders: every field's checks, in isolation.
+#include <gtest/gtest.h>
+
+#include "serve/openai.h"
+
+using namespace kvad;
+using namespace kvad::serve;
+
+namespace {
+
+HttpError chat_error(const std::string& body) {
+  try {
+    parse_chat_request(body);
+  } catch (const HttpError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no error for " << body;
+  return HttpError(0, "");
+}
+
+const char* kMsg = R"("messages":[{"role":"user","content":"hi"}])";
+
+}  // namespace
+
+TEST(ServeOpenai, ChatDefaultsAreOpenAIs) {
+  GenRequest r = parse_chat_request(std::string("{") + kMsg + "}");
+  EXPECT_TRUE(r.chat);
+  EXPECT_FALSE(r.stream);
+  EXPECT_FALSE(r.max_tokens.has_value());
+  EXPECT_EQ(r.sampling.temperature, 1.0f);
+  EXPECT_EQ(r.sampling.top_p, 1.0f);
+  EXPECT_EQ(r.sampling.top_k, 0);
+  EXPECT_EQ(r.messages.size(), 1u);
+}
+
+TEST(ServeOpenai, ChatFields) {
+  GenRequest r = parse_chat_request(R"({"model":"m","messages":[{"role":"developer","content":"be brief"},
+      {"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},{"role":"assistant","content":null}],
+      "stream":true,"stream_options":{"include_usage":true},"max_completion_tokens":7,"temperature":0.5,"top_p":0.9,
+      "seed":42,"stop":["x","y"],"presence_penalty":0.5,"frequency_penalty":-0.5,"logprobs":true,"top_logprobs":3,"n":1})");
+  EXPECT_EQ(r.model, "m");
+  EXPECT_EQ(r.messages[0]["role"], "system");
+  EXPECT_EQ(r.messages[1]["content"], "ab");
+  EXPECT_EQ(r.messages[2]["content"], "");
+  EXPECT_TRUE(r.stream && r.include_usage);
+  EXPECT_EQ(*r.max_tokens, 7);
+  EXPECT_FLOAT_EQ(r.sampling.temperature, 0.5f);
+  EXPECT_TRUE(r.seed_given);
+  EXPECT_EQ(r.sampling.seed, 42u);
+  EXPECT_EQ(r.stop, (std::vector<std::string>{"x", "y"}));
+  EXPECT_FLOAT_EQ(r.sampling.frequency_penalty, -0.5f);
+  EXPECT_TRUE(r.logprobs);
+  EXPECT_EQ(r.top_logprobs, 3);
+}
+
+TEST(ServeOpenai, ChatErrorsNameTheField) {
+  EXPECT_EQ(chat_error("{").code, "invalid_json");
+  EXPECT_EQ(chat_error("[]").status, 400);
+  EXPECT_EQ(chat_error("{}").param, "messages");
+  EXPECT_EQ(chat_error(R"({"messages":[]})").param, "messages");
+  EXPECT_EQ(chat_error(R"({"messages":[{"role":"user"}]})").param, "messages[0].content");
+  EXPECT_EQ(chat_error(R"({"messages":[{"role":"robot","content":"x"}]})").param, "messages[0].role");
+  EXPECT_EQ(chat_error(R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})").param, "messages[0].content");
+  std::string m = std::string("{") + kMsg;
+  EXPECT_EQ(chat_error(m + R"(,"temperature":"hot"})").param, "temperature");
+  EXPECT_EQ(chat_error(m + R"(,"temperature":3})").param, "temperature");
+  EXPECT_EQ(chat_error(m + R"(,"top_p":-1})").param, "top_p");
+  EXPECT_EQ(chat_error(m + R"(,"max_tokens":0})").param, "max_tokens");
+  EXPECT_EQ(chat_error(m + R"(,"max_tokens":1.5})").param, "max_tokens");
+  EXPECT_EQ(chat_error(m + R"(,"stop":["a","b","c","d","e"]})").param, "stop");
+  EXPECT_EQ(chat_error(m + R"(,"stop":[1]})").param, "stop");
+  EXPECT_EQ(chat_error(m + R"(,"n":2})").param, "n");
+  EXPECT_EQ(chat_error(m + R"(,"top_logprobs":2})").param, "top_logprobs");
+  EXPECT_EQ(chat_error(m + R"(,"stream_options":{"include_usage":true}})").param, "stream_options");
+  EXPECT_EQ(chat_error(m + R"(,"tools":[{"type":"function"}]})").param, "tools");
+  EXPECT_EQ(chat_error(m + R"(,"seed":"x"})").param, "seed");
+}
+
+TEST(ServeOpenai, CompletionPrompts) {
+  EXPECT_EQ(parse_completion_request(R"({"prompt":"abc"})").prompt, "abc");
+  EXPECT_EQ(parse_completion_request(R"({"prompt":["abc"]})").prompt, "abc");
+  GenRequest ids = parse_completion_request(R"({"prompt":[1,2,3],"logprobs":2})");
+  EXPECT_TRUE(ids.prompt_is_ids);
+  EXPECT_EQ(ids.prompt_ids, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_TRUE(ids.logprobs);
+  EXPECT_EQ(ids.top_logprobs, 2);
+  EXPECT_TRUE(parse_completion_request(R"({"prompt":[[4,5]]})").prompt_is_ids);
+  EXPECT_THROW(parse_completion_request(R"({"prompt":["a","b"]})"), HttpError);
+  EXPECT_THROW(parse_completion_request(R"({"prompt":[-1]})"), HttpError);
+  EXPECT_THROW(parse_completion_request(R"({"prompt":"a","echo":true})"), HttpError);
+  EXPECT_THROW(parse_completion_request(R"({"prompt":"a","logprobs":9})"), HttpError);
+}
+
+TEST(ServeOpenai, ResponsesHaveOpenAIsShape) {
+  ResponseMeta m{"chatcmpl-x", "tiny", 123};
+  Usage u{10, 3, 8};
+  Json r = chat_response(m, "hi", "stop", nullptr, false, u);
+  EXPECT_EQ(r["object"], "chat.completion");
+  EXPECT_EQ(r["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(r["usage"]["total_tokens"], 13);
+  EXPECT_EQ(r["usage"]["prompt_tokens_details"]["cached_tokens"], 8);
+  TokenOut t;
+  t.id = 5;
+  t.text = "\xE4\xBD";  // half a character: JSON must stay valid UTF-8, the bytes stay exact
+  t.piece = "\xE4\xBD";
+  t.logprob = -0.5f;
+  t.top = {{"a", -0.1f}};
+  std::vector<TokenOut> lp{t};
+  Json c = chat_chunk(m, std::nullopt, std::string("x"), std::nullopt, &lp, true, true);
+  EXPECT_EQ(c["object"], "chat.completion.chunk");
+  EXPECT_TRUE(c["usage"].is_null());
+  EXPECT_EQ(c["choices"][0]["logprobs"]["content"][0]["bytes"], Json::array({0xE4, 0xBD}));
+  EXPECT_NO_THROW(sse(c));
+  EXPECT_EQ(sse(Json{{"a", 1}}), "data: {\"a\":1}\n\n");
+  Json e = error_json("bad", "invalid_request_error", "n");
+  EXPECT_EQ(e["error"]["param"], "n");
+  EXPECT_TRUE(e["error"]["code"].is_null());
+  Json legacy = completion_logprobs_json(lp, true, 4);
+  EXPECT_EQ(legacy["text_offset"][0], 4);
+}

@@ -1,0 +1,254 @@
+// kvad serve in-process on a tiny synthesized model, driven over loopback with httplib's client:
+// the request lifecycle (stream, refuse when busy, disconnect cancels, shutdown mid-stream) runs
+// under the sanitizers here; tests/serve/ drives the real binary with the openai client and Chromium.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <chrono>
+#include <thread>
+
+#include "core/fs.h"
+#include "core/json.h"
+#include "models/synth.h"
+#include "serve/server.h"
+#include "test_support.h"
+
+using namespace kvad;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string tiny_model() {
+  static std::string dir = [] {
+    std::string d = test::temp_dir("serve-model");
+    SynthOptions o;
+    o.arch = "qwen2";
+    o.preset = "tiny";
+    o.out = d;
+    SynthResult r = synthesize(o);
+    std::string fx = test::source_path("tests/fixtures/tokenizers/" + r.tokenizer);
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+      atomic_write_file(join_path(d, f), read_file(join_path(fx, f)));
+    return d;
+  }();
+  return dir;
+}
+
+struct Running {
+  explicit Running(serve::ServeOptions o) : server(std::move(o)) {
+    port = server.start();
+    thread = std::thread([this] { server.run(); });
+  }
+  ~Running() {
+    server.stop();
+    thread.join();
+  }
+  httplib::Client client() {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(120);
+    return c;
+  }
+  serve::Server server;
+  int port = 0;
+  std::thread thread;
+};
+
+serve::ServeOptions options() {
+  serve::ServeOptions o;
+  o.model = tiny_model();
+  o.port = 0;
+  o.quiet = true;
+  o.http_threads = 8;
+  o.shutdown_grace = 0.2;
+  return o;
+}
+
+Json post(httplib::Client& c, const std::string& path, const Json& body, int* status) {
+  auto r = c.Post(path.c_str(), body.dump(), "application/json");
+  if (!r) {
+    *status = 0;
+    return nullptr;
+  }
+  *status = r->status;
+  return Json::parse(r->body, nullptr, false);
+}
+
+const Json kMessages = Json::array({{{"role", "user"}, {"content", "hello"}}});
+
+// Starts a long stream on its own thread; reading stops (and the connection closes) once `stop`.
+struct LongStream {
+  LongStream(int port, std::atomic<bool>& stop, int max_tokens = 3000) {
+    thread = std::thread([this, port, &stop, max_tokens] {
+      httplib::Client c("127.0.0.1", port);
+      c.set_read_timeout(120);
+      httplib::Request req;
+      req.method = "POST";
+      req.path = "/v1/chat/completions";
+      req.body = Json{{"messages", kMessages}, {"stream", true}, {"max_tokens", max_tokens}, {"seed", 1}}.dump();
+      req.set_header("Content-Type", "application/json");
+      req.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) {
+        std::lock_guard<std::mutex> lk(mu);
+        text.append(d, n);
+        return !stop.load();
+      };
+      c.send(req);
+    });
+  }
+  void wait_for_content() {
+    for (int i = 0; i < 2000; i++) {
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        if (text.find("\"content\":\"") != std::string::npos && text.find("\"content\":\"\"") != text.rfind("\"content\":\"")) return;
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    FAIL() << "the stream never produced content";
+  }
+  std::string got() {
+    std::lock_guard<std::mutex> lk(mu);
+    return text;
+  }
+  std::thread thread;
+  std::mutex mu;
+  std::string text;
+};
+
+}  // namespace
+
+TEST(ServeServer, ChatAndCompletion) {
+  Running s(options());
+  auto c = s.client();
+  int status = 0;
+  Json r = post(c, "/v1/chat/completions", {{"messages", kMessages}, {"max_tokens", 5}, {"seed", 3}}, &status);
+  ASSERT_EQ(status, 200) << r.dump();
+  EXPECT_EQ(r["object"], "chat.completion");
+  EXPECT_LE(r["usage"]["completion_tokens"].get<int>(), 5);
+  r = post(c, "/v1/completions", {{"prompt", "Once upon"}, {"max_tokens", 3}, {"logprobs", 2}}, &status);
+  ASSERT_EQ(status, 200) << r.dump();
+  EXPECT_EQ(r["object"], "text_completion");
+  r = post(c, "/v1/chat/completions", {{"model", "nope"}, {"messages", kMessages}}, &status);
+  EXPECT_EQ(status, 404);
+  EXPECT_EQ(r["error"]["code"], "model_not_found");
+  auto m = c.Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find("kvad_requests_total{endpoint=\"/v1/chat/completions\",status=\"200\"} 1"), std::string::npos) << m->body;
+  auto ui = c.Get("/");
+  ASSERT_TRUE(ui);
+  EXPECT_EQ(ui->status, 200);
+  EXPECT_NE(ui->body.find("<title>kvad</title>"), std::string::npos);
+}
+
+TEST(ServeServer, StreamEndsWithDoneAndUsage) {
+  Running s(options());
+  auto c = s.client();
+  std::string body;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/chat/completions";
+  req.body = Json{{"messages", kMessages}, {"stream", true}, {"stream_options", {{"include_usage", true}}}, {"max_tokens", 6}}.dump();
+  req.set_header("Content-Type", "application/json");
+  req.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) {
+    body.append(d, n);
+    return true;
+  };
+  auto r = c.send(req);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->get_header_value("Content-Type"), "text/event-stream");
+  EXPECT_NE(body.find("\"role\":\"assistant\""), std::string::npos);
+  EXPECT_NE(body.find("\"finish_reason\":\"length\""), std::string::npos);
+  EXPECT_NE(body.find("\"completion_tokens\":6"), std::string::npos);
+  EXPECT_EQ(body.substr(body.size() - 14), "data: [DONE]\n\n");
+}
+
+TEST(ServeServer, BusyIsRefusedAtOnceAndDisconnectFreesTheEngine) {
+  Running s(options());
+  std::atomic<bool> stop{false};
+  LongStream ls(s.port, stop);
+  ls.wait_for_content();
+  auto c = s.client();
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = c.Post("/v1/chat/completions", Json{{"messages", kMessages}, {"max_tokens", 2}}.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 429);
+  EXPECT_EQ(r->get_header_value("Retry-After"), "1");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+  stop = true;  // the client goes away mid-stream
+  ls.thread.join();
+  bool freed = false;
+  for (int i = 0; i < 100 && !freed; i++) {
+    std::this_thread::sleep_for(20ms);
+    auto again = c.Post("/v1/chat/completions", Json{{"messages", kMessages}, {"max_tokens", 2}}.dump(), "application/json");
+    freed = again && again->status == 200;
+  }
+  EXPECT_TRUE(freed) << "the engine was still busy 2 s after the client left";
+  auto m = c.Get("/metrics");
+  EXPECT_NE(m->body.find("kvad_client_disconnects_total 1"), std::string::npos);
+  EXPECT_EQ(m->body.find("kvad_busy_rejections_total 0"), std::string::npos);
+}
+
+TEST(ServeServer, StopCutsAStreamCleanly) {
+  std::atomic<bool> never{false};
+  auto running = std::make_unique<Running>(options());
+  LongStream ls(running->port, never);
+  ls.wait_for_content();
+  running.reset();  // stop(): grace 0.2 s, then the stream is cut with an error event and [DONE]
+  ls.thread.join();
+  std::string text = ls.got();
+  EXPECT_NE(text.find("shutting_down"), std::string::npos) << text.substr(text.size() > 300 ? text.size() - 300 : 0);
+  EXPECT_EQ(text.substr(text.size() - 14), "data: [DONE]\n\n");
+}
+
+TEST(ServeServer, LimitsAndKeys) {
+  serve::ServeOptions o = options();
+  o.api_key = "k";
+  o.max_body = 4096;
+  o.ctx = 32;
+  Running s(o);
+  auto c = s.client();
+  auto r = c.Post("/v1/chat/completions", Json{{"messages", kMessages}}.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
+  c.set_bearer_token_auth("k");
+  r = c.Post("/v1/chat/completions", std::string(10000, ' '), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+  EXPECT_NE(r->body.find("4096 bytes"), std::string::npos);
+  std::string long_text;
+  for (int i = 0; i < 100; i++) long_text += "word ";
+  r = c.Post("/v1/chat/completions", Json{{"messages", Json::array({{{"role", "user"}, {"content", long_text}}})}}.dump(),
+             "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_NE(r->body.find("maximum context length is 32 tokens"), std::string::npos) << r->body;
+  // --ctx caps generation too: the answer stops at the cap with "length".
+  int status = 0;
+  Json j = post(c, "/v1/chat/completions", {{"messages", kMessages}, {"max_tokens", 100}}, &status);
+  ASSERT_EQ(status, 200) << j.dump();
+  EXPECT_EQ(j["usage"]["total_tokens"].get<int>(), 32);
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+}
+
+TEST(ServeServer, ScoreBenchAndModelsApi) {
+  Running s(options());
+  auto c = s.client();
+  int status = 0;
+  Json r = post(c, "/api/score", {{"text", "The cat sat on the mat. The cat sat on the mat."}}, &status);
+  ASSERT_EQ(status, 200) << r.dump();
+  EXPECT_GT(r["perplexity"].get<double>(), 1.0);
+  EXPECT_GT(r["bits_per_char"].get<double>(), 0.0);
+  r = post(c, "/api/bench/model", {{"prompt_lengths", {4, 16}}, {"decode_tokens", 4}}, &status);
+  ASSERT_EQ(status, 200) << r.dump();
+  EXPECT_EQ(r["rows"].size(), 2u);
+  EXPECT_GT(r["rows"][1]["decode_tok_s"].get<double>(), 0.0);
+  auto m = c.Get("/api/models");
+  ASSERT_TRUE(m);
+  Json models = Json::parse(m->body);
+  ASSERT_FALSE(models["models"].empty());
+  EXPECT_TRUE(models["models"][0]["loaded"].get<bool>());
+  EXPECT_EQ(models["models"][0]["parameters"], models["loaded"]["parameters"]);
+  r = post(c, "/api/models/load", {{"name", "/no/such/model"}}, &status);
+  EXPECT_EQ(status, 400);
+  r = post(c, "/api/models/load", {{"name", tiny_model()}}, &status);
+  EXPECT_EQ(status, 200) << r.dump();
+}
