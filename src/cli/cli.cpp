@@ -4,6 +4,7 @@
 
 #include "cli/common.h"
 #include "core/error.h"
+#include "io/http.h"
 
 namespace kvad::cli {
 
@@ -15,6 +16,9 @@ int main(int argc, char** argv) {
   add_chat(app);
   add_synth(app);
   add_tokenize(app);
+  add_pull(app);
+  add_ls(app);
+  add_rm(app);
   add_train(app);
   add_score(app);
   add_bench(app);
@@ -26,6 +30,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return 2;
+  } catch (const Cancelled& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "kvad: %s\n", e.what());
+    return 130;
   } catch (const Error& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "kvad: error: %s\n", e.what());

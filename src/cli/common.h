@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "io/hub.h"
 #include "runtime/loader.h"
 #include "runtime/sampler.h"
 
@@ -11,6 +12,7 @@ namespace kvad::cli {
 struct ModelArgs {
   std::string model;
   int threads = 0;         // 0 = all cores
+  bool pull = false;       // --pull: download a Hub model (ORG/NAME) first when it is not in the cache
   std::string quant = "auto";
 };
 void add_model_args(CLI::App* cmd, ModelArgs& a, bool model_required = true);
@@ -32,11 +34,19 @@ void finalize_sampling(SamplingArgs& a);
 // compiled into the binary: qwen3 | llama3 | gpt2 | gpt2-trim<N>.
 void write_fixture_tokenizer(const std::string& family, const std::string& dir);
 
+// Hub models (cmd_pull.cpp): download with a progress bar on stderr (Ctrl-C stops cleanly, exit
+// 130), and --pull: pull only when the model is not already complete in the HF cache.
+hf::PullResult pull_model(const std::string& name, bool quiet);
+void pull_if_missing(const std::string& model);
+
 // Registration of each subcommand (one file each).
 void add_run(CLI::App& app);
 void add_chat(CLI::App& app);
 void add_synth(CLI::App& app);
 void add_tokenize(CLI::App& app);
+void add_pull(CLI::App& app);
+void add_ls(CLI::App& app);
+void add_rm(CLI::App& app);
 void add_train(CLI::App& app);
 void add_score(CLI::App& app);
 void add_bench(CLI::App& app);

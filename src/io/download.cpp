@@ -133,6 +133,7 @@ uint64_t download_blob(const hf::RepoCache& rc, const BlobSource& src, const Dow
   double wait = set.retry_wait_s;
   bool full_restart_done = false;
 
+  try {
   for (;;) {
     while (have < src.size) {
       if (set.cancel && set.cancel->load()) throw Cancelled("interrupted");
@@ -230,6 +231,11 @@ uint64_t download_blob(const hf::RepoCache& rc, const BlobSource& src, const Dow
     fail("{}: the downloaded bytes do not match the Hub's {} (expected {}, got {}); nothing was saved. Run the "
          "command again; if it persists, something between you and the Hub is altering the file",
          src.name, lfs ? "sha256" : "git sha1", src.etag, got);
+  }
+  } catch (const Cancelled&) {
+    throw Cancelled(fmt::format("interrupted: {} stopped at {} of {}; the partial file is kept and the same command "
+                                "resumes it",
+                                src.name, format_bytes(have), format_bytes(src.size)));
   }
   if (::rename(part.path.c_str(), blob.c_str()) != 0) fail("{}: cannot move into place: {}", blob, std::strerror(errno));
   fsync_directory(rc.blobs_dir());

@@ -487,10 +487,12 @@ PullResult pull(const HubConfig& cfg, const RepoRef& ref, PullProgress* progress
   ensure_writable(rc);
 
   // The index comes first: it says which shards make the model.
+  bool index_fetched = false;
   if (ref.file.empty() && info.find(kIndex)) {
     if (!rc.has_file(info.commit, kIndex)) {
       res.bytes_downloaded += fetch_file(cfg, rc, ref, info, kIndex, nullptr);
       res.files_downloaded++;
+      index_fetched = true;
     }
     std::string index_path = rc.file_path(info.commit, kIndex);
     for (const std::string& s : parse_index_shards(read_file(index_path), ref.repo_id + ": " + kIndex)) {
@@ -503,6 +505,10 @@ PullResult pull(const HubConfig& cfg, const RepoRef& ref, PullProgress* progress
   }
 
   std::vector<std::pair<std::string, uint64_t>> todo;
+  if (index_fetched) {  // shown as the first file of the plan, already done
+    const RepoFile* f = info.find(kIndex);
+    todo.emplace_back(kIndex, f && f->size ? *f->size : 0);
+  }
   for (const std::string& p : wanted) {
     const RepoFile* f = info.find(p);
     uint64_t size = f && f->size ? *f->size : 0;
@@ -510,6 +516,13 @@ PullResult pull(const HubConfig& cfg, const RepoRef& ref, PullProgress* progress
     if (!rc.has_file(info.commit, p)) todo.emplace_back(p, size);
   }
   if (progress) progress->plan(todo);
+  if (index_fetched) {
+    if (progress) {
+      progress->file_started(kIndex, todo[0].second, 0);
+      progress->file_done(kIndex);
+    }
+    todo.erase(todo.begin());
+  }
   for (const auto& [p, size] : todo) {
     uint64_t n = fetch_file(cfg, rc, ref, info, p, progress);
     res.bytes_downloaded += n;

@@ -5,16 +5,40 @@
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "io/hub.h"
+#include "io/model_usage.h"
 #include "io/store.h"
 
 namespace kvad {
 
-std::string resolve_model_path(const std::string& name) {
-  if (is_directory(name)) return name;
+ResolvedModel resolve_model(const std::string& name) {
+  if (is_directory(name)) return {name, ""};
   if (file_exists(name)) fail("{}: is a file; a model is named by its folder (config.json, model.safetensors, tokenizer.json)", name);
-  if (auto dir = find_in_store(name)) return *dir;
+  if (auto dir = find_in_store(name)) return {*dir, "store:" + name};
+  if (hf::looks_like_repo_ref(name)) {
+    hf::RepoRef ref = hf::parse_repo_ref(name);
+    std::string cache = hf::hub_cache_dir();
+    auto c = hf::find_cached(cache, ref);
+    if (!c)
+      fail("{}: not downloaded (not a folder, not in kvad's store, not in the Hugging Face cache {}); run `kvad pull {}` "
+           "(or add --pull)",
+           name, cache, ref.str());
+    if (!c->missing.empty()) {
+      std::string missing;
+      for (const std::string& m : c->missing) missing += (missing.empty() ? "" : ", ") + m;
+      fail("{}: the copy in the Hugging Face cache ({}) is incomplete (missing {}); run `kvad pull {}` to finish it", name,
+           c->dir, missing, ref.str());
+    }
+    if (!ref.file.empty())
+      fail("{}: {} is downloaded ({}), but kvad cannot run a single file yet (GGUF loading is still to come); name the "
+           "whole model instead",
+           name, c->files.empty() ? ref.file : c->files[0], c->dir);
+    return {c->dir, "hf:" + ref.repo_id};
+  }
   fail("{}: no such model folder, and no model of that name in kvad's store ({})", name, store_models_dir());
 }
+
+std::string resolve_model_path(const std::string& name) { return resolve_model(name).path; }
 
 static void add_ids(std::vector<int32_t>& out, const Json& v) {
   if (v.is_number_integer()) out.push_back(v.get<int32_t>());
@@ -27,7 +51,8 @@ LoadedModel load_model(const std::string& name, const LoadOptions& opts) {
   auto t0 = std::chrono::steady_clock::now();
   LoadedModel m;
   m.name = name;
-  m.path = resolve_model_path(name);
+  ResolvedModel where = resolve_model(name);
+  m.path = where.path;
   m.model = load_model_dir(m.path, opts);
   std::string tj = join_path(m.path, "tokenizer.json"), tc = join_path(m.path, "tokenizer_config.json");
   if (!file_exists(tj)) fail("{}: missing tokenizer.json (kvad needs the model's tokenizer)", m.path);
@@ -51,6 +76,7 @@ LoadedModel load_model(const std::string& name, const LoadOptions& opts) {
   std::sort(m.eos_ids.begin(), m.eos_ids.end());
   m.eos_ids.erase(std::unique(m.eos_ids.begin(), m.eos_ids.end()), m.eos_ids.end());
   m.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  record_model_use(where.key);  // for `kvad ls` (best effort)
   return m;
 }
 

@@ -25,7 +25,14 @@ struct LoadedModel {
   double load_seconds = 0;
 };
 
-// Finds the folder a model name refers to (today: a folder path).
+// What a model name refers to. In order: a folder path; a model in kvad's store; a Hub name
+// ORG/NAME[@REVISION] found in the Hugging Face cache, offline (hf/hub.h). A Hub model that is not
+// there (or only partly) is an error that says `kvad pull ORG/NAME`.
+struct ResolvedModel {
+  std::string path;  // the folder
+  std::string key;   // for the last-used record: "hf:ORG/NAME", "store:NAME", or "" for a plain folder
+};
+ResolvedModel resolve_model(const std::string& name);
 std::string resolve_model_path(const std::string& name);
 LoadedModel load_model(const std::string& name, const LoadOptions& opts);
 

@@ -1,0 +1,247 @@
+// kvad ls: every model kvad can find, in the Hugging Face cache and in kvad's store: name,
+// architecture (as the registry sees it), parameters and dtype (from the safetensors headers, no
+// weights read), size on disk, last used.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "cli/common.h"
+#include "core/error.h"
+#include "core/fs.h"
+#include "core/json.h"
+#include "io/hub.h"
+#include "io/model_usage.h"
+#include "io/safetensors.h"
+#include "io/store.h"
+#include "models/registry.h"
+
+namespace fs = std::filesystem;
+
+namespace kvad::cli {
+
+namespace {
+
+struct Row {
+  std::string name, arch, params = "-", format = "-", source, path;
+  uint64_t bytes = 0;
+  int64_t parameters = 0;
+  int64_t last_used = 0;  // unix seconds, 0 = never (since kvad started recording)
+};
+
+std::string lower(std::string s) {
+  for (char& c : s) c = (char)std::tolower((unsigned char)c);
+  return s;
+}
+
+bool is_gguf(const std::string& p) { return p.size() > 5 && lower(p.substr(p.size() - 5)) == ".gguf"; }
+
+std::string fmt_params(int64_t n) {
+  if (n <= 0) return "-";
+  if (n < 1'000'000'000) return fmt::format("{:.1f}M", n / 1e6);
+  return fmt::format("{:.2f}B", n / 1e9);
+}
+
+std::string fmt_when(int64_t t) {
+  if (t <= 0) return "never";
+  int64_t d = (int64_t)std::time(nullptr) - t;
+  if (d < 60) return "just now";
+  if (d < 3600) return fmt::format("{} min ago", d / 60);
+  if (d < 86400) return fmt::format("{} h ago", d / 3600);
+  if (d < 30 * 86400) return fmt::format("{} days ago", d / 86400);
+  char buf[32];
+  std::time_t tt = (std::time_t)t;
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", std::localtime(&tt));
+  return buf;
+}
+
+// Architecture, parameters and dtype of a model folder, without reading weights.
+void describe_model(const std::string& dir, Row& row) {
+  std::string cfg_path = join_path(dir, "config.json");
+  try {
+    Json cfg = read_json_file(cfg_path);
+    if (const Architecture* a = find_architecture(cfg)) {
+      try {
+        a->parse_config(cfg, cfg_path);
+        row.arch = a->name;
+      } catch (const Error& e) {
+        row.arch = "invalid config";
+      }
+    } else {
+      std::string named = "?";
+      if (cfg.is_object() && cfg.contains("architectures") && cfg["architectures"].is_array() &&
+          !cfg["architectures"].empty() && cfg["architectures"][0].is_string())
+        named = cfg["architectures"][0].get<std::string>();
+      else if (cfg.is_object() && cfg.contains("model_type") && cfg["model_type"].is_string())
+        named = cfg["model_type"].get<std::string>();
+      row.arch = "unsupported: " + named;
+    }
+  } catch (const Error&) {
+    row.arch = "unreadable config.json";
+    return;
+  }
+  std::vector<std::string> shards;
+  std::string index = join_path(dir, "model.safetensors.index.json");
+  try {
+    if (file_exists(index)) shards = hf::parse_index_shards(read_file(index), index);
+    else shards = {"model.safetensors"};
+  } catch (const Error&) {
+    row.format = "bad index";
+    return;
+  }
+  std::map<std::string, int64_t> by_dtype;
+  for (const std::string& s : shards) {
+    std::string p = join_path(dir, s);
+    if (!file_exists(p)) {
+      row.format = "incomplete (run kvad pull)";
+      return;
+    }
+    try {
+      SafetensorsFile f(p);
+      for (const TensorView& t : f.tensors()) {
+        row.parameters += t.numel();
+        by_dtype[lower(dtype_name(t.dtype))] += t.numel();
+      }
+    } catch (const Error&) {
+      row.format = "unreadable safetensors";
+      return;
+    }
+  }
+  row.params = fmt_params(row.parameters);
+  std::string dt;
+  int64_t best = -1;
+  for (auto& [d, n] : by_dtype)
+    if (n > best) best = n, dt = d;
+  row.format = "safetensors " + dt;
+}
+
+uint64_t du(const std::string& dir) {
+  uint64_t total = 0;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    struct stat st {};
+    if (::lstat(it->path().c_str(), &st) == 0 && S_ISREG(st.st_mode)) total += (uint64_t)st.st_blocks * 512;
+  }
+  return total;
+}
+
+std::vector<Row> hub_rows(const std::map<std::string, int64_t>& usage) {
+  std::vector<Row> rows;
+  std::string cache = hf::hub_cache_dir();
+  for (const hf::CachedRepo& repo : hf::scan_cache(cache)) {
+    auto used = usage.find("hf:" + repo.repo_id);
+    for (const hf::CachedSnapshot& s : repo.snapshots) {
+      bool main = std::find(s.refs.begin(), s.refs.end(), "main") != s.refs.end();
+      std::string label = main ? repo.repo_id
+                          : !s.refs.empty() ? repo.repo_id + "@" + s.refs[0]
+                                            : repo.repo_id + "@" + s.commit.substr(0, 12);
+      std::string dir = join_path(join_path(repo.dir, "snapshots"), s.commit);
+      uint64_t model_bytes = 0;
+      std::set<std::string> seen;
+      bool has_config = false;
+      for (const hf::CachedFile& f : s.files) {
+        if (f.path == "config.json" && f.present) has_config = true;
+        if (!f.present || is_gguf(f.path)) continue;
+        if (f.etag.empty() || seen.insert(f.etag).second) model_bytes += f.size;
+      }
+      if (has_config || !std::any_of(s.files.begin(), s.files.end(), [](auto& f) { return is_gguf(f.path); })) {
+        Row r;
+        r.name = label;
+        r.source = "hf";
+        r.path = dir;
+        r.bytes = model_bytes;
+        if (has_config) describe_model(dir, r);
+        else r.arch = "no config.json";
+        if (main && used != usage.end()) r.last_used = used->second;
+        rows.push_back(r);
+      }
+      for (const hf::CachedFile& f : s.files) {
+        if (!f.present || !is_gguf(f.path)) continue;
+        Row r;
+        r.name = label + ":" + f.path;
+        r.source = "hf";
+        r.path = join_path(dir, f.path);
+        r.bytes = f.size;
+        r.arch = "gguf (not yet runnable)";
+        r.format = "gguf";
+        rows.push_back(r);
+      }
+    }
+  }
+  return rows;
+}
+
+std::vector<Row> store_rows(const std::map<std::string, int64_t>& usage) {
+  std::vector<Row> rows;
+  std::string root = store_models_dir();
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    if (!it->is_directory(ec)) continue;
+    if (!file_exists(join_path(it->path().string(), "config.json"))) {
+      if (it.depth() >= 1) it.disable_recursion_pending();  // names are NAME or ORG/NAME
+      continue;
+    }
+    it.disable_recursion_pending();
+    Row r;
+    r.name = it->path().lexically_relative(root).generic_string();
+    r.source = "store";
+    r.path = it->path().string();
+    r.bytes = du(r.path);
+    describe_model(r.path, r);
+    if (auto u = usage.find("store:" + r.name); u != usage.end()) r.last_used = u->second;
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+}  // namespace
+
+void add_ls(CLI::App& app) {
+  auto* cmd = app.add_subcommand("ls", "list the models kvad can run (Hugging Face cache and kvad's store)");
+  auto json = std::make_shared<bool>(false);
+  cmd->add_flag("--json", *json, "one JSON object per model (name, arch, parameters, format, bytes, last_used, path)");
+  cmd->callback([json] {
+    auto usage = read_model_use();
+    std::vector<Row> rows = hub_rows(usage);
+    for (Row& r : store_rows(usage)) rows.push_back(std::move(r));
+    std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.name < b.name; });
+    if (*json) {
+      for (const Row& r : rows) {
+        Json j = {{"name", r.name},     {"source", r.source},       {"arch", r.arch},
+                  {"parameters", r.parameters}, {"format", r.format}, {"bytes", r.bytes},
+                  {"last_used", r.last_used},   {"path", r.path}};
+        std::printf("%s\n", j.dump().c_str());
+      }
+      return;
+    }
+    if (rows.empty()) {
+      std::fprintf(stderr, "no models in the Hugging Face cache (%s) or kvad's store (%s); get one with kvad pull ORG/NAME\n",
+                   hf::hub_cache_dir().c_str(), store_models_dir().c_str());
+      return;
+    }
+    std::vector<std::array<std::string, 6>> cells = {{"NAME", "ARCH", "PARAMS", "FORMAT", "SIZE", "LAST USED"}};
+    for (const Row& r : rows)
+      cells.push_back({r.name, r.arch, r.params, r.format, format_bytes(r.bytes),
+                       r.format == "gguf" ? "-" : fmt_when(r.last_used)});
+    std::array<size_t, 6> w{};
+    for (auto& c : cells)
+      for (size_t i = 0; i < 6; i++) w[i] = std::max(w[i], c[i].size());
+    for (auto& c : cells) {
+      std::string line;
+      for (size_t i = 0; i < 6; i++) {
+        std::string cell = c[i];
+        if (i < 5) cell.resize(w[i] + 2, ' ');
+        line += cell;
+      }
+      std::printf("%s\n", line.c_str());
+    }
+  });
+}
+
+}  // namespace kvad::cli
