@@ -11,9 +11,9 @@ namespace kvad::train {
 
 namespace {
 
-// Block sizes: a KC x MR micro-panel of A (12 KB at KC=256, MR=12) stays in L1 while the
-// KC x NC panel of B (<= 512 KB) is read from L2.
-constexpr int64_t KC = 256;
+// Block sizes (tuned on Zen 4 for the shapes of docs/training.md): a KC x MR strip of A (18 KB)
+// stays in L1 while the KC x NC panel of B (<= 768 KB) is read from L2.
+constexpr int64_t KC = 384;
 constexpr int64_t MC = 96;
 constexpr int64_t NC = 512;
 
@@ -34,25 +34,29 @@ struct AlignedBuf {
 
 // Ap: ceil(mc/MR) panels of kc x MR (for each k, MR consecutive rows), zero rows past mc.
 void pack_a(const GemmShape& g, int64_t m0, int64_t mc, int64_t k0, int64_t kc, int MR, float* Ap) {
-  for (int64_t p = 0; p < mc; p += MR) {
+  if (g.trans_a) {
+    // A stored [K, M]: walk each stored row once, left to right, handing MR values to each panel
+    // (panel by panel down the rows would stride through memory and thrash L1's sets).
+    for (int64_t k = 0; k < kc; k++) {
+      const float* src = g.A + (k0 + k) * g.lda + m0;
+      for (int64_t p = 0; p < mc; p += MR) {
+        int64_t rows = std::min<int64_t>(MR, mc - p);
+        float* d = Ap + p * kc + k * MR;
+        std::memcpy(d, src + p, (size_t)rows * sizeof(float));
+        if (rows < MR) std::memset(d + rows, 0, (size_t)(MR - rows) * sizeof(float));
+      }
+    }
+    return;
+  }
+  for (int64_t p = 0; p < mc; p += MR) {  // A stored [M, K]: read each row along k
     int64_t rows = std::min<int64_t>(MR, mc - p);
     float* dst = Ap + p * kc;
-    if (g.trans_a) {  // A stored [K, M]: MR consecutive values per k
-      for (int64_t k = 0; k < kc; k++) {
-        const float* src = g.A + (k0 + k) * g.lda + m0 + p;
-        float* d = dst + k * MR;
-        int64_t i = 0;
-        for (; i < rows; i++) d[i] = src[i];
-        for (; i < MR; i++) d[i] = 0;
-      }
-    } else {  // A stored [M, K]: read each row along k
-      for (int64_t i = 0; i < MR; i++) {
-        if (i < rows) {
-          const float* src = g.A + (m0 + p + i) * g.lda + k0;
-          for (int64_t k = 0; k < kc; k++) dst[k * MR + i] = src[k];
-        } else {
-          for (int64_t k = 0; k < kc; k++) dst[k * MR + i] = 0;
-        }
+    for (int64_t i = 0; i < MR; i++) {
+      if (i < rows) {
+        const float* src = g.A + (m0 + p + i) * g.lda + k0;
+        for (int64_t k = 0; k < kc; k++) dst[k * MR + i] = src[k];
+      } else {
+        for (int64_t k = 0; k < kc; k++) dst[k * MR + i] = 0;
       }
     }
   }
@@ -60,25 +64,27 @@ void pack_a(const GemmShape& g, int64_t m0, int64_t mc, int64_t k0, int64_t kc, 
 
 // Bp: ceil(nc/NR) panels of kc x NR (for each k, NR consecutive columns), zero columns past nc.
 void pack_b(const GemmShape& g, int64_t n0, int64_t nc, int64_t k0, int64_t kc, int NR, float* Bp) {
-  for (int64_t p = 0; p < nc; p += NR) {
+  if (!g.trans_b) {  // B stored [K, N]: each stored row once, NR values to each panel
+    for (int64_t k = 0; k < kc; k++) {
+      const float* src = g.B + (k0 + k) * g.ldb + n0;
+      for (int64_t p = 0; p < nc; p += NR) {
+        int64_t cols = std::min<int64_t>(NR, nc - p);
+        float* d = Bp + p * kc + k * NR;
+        std::memcpy(d, src + p, (size_t)cols * sizeof(float));
+        if (cols < NR) std::memset(d + cols, 0, (size_t)(NR - cols) * sizeof(float));
+      }
+    }
+    return;
+  }
+  for (int64_t p = 0; p < nc; p += NR) {  // B stored [N, K]: read each column (a stored row) along k
     int64_t cols = std::min<int64_t>(NR, nc - p);
     float* dst = Bp + p * kc;
-    if (g.trans_b) {  // B stored [N, K]: read each column (a row of storage) along k
-      for (int64_t j = 0; j < NR; j++) {
-        if (j < cols) {
-          const float* src = g.B + (n0 + p + j) * g.ldb + k0;
-          for (int64_t k = 0; k < kc; k++) dst[k * NR + j] = src[k];
-        } else {
-          for (int64_t k = 0; k < kc; k++) dst[k * NR + j] = 0;
-        }
-      }
-    } else {  // B stored [K, N]: NR consecutive values per k
-      for (int64_t k = 0; k < kc; k++) {
-        const float* src = g.B + (k0 + k) * g.ldb + n0 + p;
-        float* d = dst + k * NR;
-        int64_t j = 0;
-        for (; j < cols; j++) d[j] = src[j];
-        for (; j < NR; j++) d[j] = 0;
+    for (int64_t j = 0; j < NR; j++) {
+      if (j < cols) {
+        const float* src = g.B + (n0 + p + j) * g.ldb + k0;
+        for (int64_t k = 0; k < kc; k++) dst[k * NR + j] = src[k];
+      } else {
+        for (int64_t k = 0; k < kc; k++) dst[k * NR + j] = 0;
       }
     }
   }
@@ -106,14 +112,22 @@ void gemm_block(const GemmShape& g, const MicroKernel& uk, int64_t m_begin, int6
       pack_b(g, n0, nc, k0, kc, NR, Bp);
       bool add_c = g.accumulate || k0 > 0;
       const float* bias = k0 == 0 && g.bias ? g.bias + n0 : nullptr;
+      const bool direct = !g.trans_a && uk.run_rows;  // A's rows read in place, not packed
       for (int64_t m0 = m_begin; m0 < m_end; m0 += MC) {
         int64_t mc = std::min(MC, m_end - m0);
-        pack_a(g, m0, mc, k0, kc, MR, Ap);
-        for (int64_t i = 0; i < mc; i += MR)
-          for (int64_t j = 0; j < nc; j += NR)
-            uk.run(kc, Ap + i * kc, Bp + j * kc, g.C + (m0 + i) * g.ldc + n0 + j, g.ldc,
-                   (int)std::min<int64_t>(MR, mc - i), (int)std::min<int64_t>(NR, nc - j), add_c,
-                   bias ? bias + j : nullptr);
+        // In place needs whole tiles: a ragged last tile of rows is packed.
+        int64_t whole = direct ? mc / MR * MR : 0;
+        if (whole < mc) pack_a(g, m0 + whole, mc - whole, k0, kc, MR, Ap);
+        for (int64_t i = 0; i < mc; i += MR) {
+          int mr = (int)std::min<int64_t>(MR, mc - i);
+          float* C = g.C + (m0 + i) * g.ldc + n0;
+          for (int64_t j = 0; j < nc; j += NR) {
+            int nr = (int)std::min<int64_t>(NR, nc - j);
+            const float* b = bias ? bias + j : nullptr;
+            if (i < whole) uk.run_rows(kc, g.A + (m0 + i) * g.lda + k0, g.lda, Bp + j * kc, C + j, g.ldc, nr, add_c, b);
+            else uk.run(kc, Ap + (i - whole) * kc, Bp + j * kc, C + j, g.ldc, mr, nr, add_c, b);
+          }
+        }
       }
     }
   }
@@ -135,7 +149,7 @@ void ukernel_scalar(int64_t kc, const float* A, const float* B, float* C, int64_
 
 }  // namespace
 
-MicroKernel micro_kernel_scalar() { return {4, 8, ukernel_scalar}; }
+MicroKernel micro_kernel_scalar() { return {4, 8, ukernel_scalar, nullptr}; }
 
 MicroKernel micro_kernel(Isa isa) {
 #if defined(__x86_64__)

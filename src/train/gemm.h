@@ -42,13 +42,17 @@ void matmul_dx(float* dx, const float* dy, const float* w, int64_t n, int64_t in
 // dw[out, in] (+)= dy[n, out]ᵀ · x[n, in]
 void matmul_dw(float* dw, const float* dy, const float* x, int64_t n, int64_t in, int64_t out, bool accumulate);
 
-// The micro-kernel contract: C[0..mr, 0..nr) (+)= Ap · Bp over kc steps, where Ap holds kc groups
-// of MR values and Bp kc groups of NR values (packed, zero-padded). `add_c`: add to C instead of
+// The micro-kernel contract: C[0..mr, 0..nr) (+)= A · Bp over kc steps, where Bp holds kc groups
+// of NR values (packed, zero-padded) and A is either packed (kc groups of MR values, `run`) or read
+// in place from rows of a row-major matrix (`run_rows`: row i at A + i*lda, for full tiles of MR
+// rows only), which saves packing A when it is not transposed. `add_c`: add to C instead of
 // overwriting; `bias` (nullptr or [nr]) is added too.
 struct MicroKernel {
   int mr, nr;
   void (*run)(int64_t kc, const float* Ap, const float* Bp, float* C, int64_t ldc, int mr, int nr, bool add_c,
               const float* bias);
+  void (*run_rows)(int64_t kc, const float* A, int64_t lda, const float* Bp, float* C, int64_t ldc, int nr,
+                   bool add_c, const float* bias);
 };
 MicroKernel micro_kernel(Isa isa);
 MicroKernel micro_kernel_scalar();

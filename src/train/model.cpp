@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "train/profile.h"
 
 namespace kvad::train {
 
@@ -174,25 +175,53 @@ double Model<T>::forward(const int32_t* tokens, const int32_t* targets, int64_t 
   const AttnShape as{B, Tn, s.heads, s.kv_heads, s.head_dim()};
   const bool gpt2 = s.arch == Arch::Gpt2;
 
-  embedding_fwd(a.res[0], tokens, P(L.wte), P(L.wpe), B, Tn, C, s.vocab);
+  {
+    PhaseTimer t("fwd embedding");
+    embedding_fwd(a.res[0], tokens, P(L.wte), P(L.wpe), B, Tn, C, s.vocab);
+  }
   for (int64_t l = 0; l < s.layers; l++) {
     const LayerParams& w = L.layers[(size_t)l];
     auto& A = a.layer[(size_t)l];
-    norm_fwd(A.ln1, A.ln1_mean, A.ln1_rstd, a.res[l], P(w.ln1_w), P(w.ln1_b), BT, C, (T)s.norm_eps);
-    linear_fwd(A.qkv, A.ln1, P(w.qkv_w), P(w.qkv_b), BT, C, s.qkv_dim());
-    if (!gpt2) rope_qk(A.qkv, *rope_, as, false);
-    attention_fwd(A.atty, A.probs, A.qkv, as);
-    // res_mid = res + atty projᵀ + b: the product accumulates onto a copy of the stream.
-    std::memcpy(A.res_mid, a.res[l], sizeof(T) * (size_t)(BT * C));
-    gemm_t<T>(BT, C, s.q_dim(), A.atty, s.q_dim(), false, P(w.proj_w), s.q_dim(), true, A.res_mid, C, true,
-              P(w.proj_b));
-    norm_fwd(A.ln2, A.ln2_mean, A.ln2_rstd, A.res_mid, P(w.ln2_w), P(w.ln2_b), BT, C, (T)s.norm_eps);
-    linear_fwd(A.fch, A.ln2, P(w.fc_w), P(w.fc_b), BT, C, s.ffn_in());
-    if (gpt2) gelu_fwd(A.fch_act, A.fch, BT * s.ffn);
-    else swiglu_fwd(A.fch_act, A.fch, BT, s.ffn);
-    std::memcpy(a.res[l + 1], A.res_mid, sizeof(T) * (size_t)(BT * C));
-    gemm_t<T>(BT, C, s.ffn, A.fch_act, s.ffn, false, P(w.fc2_w), s.ffn, true, a.res[l + 1], C, true, P(w.fc2_b));
+    {
+      PhaseTimer t("fwd norm");
+      norm_fwd(A.ln1, A.ln1_mean, A.ln1_rstd, a.res[l], P(w.ln1_w), P(w.ln1_b), BT, C, (T)s.norm_eps);
+    }
+    {
+      PhaseTimer t("fwd qkv");
+      linear_fwd(A.qkv, A.ln1, P(w.qkv_w), P(w.qkv_b), BT, C, s.qkv_dim());
+      if (!gpt2) rope_qk(A.qkv, *rope_, as, false);
+    }
+    {
+      PhaseTimer t("fwd attention");
+      attention_fwd(A.atty, A.probs, A.qkv, as);
+    }
+    {
+      PhaseTimer t("fwd proj");
+      // res_mid = res + atty projᵀ + b: the product accumulates onto a copy of the stream.
+      std::memcpy(A.res_mid, a.res[l], sizeof(T) * (size_t)(BT * C));
+      gemm_t<T>(BT, C, s.q_dim(), A.atty, s.q_dim(), false, P(w.proj_w), s.q_dim(), true, A.res_mid, C, true,
+                P(w.proj_b));
+    }
+    {
+      PhaseTimer t("fwd norm");
+      norm_fwd(A.ln2, A.ln2_mean, A.ln2_rstd, A.res_mid, P(w.ln2_w), P(w.ln2_b), BT, C, (T)s.norm_eps);
+    }
+    {
+      PhaseTimer t("fwd fc");
+      linear_fwd(A.fch, A.ln2, P(w.fc_w), P(w.fc_b), BT, C, s.ffn_in());
+    }
+    {
+      PhaseTimer t("fwd activation");
+      if (gpt2) gelu_fwd(A.fch_act, A.fch, BT * s.ffn);
+      else swiglu_fwd(A.fch_act, A.fch, BT, s.ffn);
+    }
+    {
+      PhaseTimer t("fwd fc2");
+      std::memcpy(a.res[l + 1], A.res_mid, sizeof(T) * (size_t)(BT * C));
+      gemm_t<T>(BT, C, s.ffn, A.fch_act, s.ffn, false, P(w.fc2_w), s.ffn, true, a.res[l + 1], C, true, P(w.fc2_b));
+    }
   }
+  PhaseTimer t("fwd head+loss");
   norm_fwd(a.lnf, a.lnf_mean, a.lnf_rstd, a.res[s.layers], P(L.lnf_w), P(L.lnf_b), BT, C, (T)s.norm_eps);
   linear_fwd<T>(a.logits, a.lnf, P(L.head >= 0 ? L.head : L.wte), nullptr, BT, C, s.vocab);
   if (!targets) return 0;
@@ -212,27 +241,55 @@ void Model<T>::backward() {
   const bool gpt2 = s.arch == Arch::Gpt2;
   const int64_t head = L.head >= 0 ? L.head : L.wte;
 
-  // Head and final norm. a.logits holds dlogits (cross_entropy replaced them).
-  linear_bwd<T>(a.dln, G(head), nullptr, a.logits, a.lnf, P(head), BT, C, s.vocab);
-  std::memset(a.dres, 0, sizeof(T) * (size_t)(BT * C));
-  norm_bwd(a.dres, G(L.lnf_w), G(L.lnf_b), a.dln, a.res[s.layers], a.lnf_mean, a.lnf_rstd, P(L.lnf_w), BT, C);
+  {
+    PhaseTimer t("bwd head");
+    // Head and final norm. a.logits holds dlogits (cross_entropy replaced them).
+    linear_bwd<T>(a.dln, G(head), nullptr, a.logits, a.lnf, P(head), BT, C, s.vocab);
+    std::memset(a.dres, 0, sizeof(T) * (size_t)(BT * C));
+    norm_bwd(a.dres, G(L.lnf_w), G(L.lnf_b), a.dln, a.res[s.layers], a.lnf_mean, a.lnf_rstd, P(L.lnf_w), BT, C);
+  }
 
   for (int64_t l = s.layers - 1; l >= 0; l--) {
     const LayerParams& w = L.layers[(size_t)l];
     auto& A = a.layer[(size_t)l];
     // MLP branch: res[l+1] = res_mid + fc2(act(fc(ln2(res_mid)))). dres flows on to res_mid as is.
-    linear_bwd(a.dfch_act, G(w.fc2_w), G(w.fc2_b), a.dres, A.fch_act, P(w.fc2_w), BT, s.ffn, C);
-    if (gpt2) gelu_bwd(a.dfch, A.fch, a.dfch_act, BT * s.ffn);
-    else swiglu_bwd(a.dfch, A.fch, a.dfch_act, BT, s.ffn);
-    linear_bwd(a.dln, G(w.fc_w), G(w.fc_b), a.dfch, A.ln2, P(w.fc_w), BT, C, s.ffn_in());
-    norm_bwd(a.dres, G(w.ln2_w), G(w.ln2_b), a.dln, A.res_mid, A.ln2_mean, A.ln2_rstd, P(w.ln2_w), BT, C);
-    // Attention branch: res_mid = res[l] + proj(attn(ln1(res[l]))).
-    linear_bwd(a.datty, G(w.proj_w), G(w.proj_b), a.dres, A.atty, P(w.proj_w), BT, s.q_dim(), C);
-    attention_bwd(a.dqkv, a.datty, A.qkv, A.probs, as);
-    if (!gpt2) rope_qk(a.dqkv, *rope_, as, true);
-    linear_bwd(a.dln, G(w.qkv_w), G(w.qkv_b), a.dqkv, A.ln1, P(w.qkv_w), BT, C, s.qkv_dim());
-    norm_bwd(a.dres, G(w.ln1_w), G(w.ln1_b), a.dln, a.res[l], A.ln1_mean, A.ln1_rstd, P(w.ln1_w), BT, C);
+    {
+      PhaseTimer t("bwd fc2");
+      linear_bwd(a.dfch_act, G(w.fc2_w), G(w.fc2_b), a.dres, A.fch_act, P(w.fc2_w), BT, s.ffn, C);
+    }
+    {
+      PhaseTimer t("bwd activation");
+      if (gpt2) gelu_bwd(a.dfch, A.fch, a.dfch_act, BT * s.ffn);
+      else swiglu_bwd(a.dfch, A.fch, a.dfch_act, BT, s.ffn);
+    }
+    {
+      PhaseTimer t("bwd fc");
+      linear_bwd(a.dln, G(w.fc_w), G(w.fc_b), a.dfch, A.ln2, P(w.fc_w), BT, C, s.ffn_in());
+    }
+    {
+      PhaseTimer t("bwd norm");
+      norm_bwd(a.dres, G(w.ln2_w), G(w.ln2_b), a.dln, A.res_mid, A.ln2_mean, A.ln2_rstd, P(w.ln2_w), BT, C);
+    }
+    {
+      PhaseTimer t("bwd proj");
+      // Attention branch: res_mid = res[l] + proj(attn(ln1(res[l]))).
+      linear_bwd(a.datty, G(w.proj_w), G(w.proj_b), a.dres, A.atty, P(w.proj_w), BT, s.q_dim(), C);
+    }
+    {
+      PhaseTimer t("bwd attention");
+      attention_bwd(a.dqkv, a.datty, A.qkv, A.probs, as);
+    }
+    {
+      PhaseTimer t("bwd qkv");
+      if (!gpt2) rope_qk(a.dqkv, *rope_, as, true);
+      linear_bwd(a.dln, G(w.qkv_w), G(w.qkv_b), a.dqkv, A.ln1, P(w.qkv_w), BT, C, s.qkv_dim());
+    }
+    {
+      PhaseTimer t("bwd norm");
+      norm_bwd(a.dres, G(w.ln1_w), G(w.ln1_b), a.dln, a.res[l], A.ln1_mean, A.ln1_rstd, P(w.ln1_w), BT, C);
+    }
   }
+  PhaseTimer t("bwd embedding");
   // Embeddings: the tied table already holds the head's gradient; a separate one starts at zero.
   if (L.head >= 0) std::memset(G(L.wte), 0, sizeof(T) * (size_t)(s.vocab * C));
   if (L.wpe >= 0 && Tn < s.context)  // positions this batch did not reach get no gradient

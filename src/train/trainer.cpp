@@ -13,6 +13,7 @@
 #include "core/threads.h"
 #include "train/checkpoint.h"
 #include "train/data.h"
+#include "train/profile.h"
 #include "train/progress.h"
 
 namespace kvad::train {
@@ -223,7 +224,10 @@ TrainResult run_training(TrainOptions o, const TrainHooks& hooks) {
     sample_batch(corpus, o.seed, step, B, T, x.data(), y.data());
     double loss = model.forward(x.data(), y.data(), B, T);
     model.backward();
-    opt.update(model.params(), model.grads(), step, o.lr.at(step));
+    {
+      PhaseTimer pt("adamw");
+      opt.update(model.params(), model.grads(), step, o.lr.at(step));
+    }
     double dt = seconds_since(t0);
     if (!std::isfinite(loss)) fail("the loss became {} at step {}: lower --lr", loss, step);
     trained_seconds += dt;
@@ -297,6 +301,7 @@ TrainResult run_training(TrainOptions o, const TrainHooks& hooks) {
                  {"steps", step},
                  {"model", dir}};
   progress.finish();
+  profile_report(hooks.progress);
   std::string line = res.summary.dump();
   if (hooks.out) {
     std::fprintf(hooks.out, "%s\n", line.c_str());
