@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/rng.h"
+#include "kernels/matmul.h"
 #include "kernels/qmatmul.h"
 #include "quant/activations.h"
 #include "quant/packed.h"
@@ -107,4 +108,40 @@ TEST(QMatmul, SimdMatchesScalarOnRaggedShapes) {
       }
     }
   }
+}
+
+TEST(QMatmul, MultiEqualsSeparateCalls) {
+  Rng rng(9);
+  int64_t n = 3, k = 96;
+  const int64_t ms[3] = {48, 16, 20};  // unequal, one not a multiple of 16
+  std::vector<std::vector<float>> w;
+  std::vector<QuantMatrix> q;
+  for (int64_t m : ms) {
+    w.push_back(randn(rng, (size_t)(m * k)));
+    q.push_back(QuantMatrix::quantize(QKind::Q8, w.back().data(), m, k));
+  }
+  std::vector<float> x = randn(rng, (size_t)(n * k));
+  QuantActs a;
+  quantize_acts(x.data(), n, k, a);
+  std::vector<std::vector<float>> sep(3), multi(3);
+  const QuantMatrix* qs[3];
+  float* ys[3];
+  for (int i = 0; i < 3; i++) {
+    sep[(size_t)i].resize((size_t)(n * ms[i]));
+    multi[(size_t)i].resize((size_t)(n * ms[i]));
+    qmatmul(a, q[(size_t)i], sep[(size_t)i].data());
+    qs[i] = &q[(size_t)i];
+    ys[i] = multi[(size_t)i].data();
+  }
+  qmatmul_multi(a, qs, ys, 3);
+  for (int i = 0; i < 3; i++) EXPECT_EQ(sep[(size_t)i], multi[(size_t)i]);
+  // The dense twin.
+  const void* wp[3];
+  WType wt[3] = {WType::F32, WType::F32, WType::F32};
+  for (int i = 0; i < 3; i++) {
+    wp[i] = w[(size_t)i].data();
+    matmul(x.data(), n, k, wp[i], WType::F32, ms[i], sep[(size_t)i].data());
+  }
+  matmul_multi(x.data(), n, k, wp, wt, ms, ys, 3);
+  for (int i = 0; i < 3; i++) EXPECT_EQ(sep[(size_t)i], multi[(size_t)i]);
 }

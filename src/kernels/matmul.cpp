@@ -1,5 +1,7 @@
 #include "kernels/matmul.h"
 
+#include <algorithm>
+
 #include "core/dtype.h"
 #include "core/threads.h"
 
@@ -52,6 +54,22 @@ void matmul(const float* x, int64_t n, int64_t k, const void* w, WType wt, int64
     return;
   }
   pool().parallel_for(m, grain, [&](int64_t b, int64_t e) { fn(x, n, k, w, m, b, e, y); });
+}
+
+void matmul_multi(const float* x, int64_t n, int64_t k, const void* const* w, const WType* wt, const int64_t* m,
+                  float* const* y, int count, Isa isa) {
+  const int64_t grain = 16;
+  int64_t total = 0;  // in grains, so no thread's share starts mid-tile
+  for (int i = 0; i < count; i++) total += (m[i] + grain - 1) / grain;
+  pool().parallel_for(total, 1, [&](int64_t b, int64_t e) {
+    int64_t base = 0;
+    for (int i = 0; i < count && base < e; i++) {
+      int64_t span = (m[i] + grain - 1) / grain;
+      int64_t c0 = std::max(b, base) - base, c1 = std::min(e, base + span) - base;
+      if (c0 < c1) rows_kernel(wt[i], isa)(x, n, k, w[i], m[i], c0 * grain, std::min(m[i], c1 * grain), y[i]);
+      base += span;
+    }
+  });
 }
 
 }  // namespace kvad::kernels

@@ -14,6 +14,10 @@ enum class WType { F32, BF16 };
 void matmul(const float* x, int64_t n, int64_t k, const void* w, WType wt, int64_t m, float* y,
             Isa isa = best_isa());
 
+// Several matrices over the same input in one parallel region (see qmatmul_multi).
+void matmul_multi(const float* x, int64_t n, int64_t k, const void* const* w, const WType* wt, const int64_t* m,
+                  float* const* y, int count, Isa isa = best_isa());
+
 // y[i] = dot(x, W[row_begin + i]) for a range of rows, single-threaded (the pool's unit of work).
 using RowsFn = void (*)(const float* x, int64_t n, int64_t k, const void* w, int64_t m, int64_t row_begin,
                         int64_t row_end, float* y);

@@ -1,5 +1,6 @@
 #include "kernels/qmatmul.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/dtype.h"
@@ -61,6 +62,19 @@ void qmatmul(const QuantActs& x, const QuantMatrix& w, float* y, Isa isa) {
   }
   // Split output groups: each thread streams its own part of W once, whatever n is.
   pool().parallel_for(groups, 1, [&](int64_t b, int64_t e) { fn(x, w, b, e, y); });
+}
+
+void qmatmul_multi(const QuantActs& x, const QuantMatrix* const* w, float* const* y, int count, Isa isa) {
+  int64_t total = 0;
+  for (int i = 0; i < count; i++) total += w[i]->groups();
+  pool().parallel_for(total, 1, [&](int64_t b, int64_t e) {
+    int64_t base = 0;  // groups of matrices before w[i] in the combined index
+    for (int i = 0; i < count && base < e; i++) {
+      int64_t g0 = std::max(b, base) - base, g1 = std::min(e, base + w[i]->groups()) - base;
+      if (g0 < g1) qgroups_kernel(w[i]->kind(), isa)(x, *w[i], g0, g1, y[i]);
+      base += w[i]->groups();
+    }
+  });
 }
 
 }  // namespace kvad::kernels
