@@ -10,8 +10,35 @@ size_t dtype_size(DType t) {
     case DType::F16: case DType::BF16: return 2;
     case DType::I64: case DType::F64: return 8;
     case DType::U8: case DType::I8: case DType::BOOL: return 1;
+    case DType::KQ8: case DType::KQ4: return 0;
+    case DType::Q8_0: case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1:
+    case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: return 0;
   }
   return 0;
+}
+
+bool dtype_is_block(DType t) { return dtype_block_elems(t) > 1; }
+
+int64_t dtype_block_elems(DType t) {
+  switch (t) {
+    case DType::Q8_0: case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: return 32;
+    case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: return 256;
+    default: return 1;
+  }
+}
+
+size_t dtype_block_bytes(DType t) {
+  switch (t) {  // ggml-common.h: block_q8_0 ... block_q6_K
+    case DType::Q8_0: return 34;   // f16 d, i8 qs[32]
+    case DType::Q4_0: return 18;   // f16 d, u8 qs[16]
+    case DType::Q4_1: return 20;   // f16 d, f16 m, u8 qs[16]
+    case DType::Q5_0: return 22;   // f16 d, u8 qh[4], u8 qs[16]
+    case DType::Q5_1: return 24;   // f16 d, f16 m, u8 qh[4], u8 qs[16]
+    case DType::Q4_K: return 144;  // f16 d, f16 dmin, u8 scales[12], u8 qs[128]
+    case DType::Q5_K: return 176;  // f16 d, f16 dmin, u8 scales[12], u8 qh[32], u8 qs[128]
+    case DType::Q6_K: return 210;  // u8 ql[128], u8 qh[64], i8 scales[16], f16 d
+    default: return dtype_size(t);
+  }
 }
 
 const char* dtype_name(DType t) {
@@ -25,6 +52,16 @@ const char* dtype_name(DType t) {
     case DType::I8: return "I8";
     case DType::F64: return "F64";
     case DType::BOOL: return "BOOL";
+    case DType::KQ8: return "KVAD_Q8";
+    case DType::KQ4: return "KVAD_Q4";
+    case DType::Q8_0: return "Q8_0";
+    case DType::Q4_0: return "Q4_0";
+    case DType::Q4_1: return "Q4_1";
+    case DType::Q5_0: return "Q5_0";
+    case DType::Q5_1: return "Q5_1";
+    case DType::Q4_K: return "Q4_K";
+    case DType::Q5_K: return "Q5_K";
+    case DType::Q6_K: return "Q6_K";
   }
   return "?";
 }

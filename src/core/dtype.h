@@ -6,10 +6,20 @@
 
 namespace kvad {
 
-enum class DType { F32, F16, BF16, I32, I64, U8, I8, F64, BOOL };
+enum class DType {
+  F32, F16, BF16, I32, I64, U8, I8, F64, BOOL,
+  KQ8, KQ4,  // kvad's packed quantised matrices (quant/packed.h): block formats, dtype_size() is 0
+  // ggml's block formats as GGUF stores them (runs of dtype_block_elems() values along a row in
+  // dtype_block_bytes() bytes each), used in place: no requantising. dtype_size() is 0.
+  Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K,
+};
 
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);
+// Block formats (ggml's): values per block and bytes per block; 1 and dtype_size() for scalars.
+bool dtype_is_block(DType t);
+int64_t dtype_block_elems(DType t);
+size_t dtype_block_bytes(DType t);
 
 inline float bf16_to_f32(uint16_t h) {
   uint32_t u = (uint32_t)h << 16;

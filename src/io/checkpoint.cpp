@@ -34,7 +34,8 @@ TensorView Checkpoint::get(const std::string& name, const std::vector<int64_t>& 
   if (t.shape != shape)
     fail("{}: tensor '{}' has shape {}, expected {} (config.json and weights disagree)", t.file, name,
          t.shape_str(), shape_to_str(shape));
-  if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16)
+  // Block formats come from GGUF files, whose reader checked that they are supported.
+  if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16 && !dtype_is_block(t.dtype))
     fail("{}: tensor '{}' has dtype {}; only F32, F16 and BF16 weights are supported", t.file, name,
          dtype_name(t.dtype));
   return t;

@@ -21,6 +21,10 @@ struct TensorView {
   const uint8_t* data = nullptr;
   size_t nbytes = 0;
   std::string file;  // where it came from, for error messages
+  // The bytes hold the transpose of `shape` (a 2-D [a, b] stored row-major as [b, a]): GGUF keeps
+  // GPT-2's matrices [out, in] where the HF checkpoint (and so `shape`) says Conv1D [in, out].
+  // Block formats (dtype_is_block) are only ever blocked along the stored rows.
+  bool transposed = false;
 
   int64_t numel() const;
   int64_t dim(int i) const { return shape.at((size_t)i); }

@@ -8,9 +8,12 @@
 namespace kvad {
 
 struct RopeScaling {
-  std::string type;  // "" (none) or "llama3"
+  std::string type;  // "" (none), "llama3", "linear" or "freq_factors"
   double factor = 1, low_freq_factor = 1, high_freq_factor = 4;
   int64_t original_max_positions = 8192;
+  // "freq_factors": inv_freq[i] is divided by freq_factors[i] (what a GGUF's rope_freqs.weight
+  // holds: llama.cpp's precomputed form of llama3 scaling).
+  std::vector<double> freq_factors;
 };
 
 struct ModelConfig {

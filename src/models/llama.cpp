@@ -62,6 +62,16 @@ ModelConfig parse_llama_config(const Json& j, const std::string& what) {
     } else if (type == "linear") {
       c.rope_scaling.type = type;
       c.rope_scaling.factor = json_num_or(*rs, "factor", 1, where);
+    } else if (type == "freq_factors") {  // not HF: how a GGUF's rope_freqs.weight arrives (io/gguf.h)
+      c.rope_scaling.type = type;
+      auto ff = rs->find("factors");
+      int64_t half = c.head_dim / 2;
+      if (ff == rs->end() || !ff->is_array() || (int64_t)ff->size() != half)
+        fail("{}: factors must be a list of head_dim / 2 = {} numbers", where, half);
+      for (const Json& x : *ff) {
+        if (!x.is_number() || !(x.get<double>() > 0)) fail("{}: factors must be positive numbers", where);
+        c.rope_scaling.freq_factors.push_back(x.get<double>());
+      }
     } else if (type != "default" && !type.empty()) {
       fail("{}: rope scaling type '{}' is not supported (supported: llama3, linear)", where, type);
     }

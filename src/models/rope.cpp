@@ -10,6 +10,8 @@ std::vector<double> rope_inv_freq(const ModelConfig& c, int64_t d) {
   const RopeScaling& rs = c.rope_scaling;
   if (rs.type == "linear") {
     for (double& x : f) x /= rs.factor;
+  } else if (rs.type == "freq_factors") {
+    for (size_t i = 0; i < f.size() && i < rs.freq_factors.size(); i++) f[i] /= rs.freq_factors[i];
   } else if (rs.type == "llama3") {
     // transformers' _compute_llama3_parameters: long wavelengths are divided by `factor`, short
     // ones kept, and the band between is interpolated smoothly.

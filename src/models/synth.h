@@ -11,7 +11,7 @@ namespace kvad {
 
 struct SynthOptions {
   std::string arch;    // llama | qwen2 | qwen3 | gpt2
-  std::string preset;  // tiny | smollm2-135m | qwen2.5-0.5b | qwen3-0.6b | llama-3.2-1b | gpt2
+  std::string preset;  // tiny | tiny-v512 | tiny-kq | smollm2-135m | qwen2.5-0.5b | qwen3-0.6b | llama-3.2-1b | gpt2
   std::string out;     // folder to write
   uint64_t seed = 0;
   DType dtype = DType::BF16;

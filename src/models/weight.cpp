@@ -4,6 +4,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "kernels/kqmatmul.h"
 #include "kernels/qmatmul.h"
 #include "quant/activations.h"
 
@@ -15,7 +16,9 @@ WeightFormat parse_weight_format(const std::string& s) {
   if (s == "bf16") return WeightFormat::BF16;
   if (s == "q8") return WeightFormat::Q8;
   if (s == "q4") return WeightFormat::Q4;
-  fail("unknown weight format '{}' (expected f32, bf16, q8 or q4)", s);
+  if (s == "q4k") return WeightFormat::Q4K;
+  if (s == "q6k") return WeightFormat::Q6K;
+  fail("unknown weight format '{}' (expected f32, bf16, q8, q4, q4k or q6k)", s);
 }
 
 const char* weight_format_name(WeightFormat f) {
@@ -24,13 +27,26 @@ const char* weight_format_name(WeightFormat f) {
     case WeightFormat::BF16: return "bf16";
     case WeightFormat::Q8: return "q8";
     case WeightFormat::Q4: return "q4";
+    case WeightFormat::Q4K: return "q4k";
+    case WeightFormat::Q6K: return "q6k";
     default: return "auto";
   }
 }
 
+void check_kquant_widths(WeightFormat fmt, const std::vector<int64_t>& widths, const std::string& what) {
+  if (fmt != WeightFormat::Q4K && fmt != WeightFormat::Q6K) return;
+  for (int64_t w : widths)
+    if (w % kQK != 0)
+      fail("{}: --quant {} needs every matrix width to be a multiple of 256, and this model has width {}; use --quant "
+           "q8 or q4 instead",
+           what, weight_format_name(fmt), w);
+}
+
 std::vector<float> to_f32(const TensorView& t) {
   std::vector<float> out((size_t)t.numel());
-  switch (t.dtype) {
+  if (dtype_is_block(t.dtype)) {
+    dequantize_blocks(t.dtype, t.data, t.numel(), out.data());
+  } else switch (t.dtype) {
     case DType::F32: std::memcpy(out.data(), t.data, t.nbytes); break;
     case DType::BF16:
       for (size_t i = 0; i < out.size(); i++) {
@@ -48,6 +64,13 @@ std::vector<float> to_f32(const TensorView& t) {
       break;
     default: fail("{}: tensor '{}' has dtype {}, expected a float type", t.file, t.name, dtype_name(t.dtype));
   }
+  if (t.transposed && t.shape.size() == 2) {  // stored [b][a], wanted [a][b]
+    int64_t a = t.dim(0), b = t.dim(1);
+    std::vector<float> tr(out.size());
+    for (int64_t i = 0; i < b; i++)
+      for (int64_t j = 0; j < a; j++) tr[(size_t)(j * b + i)] = out[(size_t)(i * a + j)];
+    out.swap(tr);
+  }
   return out;
 }
 
@@ -62,7 +85,64 @@ Weight Weight::from_quant(QuantMatrix q) {
   return w;
 }
 
+Weight Weight::from_kquant(KQuantMatrix q) {
+  Weight w;
+  w.rows_ = q.rows();
+  w.cols_ = q.cols();
+  w.kq_ = std::move(q);
+  return w;
+}
+
+// GGUF blocks in their own format (fmt AsStored): kvad's packed q8/q4 where that is lossless,
+// K-quants in place.
+static Weight from_blocks(const TensorView& t) {
+  const int64_t rows = t.dim(0), cols = t.dim(1);
+  if (KQuantMatrix::supports(t.dtype)) return Weight::from_kquant(KQuantMatrix::wrap(t.dtype, rows, cols, t.data, nullptr));
+  const size_t bb = dtype_block_bytes(t.dtype), row_bytes = (size_t)(cols / 32) * bb;
+  auto f16 = [](const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return f16_to_f32(h);
+  };
+  auto block = [&](int64_t r, int64_t b) { return t.data + (size_t)r * row_bytes + (size_t)b * bb; };
+  switch (t.dtype) {
+    case DType::Q8_0:  // w = d * q, q in [-128, 127]: code q + 128 with kvad's implied m = -128 d
+      return Weight::from_quant(QuantMatrix::build(QKind::Q8, rows, cols, [&](int64_t r, int64_t b, uint8_t* c, float* d, float*) {
+        const uint8_t* p = block(r, b);
+        *d = f16(p);
+        for (int i = 0; i < 32; i++) c[i] = (uint8_t)((int8_t)p[2 + i] + 128);
+      }));
+    case DType::Q5_0:  // w = d * (q - 16), q in [0, 31]: code q + 112
+      return Weight::from_quant(QuantMatrix::build(QKind::Q8, rows, cols, [&](int64_t r, int64_t b, uint8_t* c, float* d, float*) {
+        const uint8_t* p = block(r, b);
+        *d = f16(p);
+        uint32_t qh;
+        std::memcpy(&qh, p + 2, 4);
+        for (int j = 0; j < 16; j++) {
+          c[j] = (uint8_t)(((p[6 + j] & 0xF) | (((qh >> j) << 4) & 0x10)) + 112);
+          c[j + 16] = (uint8_t)(((p[6 + j] >> 4) | ((qh >> (j + 12)) & 0x10)) + 112);
+        }
+      }));
+    case DType::Q4_0:  // w = d * (q - 8): q4 code q, m = -8 d (exact in f16)
+    case DType::Q4_1:  // w = d * q + m
+      return Weight::from_quant(QuantMatrix::build(QKind::Q4, rows, cols, [&](int64_t r, int64_t b, uint8_t* c, float* d, float* m) {
+        const uint8_t* p = block(r, b);
+        bool q41 = t.dtype == DType::Q4_1;
+        *d = f16(p);
+        *m = q41 ? f16(p + 2) : -8.0f * *d;
+        const uint8_t* qs = p + (q41 ? 4 : 2);
+        for (int j = 0; j < 16; j++) {
+          c[j] = qs[j] & 0xF;
+          c[j + 16] = qs[j] >> 4;
+        }
+      }));
+    default: fail("internal: {} is not packed by from_blocks", dtype_name(t.dtype));
+  }
+}
+
 Weight Weight::from_f32(std::vector<float> v, int64_t rows, int64_t cols, WeightFormat fmt) {
+  if (fmt == WeightFormat::Q4K || fmt == WeightFormat::Q6K)
+    return from_kquant(KQuantMatrix::quantize(fmt == WeightFormat::Q4K ? DType::Q4_K : DType::Q6_K, v.data(), rows, cols));
   if (fmt == WeightFormat::Q8 || fmt == WeightFormat::Q4)
     return from_quant(QuantMatrix::quantize(fmt == WeightFormat::Q8 ? QKind::Q8 : QKind::Q4, v.data(), rows, cols));
   Weight w;
@@ -84,6 +164,11 @@ Weight Weight::from_f32(std::vector<float> v, int64_t rows, int64_t cols, Weight
 
 Weight Weight::from_tensor(const TensorView& t, WeightFormat fmt) {
   if (t.shape.size() != 2) fail("{}: tensor '{}' must be 2-D, has shape {}", t.file, t.name, t.shape_str());
+  if (t.transposed) return from_f32(to_f32(t), t.dim(0), t.dim(1), fmt == WeightFormat::AsStored ? WeightFormat::F32 : fmt);
+  if (dtype_is_block(t.dtype) && fmt == WeightFormat::AsStored) {
+    if (t.dtype == DType::Q5_1) return from_f32(to_f32(t), t.dim(0), t.dim(1), WeightFormat::F32);  // no lossless kvad form
+    return from_blocks(t);
+  }
   if (fmt == WeightFormat::AsStored) fmt = t.dtype == DType::BF16 ? WeightFormat::BF16 : WeightFormat::F32;
   bool f32_in_place = fmt == WeightFormat::F32 && t.dtype == DType::F32 && aligned(t.data, 4);
   bool bf16_in_place = fmt == WeightFormat::BF16 && t.dtype == DType::BF16 && aligned(t.data, 2);
@@ -100,6 +185,12 @@ Weight Weight::from_tensor(const TensorView& t, WeightFormat fmt) {
 
 Weight Weight::from_tensor_transposed(const TensorView& t, WeightFormat fmt) {
   if (t.shape.size() != 2) fail("{}: tensor '{}' must be 2-D, has shape {}", t.file, t.name, t.shape_str());
+  if (t.transposed) {  // already stored [out, in] (GGUF): no transpose, blocks used as they are
+    TensorView s = t;
+    s.shape = {t.dim(1), t.dim(0)};
+    s.transposed = false;
+    return from_tensor(s, fmt);
+  }
   if (fmt == WeightFormat::AsStored) fmt = t.dtype == DType::BF16 ? WeightFormat::BF16 : WeightFormat::F32;
   std::vector<float> src = to_f32(t), tr(src.size());
   int64_t in = t.dim(0), out = t.dim(1);
@@ -109,6 +200,12 @@ Weight Weight::from_tensor_transposed(const TensorView& t, WeightFormat fmt) {
 }
 
 void Weight::matmul(const float* x, int64_t n, float* y) const {
+  if (kq_) {
+    thread_local KActs acts;
+    quantize_kacts(x, n, cols_, acts);
+    kernels::kqmatmul(acts, kq_, y);
+    return;
+  }
   if (quantized_) {
     thread_local QuantActs acts;  // reused: no allocation per call in steady state
     quantize_acts(x, n, cols_, acts);
@@ -119,6 +216,7 @@ void Weight::matmul(const float* x, int64_t n, float* y) const {
 }
 
 void Weight::row(int64_t i, float* out) const {
+  if (kq_) return kq_.row(i, out);
   if (quantized_) return q_.row(i, out);
   if (wt_ == kernels::WType::F32) {
     std::memcpy(out, static_cast<const float*>(data_) + i * cols_, (size_t)cols_ * 4);
@@ -129,11 +227,13 @@ void Weight::row(int64_t i, float* out) const {
 }
 
 size_t Weight::bytes() const {
+  if (kq_) return kq_.bytes();
   if (quantized_) return q_.bytes();
   return (size_t)(rows_ * cols_) * (wt_ == kernels::WType::F32 ? 4 : 2);
 }
 
 const char* Weight::format_name() const {
+  if (kq_) return kq_.type() == DType::Q4_K ? "q4_K" : kq_.type() == DType::Q5_K ? "q5_K" : "q6_K";
   if (quantized_) return qkind_name(q_.kind());
   return wt_ == kernels::WType::F32 ? "f32" : "bf16";
 }

@@ -1,7 +1,8 @@
 // Weight: one type for a 2-D parameter [rows = outputs, cols = inputs], dense (f32/bf16) or
-// quantised (q8/q4). It answers both questions a model asks of a matrix: matmul(x) and row(i) (the
-// embedding lookup, dequantised one row at a time). Because one type does both jobs, a tied
-// embedding is one object used twice and stored once.
+// quantised (q8/q4, or ggml's K-quants as a GGUF file stores them). It answers both questions a
+// model asks of a matrix: matmul(x) and row(i) (the embedding lookup, dequantised one row at a
+// time). Because one type does both jobs, a tied embedding is one object used twice and stored
+// once.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -10,6 +11,7 @@
 
 #include "io/checkpoint.h"
 #include "kernels/matmul.h"
+#include "quant/kquant.h"
 #include "quant/packed.h"
 
 namespace kvad {
@@ -21,19 +23,24 @@ enum class WeightFormat {
   BF16,      // half the bytes of f32 to read per token
   Q8,        // int8 codes + f16 scale per 32 weights (8.5 bits)
   Q4,        // 4-bit codes + f16 scale and offset per 32 weights (5 bits)
+  Q4K,       // ggml's Q4_K (quant/kquant.h): 4-bit codes, 6-bit scales and mins per 32, 4.5 bits
+  Q6K,       // ggml's Q6_K: 6-bit codes, 8-bit scales per 16, 6.56 bits
 };
-// Parses "f32|bf16|q8|q4|auto"; throws naming the flag otherwise.
+// Parses "f32|bf16|q8|q4|q4k|q6k|auto"; throws naming the flag otherwise.
 WeightFormat parse_weight_format(const std::string& s);
 const char* weight_format_name(WeightFormat f);
 
 class Weight {
  public:
   Weight() = default;
-  // From a [rows, cols] tensor; zero-copy when the stored dtype is the wanted dense format.
+  // From a [rows, cols] tensor; zero-copy when the stored dtype is the wanted dense format. GGUF
+  // block formats with AsStored: Q8_0, Q5_0 -> q8 and Q4_0, Q4_1 -> q4 losslessly; Q4_K, Q5_K,
+  // Q6_K used in place; Q5_1 -> f32. Any other format dequantises first.
   static Weight from_tensor(const TensorView& t, WeightFormat fmt);
   // From a [cols, rows] tensor (GPT-2's Conv1D stores [in, out]): transposed once at load.
   static Weight from_tensor_transposed(const TensorView& t, WeightFormat fmt);
   static Weight from_quant(QuantMatrix q);
+  static Weight from_kquant(KQuantMatrix q);
 
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }
@@ -46,6 +53,7 @@ class Weight {
   bool empty() const { return rows_ == 0; }
   bool quantized() const { return quantized_; }
   const QuantMatrix& quant() const { return q_; }
+  const KQuantMatrix& kquant() const { return kq_; }  // empty unless a K-quant weight
 
  private:
   static Weight from_f32(std::vector<float> v, int64_t rows, int64_t cols, WeightFormat fmt);
@@ -55,9 +63,14 @@ class Weight {
   std::shared_ptr<std::vector<uint8_t>> owned_;  // set when converted at load
   bool quantized_ = false;
   QuantMatrix q_;
+  KQuantMatrix kq_;
 };
 
-// A 1-D parameter (norm weights, biases) as f32, whatever the checkpoint stored.
+// A parameter (norm weights, biases) as f32, whatever the checkpoint stored (block formats
+// dequantised, a transposed view put back in `shape` order).
 std::vector<float> to_f32(const TensorView& t);
+// For --quant q4k|q6k: throws, naming q8 and q4, unless every matrix width of the model (the
+// values a K-quant row packs) is a multiple of 256. `widths` are the models' input dimensions.
+void check_kquant_widths(WeightFormat fmt, const std::vector<int64_t>& widths, const std::string& what);
 
 }  // namespace kvad

@@ -1,0 +1,152 @@
+// GGUF (llama.cpp's single-file format, versions 2 and 3), read through mmap and validated fully
+// before anything is used: magic and version, every count and string length against the bytes
+// left (overflow-checked), value types, duplicate keys and names, n_dims <= 4, shapes whose rows
+// are whole blocks, general.alignment, tensor offsets aligned, in range and non-overlapping.
+//
+//   u32 magic "GGUF" | u32 version | u64 n_tensors | u64 n_kv
+//   n_kv x (string key, u32 type, value)           string = u64 length + bytes; arrays: u32 type, u64 n, items
+//   n_tensors x (string name, u32 n_dims, i64 ne[n_dims], u32 ggml type, u64 offset)
+//   padding to general.alignment (default 32), then the data section; offsets are relative to it.
+//
+// ne[0] is the row length (the contiguous dimension): a GGUF matrix [ne0, ne1] is the row-major
+// [ne1, ne0] matrix of Hugging Face / numpy order.
+//
+// GgufCheckpoint presents the tensors under the Hugging Face names the family loaders read
+// (blk.N.attn_q.weight -> model.layers.N.self_attn.q_proj.weight, ...), undoes llama.cpp's Q/K row
+// permutation for the llama architecture, and marks GPT-2's [out, in] matrices as stored
+// transposed relative to HF's Conv1D [in, out]. Names it does not know keep their GGUF name, so
+// the unread-tensor guard reports them. gguf_model_config() and gguf_tokenizer() turn the
+// metadata into the config.json and tokenizer.json / tokenizer_config.json the rest of kvad reads.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "core/json.h"
+#include "core/mmap_file.h"
+#include "io/checkpoint.h"
+
+namespace kvad {
+
+enum class GgufType : uint32_t {
+  U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, BOOL = 7, STRING = 8, ARRAY = 9,
+  U64 = 10, I64 = 11, F64 = 12,
+};
+const char* gguf_type_name(GgufType t);
+
+// One metadata value. Scalars are decoded; arrays keep a view of their bytes (numbers) or of their
+// strings. Views point into the file's bytes.
+struct GgufValue {
+  GgufType type = GgufType::U8;
+  GgufType elem = GgufType::U8;  // arrays: the element type
+  uint64_t count = 0;            // arrays: number of elements
+  // Scalars: integers in i (signed types, bool) or u (unsigned types); floats in f.
+  int64_t i = 0;
+  uint64_t u = 0;
+  double f = 0;
+  std::string_view str;                // STRING
+  const uint8_t* items = nullptr;      // arrays of numbers: count x element size, little-endian
+  std::vector<std::string_view> strs;  // arrays of strings
+
+  bool is_int() const;  // any integer type (not bool)
+  bool is_float() const { return type == GgufType::F32 || type == GgufType::F64; }
+  // Array elements as numbers (arrays of integer / float / bool types).
+  int64_t int_at(uint64_t k) const;
+  double float_at(uint64_t k) const;
+};
+
+struct GgufTensorInfo {
+  std::string name;
+  uint32_t ggml_type = 0;
+  DType dtype = DType::F32;
+  std::vector<int64_t> ne;  // ggml order: ne[0] is the row length
+  uint64_t offset = 0;      // from the start of the data section
+  const uint8_t* data = nullptr;
+  size_t nbytes = 0;
+};
+
+// A parsed, validated GGUF image (memory-mapped file or caller's bytes).
+class GgufFile {
+ public:
+  explicit GgufFile(const std::string& path);
+  // Parses bytes the caller keeps alive (fuzzing, tests); `what` names them in errors.
+  GgufFile(const uint8_t* data, size_t size, const std::string& what);
+
+  const std::string& what() const { return what_; }
+  uint32_t version() const { return version_; }
+  uint64_t alignment() const { return alignment_; }
+  const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return kv_; }
+  const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
+  const GgufTensorInfo* tensor(const std::string& name) const;
+
+  const GgufValue* find(const std::string& key) const;
+  // Typed reads; a present key of the wrong type is an error naming it.
+  std::optional<std::string> get_string(const std::string& key) const;
+  std::optional<int64_t> get_int(const std::string& key) const;  // any integer type
+  std::optional<double> get_float(const std::string& key) const;  // float or integer types
+  std::optional<bool> get_bool(const std::string& key) const;
+  // An array of strings / of integers; nullptr (strings) or {} when absent.
+  const std::vector<std::string_view>* get_string_array(const std::string& key) const;
+  std::optional<std::vector<int64_t>> get_int_array(const std::string& key) const;
+
+ private:
+  void parse(const uint8_t* data, size_t size);
+  std::unique_ptr<MappedFile> map_;
+  std::string what_;
+  uint32_t version_ = 0;
+  uint64_t alignment_ = 32;
+  std::vector<std::pair<std::string, GgufValue>> kv_;
+  std::unordered_map<std::string, size_t> kv_index_;
+  std::vector<GgufTensorInfo> tensors_;
+  std::unordered_map<std::string, size_t> tensor_index_;
+};
+
+// The ggml type name (e.g. "Q4_K", "IQ2_XXS") or "type N" for ids ggml does not define.
+std::string ggml_type_name(uint32_t ggml_type);
+
+class GgufCheckpoint : public Checkpoint {
+ public:
+  explicit GgufCheckpoint(const std::string& path);
+  explicit GgufCheckpoint(std::shared_ptr<const GgufFile> file);
+  std::vector<std::string> names() const override;
+  const GgufFile& file() const { return *file_; }
+  const std::string& architecture() const { return arch_; }  // general.architecture
+
+ protected:
+  const TensorView* lookup(const std::string& name) const override;
+
+ private:
+  void build();
+  std::shared_ptr<const GgufFile> file_;
+  std::string arch_;
+  std::map<std::string, TensorView> views_;                // by presented (HF) name
+  std::vector<std::shared_ptr<std::vector<uint8_t>>> owned_;  // un-permuted copies
+};
+
+// config.json for the family parsers (models/registry.h) from the GGUF metadata of llama, qwen2,
+// qwen3 and gpt2 files. Reads rope_freqs.weight (llama3-style rope scaling: llama.cpp stores the
+// per-frequency divisors) through `ck`, so it counts as used.
+Json gguf_model_config(GgufCheckpoint& ck);
+
+// tokenizer.json and tokenizer_config.json equivalent to the GGUF tokenizer (byte-level BPE:
+// tokenizer.ggml.model "gpt2"): vocabulary and merges, CONTROL / USER_DEFINED tokens as added
+// tokens, the pre-tokenizer of tokenizer.ggml.pre (qwen2, llama-bpe, gpt-2, smollm and their
+// aliases), BOS/EOS and add_bos/add_eos as a template post-processor, tokenizer.chat_template.
+struct GgufTokenizerJson {
+  Json tokenizer;  // tokenizer.json
+  Json config;     // tokenizer_config.json
+  std::vector<int32_t> end_of_generation;  // eos, eot, eom ids and llama.cpp's end-of-turn tokens
+};
+GgufTokenizerJson gguf_tokenizer(const GgufFile& f);
+
+// Undoes llama.cpp's permutation of Q/K rows for the llama architecture (convert_hf_to_gguf.py
+// LlamaModel.permute: per head, rows (2, half) -> (half, 2)). `row_bytes` per row, rows = n_head x
+// head_dim; works on any row format since quantisation blocks run along rows.
+void gguf_unpermute_rows(const uint8_t* src, uint8_t* dst, int64_t rows, size_t row_bytes, int64_t n_head);
+
+}  // namespace kvad

@@ -1,0 +1,29 @@
+// Matrix products over ggml K-quant weights (quant/kquant.h: Q4_K, Q5_K, Q6_K, in GGUF's block
+// layout) and activations quantised per 256 like llama.cpp's Q8_K: per super-block, integer dot
+// products of the codes, the sub-block scales applied in integers, then one float multiply by
+// d_w * d_x (and the mins for Q4_K/Q5_K through the activations' 16-value sums), as
+// ggml_vec_dot_q*_K_q8_K does. AVX-512 VNNI, AVX2 and a portable scalar reference.
+#pragma once
+#include <cstdint>
+
+#include "core/cpu.h"
+#include "quant/kquant.h"
+
+namespace kvad::kernels {
+
+// y[n, rows] = W applied to the activations, on the thread pool.
+void kqmatmul(const KActs& x, const KQuantMatrix& w, float* y, Isa isa = best_isa());
+
+// One thread's share: output rows [r0, r1) for all tokens.
+using KRowsFn = void (*)(const KActs& x, const KQuantMatrix& w, int64_t r0, int64_t r1, float* y);
+KRowsFn krows_kernel(DType type, Isa isa);
+
+void krows_scalar(const KActs&, const KQuantMatrix&, int64_t, int64_t, float*);
+void krows_q4k_avx512(const KActs&, const KQuantMatrix&, int64_t, int64_t, float*);
+void krows_q5k_avx512(const KActs&, const KQuantMatrix&, int64_t, int64_t, float*);
+void krows_q6k_avx512(const KActs&, const KQuantMatrix&, int64_t, int64_t, float*);
+void krows_q4k_avx2(const KActs&, const KQuantMatrix&, int64_t, int64_t, float*);
+void krows_q5k_avx2(const KActs&, const KQuantMatrix&, int64_t, int64_t, float*);
+void krows_q6k_avx2(const KActs&, const KQuantMatrix&, int64_t, int64_t, float*);
+
+}  // namespace kvad::kernels
