@@ -129,6 +129,19 @@ TEST(GradCheck, CausalAttentionWithGroupedHeads) {
     SCOPED_TRACE("H=" + std::to_string(H) + " KV=" + std::to_string(KV));
     check("dqkv", qkv, dqkv, loss);
   }
+  // Longer than one causal block (48 rows), with a ragged last block: a sample of the entries.
+  Rng r(33);
+  AttnShape s{1, 100, 2, 1, 4};
+  auto qkv = randn(r, (size_t)(s.B * s.T * s.qkv_width())), g = randn(r, (size_t)(s.B * s.T * s.H * s.hd));
+  std::vector<double> out(g.size()), probs((size_t)(s.B * s.H * s.T * s.T));
+  auto loss = [&] {
+    attention_fwd(out.data(), probs.data(), qkv.data(), s);
+    return dot(out, g);
+  };
+  loss();
+  std::vector<double> dqkv(qkv.size());
+  attention_bwd(dqkv.data(), g.data(), qkv.data(), probs.data(), s);
+  check("dqkv (T=100)", qkv, dqkv, loss, 150);
 }
 
 TEST(GradCheck, Rope) {
@@ -279,9 +292,9 @@ TEST(GradCheck, FloatModelMatchesDouble) {
   for (const Case& c : model_cases()) {
     SCOPED_TRACE(c.name);
     ModelShape s = c.shape;
-    s.dim = 32, s.ffn = s.arch == Arch::Gpt2 ? 0 : 80, s.context = 24, s.vocab = 37;
+    s.dim = 32, s.ffn = s.arch == Arch::Gpt2 ? 0 : 80, s.context = 50, s.vocab = 37;
     s.heads = 4, s.kv_heads = c.shape.kv_heads == 0 || c.shape.kv_heads == c.shape.heads ? 4 : 2;
-    const int64_t B = 3, T = 24;
+    const int64_t B = 3, T = 50;  // several 12-row tiles: the causal triangles matter
     Model<double> md(s, B);
     Model<float> mf(s, B);
     md.init(7);

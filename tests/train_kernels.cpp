@@ -66,6 +66,38 @@ TEST(TrainGemm, EveryIsaMatchesTheReference) {
           }
 }
 
+TEST(TrainGemm, CausalTrianglesMatchTheFullProduct) {
+  // Square products as attention has them (T x T with T up to past one k-block of 384), with the
+  // triangle that the mask zeroes: skipping it must not change what is wanted.
+  Rng r(9);
+  for (Isa isa : isas())
+    for (int64_t T : {5, 13, 50, 97, 400})
+      for (int64_t hd : {4, 32}) {
+        SCOPED_TRACE(std::string(isa_name(isa)) + " T=" + std::to_string(T) + " hd=" + std::to_string(hd));
+        auto q = randn(r, (size_t)(T * hd)), k = randn(r, (size_t)(T * hd)), pm = randn(r, (size_t)(T * T));
+        for (int64_t i = 0; i < T; i++)
+          for (int64_t j = i + 1; j < T; j++) pm[(size_t)(i * T + j)] = 0;  // lower-triangular, as P
+        auto qd = widen(q), kd = widen(k), pd = widen(pm);
+        // LowerC: S = Q Kᵀ, wanted on and below the diagonal.
+        std::vector<float> s((size_t)(T * T), NAN);
+        std::vector<double> sd((size_t)(T * T));
+        gemm({T, T, hd, q.data(), hd, false, k.data(), hd, true, s.data(), T, false, nullptr, GemmShape::LowerC}, false, isa);
+        gemm_ref<double>(T, T, hd, qd.data(), hd, false, kd.data(), hd, true, sd.data(), T, false, nullptr);
+        for (int64_t i = 0; i < T; i++)
+          for (int64_t j = 0; j <= i; j++) ASSERT_NEAR(s[(size_t)(i * T + j)], sd[(size_t)(i * T + j)], 1e-4);
+        // LowerA: O = P V; UpperA: dV = Pᵀ dO (accumulating, as grouped heads do).
+        for (auto tri : {GemmShape::LowerA, GemmShape::UpperA}) {
+          bool ta = tri == GemmShape::UpperA;
+          auto c0 = randn(r, (size_t)(T * hd));
+          std::vector<float> c = c0;
+          std::vector<double> cd = widen(c0);
+          gemm({T, hd, T, pm.data(), T, ta, k.data(), hd, false, c.data(), hd, ta, nullptr, tri}, false, isa);
+          gemm_ref<double>(T, hd, T, pd.data(), T, ta, kd.data(), hd, false, cd.data(), hd, ta, nullptr);
+          for (size_t i = 0; i < c.size(); i++) ASSERT_NEAR(c[i], cd[i], 1e-4 * std::sqrt((double)T)) << (ta ? "UpperA" : "LowerA");
+        }
+      }
+}
+
 TEST(TrainGemm, SameBitsForAnyThreadCount) {
   Rng r(2);
   const int64_t M = 300, N = 200, K = 700;

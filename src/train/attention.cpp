@@ -4,6 +4,9 @@
 //             dQ = dS K,  dK = dSᵀ Q,  dV = Pᵀ dO
 // P is kept from the forward. Heads run in parallel; the backward runs per key/value head, so the
 // query heads that share it add their dK, dV one after another (no races, a fixed order).
+// The mask makes P (and dS) zero above the diagonal, so every product skips the micro-tiles of
+// zeros (GemmShape::Triangle): a little over half of the full T x T work.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -23,10 +26,10 @@ void attention_fwd(T* out, T* probs, const T* qkv, const AttnShape& s) {
       int64_t b = i / s.H, h = i % s.H, kvh = h / group;
       const T* base = qkv + b * T_ * ld;
       const T *q = base + h * hd, *k = base + Q + kvh * hd, *v = base + Q + s.KV * hd + kvh * hd;
-      T* p = probs + i * T_ * T_;
-      gemm_t<T>(T_, T_, hd, q, ld, false, k, ld, true, p, T_, false, nullptr, false);
+      T *p = probs + i * T_ * T_, *o = out + b * T_ * Q + h * hd;
+      gemm_t<T>(T_, T_, hd, q, ld, false, k, ld, true, p, T_, false, nullptr, false, GemmShape::LowerC);
       ops.causal_softmax_fwd(p, p, T_, T_, scale);
-      gemm_t<T>(T_, hd, T_, p, T_, false, v, ld, false, out + b * T_ * Q + h * hd, Q, false, nullptr, false);
+      gemm_t<T>(T_, hd, T_, p, T_, false, v, ld, false, o, Q, false, nullptr, false, GemmShape::LowerA);
     }
   });
 }
@@ -49,12 +52,13 @@ void attention_bwd(T* dqkv, const T* dout, const T* qkv, const T* probs, const A
         const T* q = base + h * hd;
         const T* p = probs + (b * s.H + h) * T_ * T_;
         const T* dO = dout + b * T_ * Q + h * hd;
-        bool first = h == kvh * group;
-        gemm_t<T>(T_, T_, hd, dO, Q, false, v, ld, true, dp.data(), T_, false, nullptr, false);
-        ops.causal_softmax_bwd(dp.data(), p, dp.data(), T_, T_, scale);
-        gemm_t<T>(T_, hd, T_, dp.data(), T_, false, k, ld, false, dbase + h * hd, ld, false, nullptr, false);
-        gemm_t<T>(T_, hd, T_, dp.data(), T_, true, q, ld, false, dk, ld, !first, nullptr, false);
-        gemm_t<T>(T_, hd, T_, p, T_, true, dO, Q, false, dv, ld, !first, nullptr, false);
+        const bool first = h == kvh * group;
+        T *ds = dp.data(), *dq = dbase + h * hd;
+        gemm_t<T>(T_, T_, hd, dO, Q, false, v, ld, true, ds, T_, false, nullptr, false, GemmShape::LowerC);
+        ops.causal_softmax_bwd(ds, p, ds, T_, T_, scale);
+        gemm_t<T>(T_, hd, T_, ds, T_, false, k, ld, false, dq, ld, false, nullptr, false, GemmShape::LowerA);
+        gemm_t<T>(T_, hd, T_, ds, T_, true, q, ld, false, dk, ld, !first, nullptr, false, GemmShape::UpperA);
+        gemm_t<T>(T_, hd, T_, p, T_, true, dO, Q, false, dv, ld, !first, nullptr, false, GemmShape::UpperA);
       }
     }
   });

@@ -32,6 +32,21 @@ struct AlignedBuf {
   }
 };
 
+// n floats, n small: the sizes of the micro-tiles get constant-size copies (a few vector moves)
+// instead of a call to memcpy per row piece.
+inline void copy_floats(float* d, const float* s, int64_t n) {
+  switch (n) {
+    case 32: std::memcpy(d, s, 32 * sizeof(float)); return;
+    case 16: std::memcpy(d, s, 16 * sizeof(float)); return;
+    case 12: std::memcpy(d, s, 12 * sizeof(float)); return;
+    case 8: std::memcpy(d, s, 8 * sizeof(float)); return;
+    case 6: std::memcpy(d, s, 6 * sizeof(float)); return;
+    case 4: std::memcpy(d, s, 4 * sizeof(float)); return;
+    default:
+      for (int64_t i = 0; i < n; i++) d[i] = s[i];
+  }
+}
+
 // Ap: ceil(mc/MR) panels of kc x MR (for each k, MR consecutive rows), zero rows past mc.
 void pack_a(const GemmShape& g, int64_t m0, int64_t mc, int64_t k0, int64_t kc, int MR, float* Ap) {
   if (g.trans_a) {
@@ -42,8 +57,8 @@ void pack_a(const GemmShape& g, int64_t m0, int64_t mc, int64_t k0, int64_t kc, 
       for (int64_t p = 0; p < mc; p += MR) {
         int64_t rows = std::min<int64_t>(MR, mc - p);
         float* d = Ap + p * kc + k * MR;
-        std::memcpy(d, src + p, (size_t)rows * sizeof(float));
-        if (rows < MR) std::memset(d + rows, 0, (size_t)(MR - rows) * sizeof(float));
+        copy_floats(d, src + p, rows);
+        for (int64_t i = rows; i < MR; i++) d[i] = 0;
       }
     }
     return;
@@ -63,15 +78,16 @@ void pack_a(const GemmShape& g, int64_t m0, int64_t mc, int64_t k0, int64_t kc, 
 }
 
 // Bp: ceil(nc/NR) panels of kc x NR (for each k, NR consecutive columns), zero columns past nc.
-void pack_b(const GemmShape& g, int64_t n0, int64_t nc, int64_t k0, int64_t kc, int NR, float* Bp) {
+void pack_b(const GemmShape& g, const MicroKernel& uk, int64_t n0, int64_t nc, int64_t k0, int64_t kc, float* Bp) {
+  const int NR = uk.nr;
   if (!g.trans_b) {  // B stored [K, N]: each stored row once, NR values to each panel
     for (int64_t k = 0; k < kc; k++) {
       const float* src = g.B + (k0 + k) * g.ldb + n0;
       for (int64_t p = 0; p < nc; p += NR) {
         int64_t cols = std::min<int64_t>(NR, nc - p);
         float* d = Bp + p * kc + k * NR;
-        std::memcpy(d, src + p, (size_t)cols * sizeof(float));
-        if (cols < NR) std::memset(d + cols, 0, (size_t)(NR - cols) * sizeof(float));
+        copy_floats(d, src + p, cols);
+        for (int64_t j = cols; j < NR; j++) d[j] = 0;
       }
     }
     return;
@@ -79,6 +95,10 @@ void pack_b(const GemmShape& g, int64_t n0, int64_t nc, int64_t k0, int64_t kc, 
   for (int64_t p = 0; p < nc; p += NR) {  // B stored [N, K]: read each column (a stored row) along k
     int64_t cols = std::min<int64_t>(NR, nc - p);
     float* dst = Bp + p * kc;
+    if (uk.pack_bt) {
+      uk.pack_bt(g.B + (n0 + p) * g.ldb + k0, g.ldb, cols, kc, dst);
+      continue;
+    }
     for (int64_t j = 0; j < NR; j++) {
       if (j < cols) {
         const float* src = g.B + (n0 + p + j) * g.ldb + k0;
@@ -109,7 +129,7 @@ void gemm_block(const GemmShape& g, const MicroKernel& uk, int64_t m_begin, int6
     int64_t nc = std::min(NC, n_end - n0);
     for (int64_t k0 = 0; k0 < g.K; k0 += KC) {
       int64_t kc = std::min(KC, g.K - k0);
-      pack_b(g, n0, nc, k0, kc, NR, Bp);
+      pack_b(g, uk, n0, nc, k0, kc, Bp);
       bool add_c = g.accumulate || k0 > 0;
       const float* bias = k0 == 0 && g.bias ? g.bias + n0 : nullptr;
       const bool direct = !g.trans_a && uk.run_rows;  // A's rows read in place, not packed
@@ -121,11 +141,23 @@ void gemm_block(const GemmShape& g, const MicroKernel& uk, int64_t m_begin, int6
         for (int64_t i = 0; i < mc; i += MR) {
           int mr = (int)std::min<int64_t>(MR, mc - i);
           float* C = g.C + (m0 + i) * g.ldc + n0;
+          // The k range this tile needs (all of the block unless a triangle cuts it).
+          const int64_t r0 = m0 + i, r1 = r0 + mr;
+          int64_t ks = 0, ke = kc;
+          if (g.triangle == GemmShape::LowerA) ke = std::clamp<int64_t>(r1 - k0, 0, kc);
+          if (g.triangle == GemmShape::UpperA) ks = std::clamp<int64_t>(r0 - k0, 0, kc);
+          if (ks >= ke) {
+            if (add_c) continue;  // adds nothing
+            ks = ke = 0;          // still writes C = 0 (+ bias)
+          }
           for (int64_t j = 0; j < nc; j += NR) {
+            if (g.triangle == GemmShape::LowerC && n0 + j >= r1) break;  // the rest is above the diagonal
             int nr = (int)std::min<int64_t>(NR, nc - j);
             const float* b = bias ? bias + j : nullptr;
-            if (i < whole) uk.run_rows(kc, g.A + (m0 + i) * g.lda + k0, g.lda, Bp + j * kc, C + j, g.ldc, nr, add_c, b);
-            else uk.run(kc, Ap + (i - whole) * kc, Bp + j * kc, C + j, g.ldc, mr, nr, add_c, b);
+            if (i < whole)
+              uk.run_rows(ke - ks, g.A + r0 * g.lda + k0 + ks, g.lda, Bp + j * kc + ks * NR, C + j, g.ldc, nr, add_c, b);
+            else
+              uk.run(ke - ks, Ap + (i - whole) * kc + ks * MR, Bp + j * kc + ks * NR, C + j, g.ldc, mr, nr, add_c, b);
           }
         }
       }
@@ -149,7 +181,7 @@ void ukernel_scalar(int64_t kc, const float* A, const float* B, float* C, int64_
 
 }  // namespace
 
-MicroKernel micro_kernel_scalar() { return {4, 8, ukernel_scalar, nullptr}; }
+MicroKernel micro_kernel_scalar() { return {4, 8, ukernel_scalar, nullptr, nullptr}; }
 
 MicroKernel micro_kernel(Isa isa) {
 #if defined(__x86_64__)

@@ -28,6 +28,10 @@ struct GemmShape {
   int64_t ldc;
   bool accumulate = false;      // C += op(A)op(B) instead of C = op(A)op(B)
   const float* bias = nullptr;  // [N], added to every row of the product
+  // Causal attention's products skip what the mask makes zero (at the granularity of micro-tiles):
+  //   LowerC  only C[m][n] with n <= m is wanted (the rest may be left unwritten)
+  //   LowerA  op(A)[m][k] == 0 for k > m          UpperA  op(A)[m][k] == 0 for k < m
+  enum Triangle { Full, LowerC, LowerA, UpperA } triangle = Full;
 };
 
 // On the process thread pool (or the calling thread alone when `parallel` is false, e.g. inside
@@ -53,6 +57,9 @@ struct MicroKernel {
               const float* bias);
   void (*run_rows)(int64_t kc, const float* A, int64_t lda, const float* Bp, float* C, int64_t ldc, int nr,
                    bool add_c, const float* bias);
+  // Optional: one NR-column panel of a transposed B (`cols` rows of storage from B, each read along
+  // k; kc x NR out, zero past cols), with in-register transposes.
+  void (*pack_bt)(const float* B, int64_t ldb, int64_t cols, int64_t kc, float* Bp);
 };
 MicroKernel micro_kernel(Isa isa);
 MicroKernel micro_kernel_scalar();

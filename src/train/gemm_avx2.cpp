@@ -48,6 +48,6 @@ void ukernel(int64_t kc, const float* A, const float* B, float* C, int64_t ldc, 
 
 }  // namespace
 
-MicroKernel micro_kernel_avx2() { return {MR, NR, ukernel, nullptr}; }
+MicroKernel micro_kernel_avx2() { return {MR, NR, ukernel, nullptr, nullptr}; }
 
 }  // namespace kvad::train

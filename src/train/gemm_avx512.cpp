@@ -31,7 +31,7 @@ struct RowsA {
 };
 
 template <typename A>
-inline void tile(int64_t kc, A a, const float* B, float* C, int64_t ldc, int mr, int nr, bool add_c,
+__attribute__((always_inline)) inline void tile(int64_t kc, A a, const float* B, float* C, int64_t ldc, int mr, int nr, bool add_c,
                  const float* bias) {
   __m512 c[MR][2];
 #pragma GCC unroll 12
@@ -74,8 +74,53 @@ void ukernel_rows(int64_t kc, const float* A, int64_t lda, const float* B, float
   tile(kc, RowsA(A, lda), B, C, ldc, MR, nr, add_c, bias);
 }
 
+// 16 x 16 transpose in registers: r[i] holds row i, afterwards column i.
+inline void transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    for (int j = 0; j < 2; j++) {
+      __m512d a = _mm512_castps_pd(t[i + j]), b = _mm512_castps_pd(t[i + j + 2]);
+      r[i + j] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+      r[i + j + 2] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+    }
+  }
+  // Now each 128-bit lane l of r[i] holds a 4x4 block; gather lanes across groups of four rows.
+  for (int i = 0; i < 4; i++) {
+    __m512 a = r[i], b = r[i + 4], c = r[i + 8], d = r[i + 12];
+    __m512 ab_lo = _mm512_shuffle_f32x4(a, b, 0x44), ab_hi = _mm512_shuffle_f32x4(a, b, 0xEE);
+    __m512 cd_lo = _mm512_shuffle_f32x4(c, d, 0x44), cd_hi = _mm512_shuffle_f32x4(c, d, 0xEE);
+    t[i] = _mm512_shuffle_f32x4(ab_lo, cd_lo, 0x88);
+    t[i + 4] = _mm512_shuffle_f32x4(ab_lo, cd_lo, 0xDD);
+    t[i + 8] = _mm512_shuffle_f32x4(ab_hi, cd_hi, 0x88);
+    t[i + 12] = _mm512_shuffle_f32x4(ab_hi, cd_hi, 0xDD);
+  }
+  // t[i + 4q] holds column 4q + (lane order of the unpacks): put them back in column order.
+  static const int order[16] = {0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15};
+  for (int i = 0; i < 16; i++) r[i] = t[order[i]];
+}
+
+void pack_bt(const float* B, int64_t ldb, int64_t cols, int64_t kc, float* Bp) {
+  for (int64_t k = 0; k < kc; k += 16) {
+    int64_t n = kc - k < 16 ? kc - k : 16;
+    __mmask16 mask = (__mmask16)(n == 16 ? 0xFFFF : (1u << n) - 1);
+    for (int half = 0; half < 2; half++) {
+      __m512 r[16];
+      for (int j = 0; j < 16; j++) {
+        int64_t col = half * 16 + j;
+        r[j] = col < cols ? _mm512_maskz_loadu_ps(mask, B + col * ldb + k) : _mm512_setzero_ps();
+      }
+      transpose16(r);
+      for (int64_t t = 0; t < n; t++) _mm512_store_ps(Bp + (k + t) * NR + half * 16, r[t]);
+    }
+  }
+}
+
 }  // namespace
 
-MicroKernel micro_kernel_avx512() { return {MR, NR, ukernel, ukernel_rows}; }
+MicroKernel micro_kernel_avx512() { return {MR, NR, ukernel, ukernel_rows, pack_bt}; }
 
 }  // namespace kvad::train

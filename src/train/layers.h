@@ -15,7 +15,8 @@ namespace kvad::train {
 // C = op(A) op(B) (+ bias) in T: the SIMD gemm for float, the reference loop for double.
 template <typename T>
 void gemm_t(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, bool ta, const T* B, int64_t ldb, bool tb,
-            T* C, int64_t ldc, bool accumulate, const T* bias, bool parallel = true);
+            T* C, int64_t ldc, bool accumulate, const T* bias, bool parallel = true,
+            GemmShape::Triangle triangle = GemmShape::Full);
 
 // ---- linear.cpp: y = x Wᵀ + b, W [out, in]
 template <typename T>

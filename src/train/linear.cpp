@@ -12,10 +12,10 @@ namespace kvad::train {
 
 template <typename T>
 void gemm_t(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, bool ta, const T* B, int64_t ldb, bool tb,
-            T* C, int64_t ldc, bool accumulate, const T* bias, bool parallel) {
+            T* C, int64_t ldc, bool accumulate, const T* bias, bool parallel, GemmShape::Triangle triangle) {
   if constexpr (sizeof(T) == sizeof(float)) {
-    gemm({M, N, K, A, lda, ta, B, ldb, tb, C, ldc, accumulate, bias}, parallel);
-  } else {
+    gemm({M, N, K, A, lda, ta, B, ldb, tb, C, ldc, accumulate, bias, triangle}, parallel);
+  } else {  // the reference computes everything (the skipped parts are zeros or not wanted)
     gemm_ref<T>(M, N, K, A, lda, ta, B, ldb, tb, C, ldc, accumulate, bias);
   }
 }
@@ -53,7 +53,7 @@ void linear_bwd(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, int64_
 
 #define KVAD_INSTANTIATE(T)                                                                                     \
   template void gemm_t<T>(int64_t, int64_t, int64_t, const T*, int64_t, bool, const T*, int64_t, bool, T*,      \
-                          int64_t, bool, const T*, bool);                                                       \
+                          int64_t, bool, const T*, bool, GemmShape::Triangle);                                  \
   template void linear_fwd<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);                    \
   template void linear_bwd<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t, int64_t, bool);
 KVAD_INSTANTIATE(float)
