@@ -50,11 +50,12 @@ void add_chat(CLI::App& app) {
     std::string system;
   };
   auto a = std::make_shared<Args>();
-  add_model_args(cmd, a->model);
+  add_model_args(cmd, a->model, /*model_required=*/false);  // default: default_model()
   add_sampling_args(cmd, a->sampling);
   cmd->add_option("--system", a->system, "system message");
   cmd->callback([a] {
     finalize_sampling(a->sampling);
+    if (a->model.model.empty()) a->model.model = default_model();
     LoadedModel m = load_from_args(a->model);
     if (!m.chat_template && !m.chat_template_error.empty()) fail("{}", m.chat_template_error);
     if (!m.chat_template) fail("{}: the model has no chat template; use kvad run for plain completion", m.path);

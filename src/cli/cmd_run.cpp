@@ -35,7 +35,7 @@ void add_run(CLI::App& app) {
     bool chat = false, json = false;
   };
   auto a = std::make_shared<Args>();
-  add_model_args(cmd, a->model);
+  add_model_args(cmd, a->model, /*model_required=*/false);  // default: default_model()
   add_sampling_args(cmd, a->sampling);
   auto* p = cmd->add_option("-p,--prompt", a->prompt, "the prompt text");
   auto* pt = cmd->add_option("--prompt-tokens", a->prompt_tokens, "the prompt as token ids, e.g. 1,2,3");
@@ -46,6 +46,7 @@ void add_run(CLI::App& app) {
   cmd->callback([a] {
     if (a->prompt.empty() && a->prompt_tokens.empty()) fail("run: give --prompt TEXT or --prompt-tokens IDS");
     finalize_sampling(a->sampling);
+    if (a->model.model.empty()) a->model.model = default_model();
     LoadedModel m = load_from_args(a->model);
     std::vector<int32_t> prompt;
     if (!a->prompt_tokens.empty()) {

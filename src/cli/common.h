@@ -18,6 +18,8 @@ struct ModelArgs {
 void add_model_args(CLI::App* cmd, ModelArgs& a, bool model_required = true);
 // Applies --threads and loads the model (--dtype picks the in-memory weight format).
 LoadedModel load_from_args(const ModelArgs& a);
+// What run and chat use without --model: $KVAD_DEFAULT_MODEL, else models/kvad-kjv in the source tree.
+std::string default_model();
 
 struct SamplingArgs {
   SamplingParams p;
