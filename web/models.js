@@ -21,9 +21,9 @@ async function renderModels() {
     const actions = el('td', {});
     if (m.loaded) actions.append(el('span', {class: 'muted small'}, 'loaded'));
     else if (m.supported) actions.append(el('button', {onclick: () => loadModel(m.name)}, 'Load'));
-    if (m.source === 'store' && !m.loaded)
+    if ((m.source === 'store' || m.source === 'hf') && !m.loaded)
       actions.append(el('button', {class: 'danger', onclick: async () => {
-        if (!confirm(`Remove ${m.name} from kvad's store? Its files are deleted.`)) return;
+        if (!confirm(`Remove ${m.name} from ${m.source === 'hf' ? 'the Hugging Face cache' : "kvad's store"}? Its files are deleted.`)) return;
         try { await kvad.del('/api/models/' + encodeURIComponent(m.name)); toast(`Removed ${m.name}`); renderModels(); }
         catch (e) { toast(e.message, true); }
       }}, 'Remove'));
@@ -40,12 +40,34 @@ async function renderModels() {
       el('td', {}, m.chat ? 'yes' : 'no'),
       actions));
   }
-  $('#pull-note').textContent = r.pull_available ? '' : 'Not yet available: ' + r.pull_reason + '.';
+  renderPull(r.pull);
+}
+
+let pullTimer = null;
+function renderPull(p) {
+  const running = p.state === 'running';
+  $('#pull-start').disabled = running;
+  $('#pull-cancel').classList.toggle('hidden', !running);
+  $('#pull-state').textContent = p.name ? `${p.name}: ${p.state}${p.state === 'failed' ? ` (exit ${p.exit_code})` : ''}` : '';
+  $('#pull-log').classList.toggle('hidden', !p.log || !p.log.length);
+  $('#pull-log').textContent = (p.log || []).join('\n');
+  if (running && !pullTimer) pullTimer = setInterval(pollPull, 1000);
+  if (!running && pullTimer) { clearInterval(pullTimer); pullTimer = null; renderModels(); fillModelPicker(); }
+}
+async function pollPull() {
+  try { renderPull(await kvad.get('/api/models/pull')); } catch (e) { clearInterval(pullTimer); pullTimer = null; }
 }
 
 document.addEventListener('DOMContentLoaded', () => {
   kvad.on('page', p => p === 'models' && renderModels());
   kvad.on('trained', () => { renderModels(); fillModelPicker(); });
+  $('#pull-form').addEventListener('submit', async ev => {
+    ev.preventDefault();
+    const name = $('#pull-repo').value.trim();
+    if (!name) return;
+    try { renderPull(await kvad.post('/api/models/pull', {name})); pollPull(); } catch (e) { toast(e.message, true); }
+  });
+  $('#pull-cancel').addEventListener('click', async () => { try { renderPull(await kvad.post('/api/models/pull/cancel')); } catch (e) { toast(e.message, true); } });
   $('#load-form').addEventListener('submit', ev => {
     ev.preventDefault();
     const name = $('#load-path').value.trim();

@@ -1,10 +1,12 @@
 #include "serve/catalog.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
 #include "core/dtype.h"
 #include "core/fs.h"
+#include "io/hf_cache.h"
 #include "io/safetensors.h"
 #include "io/store.h"
 #include "models/registry.h"
@@ -84,6 +86,20 @@ std::vector<ModelEntry> list_models(const std::vector<std::string>& dirs) {
   try {
     scan(store_models_dir(), true);
   } catch (const Error&) {  // no HOME: no store
+  }
+  // The Hugging Face cache (what kvad pull fetched), one entry per snapshot with a config.json.
+  try {
+    for (const hf::CachedRepo& repo : hf::scan_cache(hf::hub_cache_dir())) {
+      for (const hf::CachedSnapshot& snap : repo.snapshots) {
+        if (!snap.has("config.json")) continue;
+        bool main = std::find(snap.refs.begin(), snap.refs.end(), "main") != snap.refs.end();
+        std::string label = main ? repo.repo_id
+                            : !snap.refs.empty() ? repo.repo_id + "@" + snap.refs[0]
+                                                 : repo.repo_id + "@" + snap.commit.substr(0, 12);
+        out.push_back(describe_model(join_path(join_path(repo.dir, "snapshots"), snap.commit), label, "hf"));
+      }
+    }
+  } catch (const Error&) {  // no readable cache: nothing to list
   }
   for (const std::string& d : dirs) scan(d, false);
   return out;

@@ -1,5 +1,5 @@
-// What kvad can run: the models in kvad's store and in the folders given to `kvad serve
-// --models-dir`, each described from its files (config.json, safetensors headers) without loading
+// What kvad can run: the models in kvad's store, in the Hugging Face cache (kvad pull) and in the
+// folders given to `kvad serve --models-dir`, each described from its files (config.json, safetensors headers) without loading
 // weights: architecture, parameters, bytes on disk, weight format, context length.
 #pragma once
 #include <string>
@@ -12,7 +12,7 @@ namespace kvad::serve {
 struct ModelEntry {
   std::string name;          // what to load it by (store name or folder path)
   std::string path;
-  std::string source;        // "store" | "folder"
+  std::string source;        // "store" | "hf" | "folder"
   std::string architecture;  // config.json architectures[0] (or model_type)
   bool supported = false;    // the registry can run it
   int64_t parameters = 0;    // from the safetensors headers
@@ -25,7 +25,7 @@ struct ModelEntry {
 
 // Describes one folder (never throws: problems go in `problem`).
 ModelEntry describe_model(const std::string& dir, const std::string& name, const std::string& source);
-// Store models, then each folder's sub-folders that hold a config.json (and the folder itself).
+// Store models, Hub models (each cached snapshot with a config.json), then each folder's sub-folders that hold a config.json (and the folder itself).
 std::vector<ModelEntry> list_models(const std::vector<std::string>& dirs);
 Json to_json(const ModelEntry& e);
 // Removes a model from kvad's store (only from the store: folders given on the command line are

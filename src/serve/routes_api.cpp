@@ -135,7 +135,7 @@ void add_api_routes(Server::Impl& s) {
                      {"ctx_cap", s.opts.ctx},
                      {"quant", s.opts.quant},
                      {"max_body", s.opts.max_body},
-                     {"features", {{"train", s.train.available()}, {"pull", false}}}});
+                     {"features", {{"train", s.train.available()}, {"pull", true}}}});
   });
   h.Get("/api/stats", [&s](const httplib::Request&, httplib::Response& res) { reply_json(res, stats_json(s)); });
 
@@ -156,8 +156,7 @@ void add_api_routes(Server::Impl& s) {
         j["loaded"] = true;
         out.insert(out.begin(), j);
       }
-      reply_json(res, {{"models", out}, {"loaded", loaded_json(s)}, {"pull_available", false},
-                       {"pull_reason", "pulling from the Hugging Face Hub arrives with the Hub client (kvad pull)"}});
+      reply_json(res, {{"models", out}, {"loaded", loaded_json(s)}, {"pull", s.pull.status()}});
     });
   });
   h.Post("/api/models/load", [&s](const httplib::Request& req, httplib::Response& res) {
@@ -188,14 +187,23 @@ void add_api_routes(Server::Impl& s) {
       if (m && (m->name == name || model_id(*m) == name))
         throw HttpError(409, fmt::format("'{}' is loaded; load another model before removing it", name),
                         "invalid_request_error", "name");
-      remove_from_store(name);
+      if (name.find('/') != std::string::npos) s.pull.remove(name);  // a Hub model: kvad rm
+      else remove_from_store(name);
       reply_json(res, {{"removed", name}});
     });
   });
-  h.Post("/api/models/pull", [](const httplib::Request&, httplib::Response& res) {
-    reply_error(res, HttpError(501, "pulling models from the Hub is not available in this build yet (the Hub client, "
-                                    "kvad pull, is its own issue); put a model folder in kvad's store or pass --models-dir",
-                               "not_implemented"));
+  h.Post("/api/models/pull", [&s](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] {
+      Json b = body_json(req);
+      if (!b.contains("name") || !b["name"].is_string())
+        throw HttpError(400, "'name' (ORG/NAME) is required", "invalid_request_error", "name");
+      reply_json(res, s.pull.start(b["name"]));
+    });
+  });
+  h.Get("/api/models/pull", [&s](const httplib::Request&, httplib::Response& res) { reply_json(res, s.pull.status()); });
+  h.Post("/api/models/pull/cancel", [&s](const httplib::Request&, httplib::Response& res) {
+    s.pull.cancel();
+    reply_json(res, s.pull.status());
   });
 
   h.Post("/api/score", [&s](const httplib::Request& req, httplib::Response& res) {

@@ -1,6 +1,8 @@
 #include "serve/server.h"
 
+#include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include "serve/server_impl.h"
 
@@ -26,7 +28,8 @@ static EngineConfig engine_config(const ServeOptions& o) {
   return c;
 }
 
-Server::Impl::Impl(ServeOptions o) : opts(std::move(o)), sched(engine_config(opts)), train(opts) {}
+Server::Impl::Impl(ServeOptions o)
+    : opts(std::move(o)), sched(engine_config(opts)), train(opts), pull(kvad_exe(opts.self_exe)) {}
 
 static bool needs_key(const std::string& path) {
   return path.rfind("/v1/", 0) == 0 || path.rfind("/api/", 0) == 0 || path == "/metrics";
@@ -129,7 +132,12 @@ void Server::stop() {
   s.stopping = true;
   s.load_runner.cancel();
   s.train.cancel_all();
+  s.pull.cancel();
   s.sched.shutdown(s.opts.shutdown_grace);  // streams end with their last chunk or an error event
+  // httplib stops calling content providers once the listener is closed, so let every stream write
+  // its last events and [DONE] first (bounded: a stuck client cannot hold the exit).
+  for (int i = 0; i < 300 && s.metrics.streams_active.load() > 0; i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   s.http.stop();
 }
 

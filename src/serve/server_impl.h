@@ -9,6 +9,7 @@
 #include "serve/bench.h"
 #include "serve/metrics.h"
 #include "serve/openai.h"
+#include "serve/pull_jobs.h"
 #include "serve/scheduler.h"
 #include "serve/server.h"
 #include "serve/train_jobs.h"
@@ -23,6 +24,7 @@ struct Server::Impl {
   httplib::Server http;
   LoadRunner load_runner;
   TrainJobs train;
+  PullJobs pull;
   int port = 0;
   std::atomic<bool> stopping{false};
   std::atomic<bool> stopped{false};

@@ -1,22 +1,16 @@
 #include "serve/train_jobs.h"
 
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <climits>
 #include <cstdlib>
 #include <regex>
 
 #include "core/fs.h"
 #include "io/store.h"
+#include "serve/child.h"
 #include "serve/openai.h"
-
-extern char** environ;
 
 namespace kvad::serve {
 
@@ -24,14 +18,6 @@ namespace {
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-std::string self_exe(const std::string& given) {
-  if (!given.empty()) return given;
-  char buf[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return "";
-  return std::string(buf, (size_t)n);
 }
 
 struct Size {
@@ -49,7 +35,7 @@ bool valid_name(const std::string& n) {
 
 }  // namespace
 
-TrainJobs::TrainJobs(const ServeOptions& opts) : exe_(self_exe(opts.self_exe)) {}
+TrainJobs::TrainJobs(const ServeOptions& opts) : exe_(kvad_exe(opts.self_exe)) {}
 
 TrainJobs::~TrainJobs() {
   cancel_all();
@@ -108,49 +94,17 @@ Json TrainJobs::start(const Json& b) {
   job->params = {{"name", name}, {"size", size}, {"arch", arch}, {"steps", steps}, {"layers", sz->layers},
                  {"dim", sz->dim}, {"heads", sz->heads}, {"context", sz->context}, {"bytes", text.size()}};
 
-  int out[2], err[2];
-  if (pipe2(out, O_CLOEXEC) != 0) throw HttpError(500, "pipe failed", "server_error");
-  if (pipe2(err, O_CLOEXEC) != 0) {
-    close(out[0]);
-    close(out[1]);
-    throw HttpError(500, "pipe failed", "server_error");
+  Child c;
+  try {
+    c = spawn_child(args);
+  } catch (const Error& e) {
+    throw HttpError(500, e.what(), "server_error");
   }
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-  posix_spawn_file_actions_adddup2(&fa, err[1], 2);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  // The server blocks SIGINT/SIGTERM in its threads and ignores SIGPIPE: the child gets defaults,
-  // so SIGINT cancels it the way Ctrl-C does.
-  sigset_t none, defaults;
-  sigemptyset(&none);
-  sigemptyset(&defaults);
-  sigaddset(&defaults, SIGPIPE);
-  sigaddset(&defaults, SIGINT);
-  sigaddset(&defaults, SIGTERM);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  int rc = posix_spawn(&pid, exe_.c_str(), &fa, &attr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
-  close(out[1]);
-  close(err[1]);
-  if (rc != 0) {
-    close(out[0]);
-    close(err[0]);
-    throw HttpError(500, fmt::format("could not start kvad train: {}", strerror(rc)), "server_error");
-  }
+  pid_t pid = c.pid;
   job->pid = pid;
   job->started = now_s();
   jobs_.push_back(job);
-  job->watcher = std::thread([this, job, o = out[0], e = err[0]] { watch(job, o, e); });
+  job->watcher = std::thread([this, job, c] { watch(job, c); });
   return job_json(*job, true);
 }
 
@@ -185,44 +139,17 @@ void TrainJobs::on_line(Job& j, const std::string& line, bool from_stdout, std::
   }
 }
 
-void TrainJobs::watch(std::shared_ptr<Job> job, int out_fd, int err_fd) {
-  std::string buf[2], sample;
+void TrainJobs::watch(std::shared_ptr<Job> job, Child c) {
+  std::string sample;
   int64_t sample_step = -1;
-  pollfd fds[2] = {{out_fd, POLLIN, 0}, {err_fd, POLLIN, 0}};
-  int open_fds = 2;
-  char chunk[4096];
-  while (open_fds > 0) {
-    if (poll(fds, 2, 1000) < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    for (int i = 0; i < 2; i++) {
-      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      ssize_t n = read(fds[i].fd, chunk, sizeof chunk);
-      if (n <= 0) {
-        close(fds[i].fd);
-        fds[i].fd = -1;
-        open_fds--;
-        continue;
-      }
-      buf[i].append(chunk, (size_t)n);
-      size_t pos;
-      std::lock_guard<std::mutex> lk(mu_);
-      while ((pos = buf[i].find_first_of("\r\n")) != std::string::npos) {
-        std::string line = buf[i].substr(0, pos);
-        buf[i].erase(0, pos + 1);
-        on_line(*job, line, i == 0, sample, sample_step);
-      }
-    }
-  }
-  int status = 0;
-  waitpid(job->pid, &status, 0);
+  int code = drain_child(c, [&](const std::string& line, bool from_stdout) {
+    std::lock_guard<std::mutex> lk(mu_);
+    on_line(*job, line, from_stdout, sample, sample_step);
+  });
   std::lock_guard<std::mutex> lk(mu_);
-  for (int i = 0; i < 2; i++)
-    if (!buf[i].empty()) on_line(*job, buf[i], i == 0, sample, sample_step);
-  job->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  job->exit_code = code;
   job->ended = now_s();
-  job->state = job->exit_code == 0 ? "finished" : job->cancel_requested ? "cancelled" : "failed";
+  job->state = code == 0 ? "finished" : job->cancel_requested ? "cancelled" : "failed";
   unlink(job->data_path.c_str());
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/json.h"
+#include "serve/child.h"
 #include "serve/server.h"
 
 namespace kvad::serve {
@@ -53,7 +54,7 @@ class TrainJobs {
     bool cancel_requested = false;
     std::thread watcher;
   };
-  void watch(std::shared_ptr<Job> job, int out_fd, int err_fd);
+  void watch(std::shared_ptr<Job> job, Child c);
   void on_line(Job& job, const std::string& line, bool from_stdout, std::string& sample, int64_t& sample_step);
   Json job_json(const Job& j, bool details) const;
 

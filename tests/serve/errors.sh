@@ -9,6 +9,8 @@ KEY=err-key
 passed=0
 failed=0
 
+# Pulls go to an empty HF cache, offline: the Models page's pull plumbing runs without a network.
+export HF_HOME=$WORK/hf-home HF_HUB_OFFLINE=1
 start_server errors --api-key $KEY --max-body 1048576
 AUTH=(-H "Authorization: Bearer $KEY")
 JSON=(-H "Content-Type: application/json")
@@ -56,6 +58,18 @@ expect "prompt over the context" 400 '4096 tokens' -- "${AUTH[@]}" "${JSON[@]}" 
 head -c 1500000 /dev/zero | tr '\0' 'a' > "$WORK/big"
 expect "body over the limit" 413 '1048576 bytes' -- "${AUTH[@]}" "${JSON[@]}" --data-binary @"$WORK/big" "$CHAT"
 expect "a good request still works" 200 'chat.completion' -- "${AUTH[@]}" "${JSON[@]}" -d "{$MSG,\"max_tokens\":4}" "$CHAT"
+
+# Pull (the Models page): a bad name is refused; a real one runs `kvad pull`, which fails offline
+# with its own message, and the page can read it.
+expect "pull needs ORG/NAME" 400 'ORG/NAME' -- "${AUTH[@]}" "${JSON[@]}" -d '{"name":"nope"}' "$URL/api/models/pull"
+expect "pull starts" 200 '"state":"running"' -- "${AUTH[@]}" "${JSON[@]}" -d '{"name":"kvad-test/absent"}' "$URL/api/models/pull"
+for _ in $(seq 1 100); do
+  curl -s "${AUTH[@]}" "$URL/api/models/pull" >"$WORK/pull"
+  grep -q '"state":"running"' "$WORK/pull" || break
+  sleep 0.1
+done
+if grep -q '"state":"failed"' "$WORK/pull" && grep -qi 'offline\|cache' "$WORK/pull"; then echo "ok   pull reports kvad pull's failure"; passed=$((passed + 1));
+else echo "FAIL pull: $(head -c 400 "$WORK/pull")"; failed=$((failed + 1)); fi
 
 # Busy: a long stream holds the engine; a second request is refused at once with 429 + Retry-After.
 curl -sN "${AUTH[@]}" "${JSON[@]}" -d "{$MSG,\"stream\":true,\"max_tokens\":4000,\"temperature\":1,\"seed\":3}" "$CHAT" >"$WORK/long-stream" &

@@ -50,13 +50,14 @@ async function client(k) {
     if (stream) body.stream_options = { include_usage: true };
     n++;
     try {
-      const r = await request('POST', '/v1/chat/completions', body, () => { if (!first) first = Date.now(); });
+      // Time to first token: the first chunk with text (the role chunk comes before any token).
+      const r = await request('POST', '/v1/chat/completions', body, d => { if (!first && /"content":"[^"]/.test(d)) first = Date.now(); });
       if (r.status === 200) {
         counts[200]++;
         total.push(Date.now() - start);
         if (stream) {
           if (!r.text.trimEnd().endsWith('data: [DONE]')) bad.push(`stream without [DONE]: ${r.text.slice(-200)}`);
-          ttft.push(first - start);
+          if (first) ttft.push(first - start);
           const u = /"usage":\{"prompt_tokens":\d+,"completion_tokens":(\d+)/.exec(r.text);
           if (u) tokens += Number(u[1]);
         } else {
