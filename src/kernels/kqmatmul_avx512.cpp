@@ -32,6 +32,20 @@ inline float hsum256(__m256 v) {
 
 enum class K { Q4, Q5, Q6 };
 
+// Which sub-block's scale each int16 lane of a 64-value chunk k needs (vpmaddubsw lane i holds
+// values 2i and 2i+1 of the chunk).
+struct Picks {
+  alignas(64) int16_t q45[4][32];  // Q4_K/Q5_K: sub-blocks of 32 -> 2k + i / 16
+  alignas(64) int16_t q6[4][32];   // Q6_K: sub-blocks of 16 -> 4k + i / 8
+  constexpr Picks() : q45(), q6() {
+    for (int k = 0; k < 4; k++)
+      for (int i = 0; i < 32; i++) q45[k][i] = (int16_t)(2 * k + i / 16), q6[k][i] = (int16_t)(4 * k + i / 8);
+  }
+};
+constexpr Picks kPicks;
+constexpr const int16_t (&kPickQ45)[4][32] = kPicks.q45;
+constexpr const int16_t (&kPickQ6)[4][32] = kPicks.q6;
+
 // One row's super-block, unpacked.
 struct Block {
   __m512i q[4];  // codes (unsigned: Q6_K's are q + 32)
@@ -64,11 +78,7 @@ inline void unpack(const uint8_t* blk, Block& b) {
     // maddubs lane i of chunk k holds values 64k + 2i, +1: sub-block 4k + i / 8.
     __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)(blk + 192)));
     b.m = sc;
-    for (int k = 0; k < 4; k++) {
-      alignas(64) int16_t idx[32];
-      for (int i = 0; i < 32; i++) idx[i] = (int16_t)(4 * k + i / 8);
-      b.s[k] = _mm512_permutexvar_epi16(_mm512_load_si512(idx), _mm512_castsi256_si512(sc));
-    }
+    for (int k = 0; k < 4; k++) b.s[k] = _mm512_permutexvar_epi16(_mm512_load_si512(kPickQ6[k]), _mm512_castsi256_si512(sc));
   } else {
     const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
     b.d = f16at(blk);
@@ -88,11 +98,7 @@ inline void unpack(const uint8_t* blk, Block& b) {
     }
     // Chunk k: lanes 0-15 sub-block 2k, 16-31 sub-block 2k+1.
     __m512i sc = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sm));
-    for (int k = 0; k < 4; k++) {
-      alignas(64) int16_t idx[32];
-      for (int i = 0; i < 32; i++) idx[i] = (int16_t)(2 * k + i / 16);
-      b.s[k] = _mm512_permutexvar_epi16(_mm512_load_si512(idx), sc);
-    }
+    for (int k = 0; k < 4; k++) b.s[k] = _mm512_permutexvar_epi16(_mm512_load_si512(kPickQ45[k]), sc);
     // Mins per 16-sum: [m0, m0, m1, m1, ...] (bytes 8-15 of sm).
     const __m128i dup = _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
     b.m = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm, dup));
