@@ -81,38 +81,45 @@ TEST(Matmul, ThreadedEqualsSingleThreaded) {
   EXPECT_EQ(a, b);  // rows are split between threads, never the sum inside a row
 }
 
-TEST(Attention, SimdMatchesScalarAndCausalReference) {
+TEST(Attention, EveryIsaMatchesACausalFloat64Reference) {
+  // Few queries take the decode path (dot products per key), many the prefill path (chunked
+  // matrix products): both against the same float64 reference, on every ISA.
   Rng rng(5);
   AttentionShape s{6, 2, 20, 1.0f / std::sqrt(20.0f)};
-  int64_t pos0 = 3, n = 4, cap = 16;
-  std::vector<float> q = randn(rng, (size_t)(n * s.n_heads * s.head_dim));
-  std::vector<float> k = randn(rng, (size_t)(s.n_kv_heads * cap * s.head_dim));
-  std::vector<float> v = randn(rng, k.size());
-  std::vector<float> ref((size_t)(n * s.n_heads * s.head_dim)), got(ref.size());
-  attention(q.data(), n, pos0, s, k.data(), v.data(), cap * s.head_dim, ref.data(), Isa::Scalar);
-  // float64 reference: query t (position pos0+t) attends to keys 0..pos0+t.
-  int G = s.n_heads / s.n_kv_heads;
-  for (int64_t t = 0; t < n; t++)
-    for (int h = 0; h < s.n_heads; h++) {
-      int kh = h / G;
-      std::vector<double> p;
-      double mx = -1e300, sum = 0;
-      for (int64_t j = 0; j <= pos0 + t; j++) {
-        double d = 0;
-        for (int i = 0; i < s.head_dim; i++)
-          d += (double)q[(size_t)((t * s.n_heads + h) * s.head_dim + i)] * k[(size_t)((kh * cap + j) * s.head_dim + i)];
-        p.push_back(d * s.scale);
-        mx = std::max(mx, p.back());
+  const int64_t cases[][2] = {{3, 4}, {5, 40}, {0, 70}, {90, 3}};  // {pos0, n}
+  for (auto& c : cases) {
+    int64_t pos0 = c[0], n = c[1], cap = pos0 + n + 3;
+    std::vector<float> q = randn(rng, (size_t)(n * s.n_heads * s.head_dim));
+    std::vector<float> k = randn(rng, (size_t)(s.n_kv_heads * cap * s.head_dim));
+    std::vector<float> v = randn(rng, k.size());
+    std::vector<double> ref((size_t)(n * s.n_heads * s.head_dim));
+    int G = s.n_heads / s.n_kv_heads;
+    for (int64_t t = 0; t < n; t++)
+      for (int h = 0; h < s.n_heads; h++) {
+        int kh = h / G;
+        std::vector<double> p;
+        double mx = -1e300, sum = 0;
+        for (int64_t j = 0; j <= pos0 + t; j++) {
+          double d = 0;
+          for (int i = 0; i < s.head_dim; i++)
+            d += (double)q[(size_t)((t * s.n_heads + h) * s.head_dim + i)] * k[(size_t)((kh * cap + j) * s.head_dim + i)];
+          p.push_back(d * s.scale);
+          mx = std::max(mx, p.back());
+        }
+        for (double& x : p) sum += (x = std::exp(x - mx));
+        for (int i = 0; i < s.head_dim; i++) {
+          double o = 0;
+          for (size_t j = 0; j < p.size(); j++) o += p[j] / sum * v[(size_t)((kh * cap + (int64_t)j) * s.head_dim + i)];
+          ref[(size_t)((t * s.n_heads + h) * s.head_dim + i)] = o;
+        }
       }
-      for (double& x : p) sum += (x = std::exp(x - mx));
-      for (int i = 0; i < s.head_dim; i++) {
-        double o = 0;
-        for (size_t j = 0; j < p.size(); j++) o += p[j] / sum * v[(size_t)((kh * cap + (int64_t)j) * s.head_dim + i)];
-        EXPECT_NEAR(ref[(size_t)((t * s.n_heads + h) * s.head_dim + i)], o, 1e-5);
-      }
+    std::vector<Isa> isas = available_isas();
+    isas.push_back(Isa::Scalar);
+    for (Isa isa : isas) {
+      std::vector<float> got(ref.size(), NAN);
+      attention(q.data(), n, pos0, s, k.data(), v.data(), cap * s.head_dim, got.data(), isa);
+      for (size_t i = 0; i < got.size(); i++)
+        ASSERT_NEAR(got[i], ref[i], 2e-5) << isa_name(isa) << " pos0=" << pos0 << " n=" << n << " i=" << i;
     }
-  for (Isa isa : available_isas()) {
-    attention(q.data(), n, pos0, s, k.data(), v.data(), cap * s.head_dim, got.data(), isa);
-    for (size_t i = 0; i < got.size(); i++) ASSERT_NEAR(got[i], ref[i], 1e-5) << isa_name(isa);
   }
 }

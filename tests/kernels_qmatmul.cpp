@@ -145,3 +145,18 @@ TEST(QMatmul, MultiEqualsSeparateCalls) {
   matmul_multi(x.data(), n, k, wp, wt, ms, ys, 3);
   for (int i = 0; i < 3; i++) EXPECT_EQ(sep[(size_t)i], multi[(size_t)i]);
 }
+
+TEST(QuantActs, SimdCodesAreBitIdenticalToScalar) {
+  if (best_isa() < Isa::Avx512) GTEST_SKIP();
+  Rng rng(13);
+  for (int64_t k : {32, 100, 896}) {
+    std::vector<float> x = randn(rng, (size_t)(3 * k), 4);
+    x[5] = 0;
+    QuantActs a, b;
+    quantize_acts(x.data(), 3, k, a, Isa::Scalar);
+    quantize_acts(x.data(), 3, k, b, Isa::Avx512);
+    EXPECT_EQ(a.q, b.q);
+    EXPECT_EQ(a.scale, b.scale);
+    EXPECT_EQ(a.sum, b.sum);
+  }
+}

@@ -11,6 +11,20 @@ void attention_avx2(const float*, int64_t, int64_t, const AttentionShape&, const
 
 namespace {
 struct ScalarVec {
+  using reg = float;
+  static constexpr int W = 1;
+  static reg zero() { return 0.0f; }
+  static reg set1(float x) { return x; }
+  static reg load(const float* p, int64_t) { return *p; }
+  static void store(float* p, reg v, int64_t) { *p = v; }
+  static reg fmadd(reg a, reg b, reg c) { return a * b + c; }
+  static void softmax(float* x, int64_t n, float scale) {
+    float mx = -INFINITY;
+    for (int64_t i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    float s = 0;
+    for (int64_t i = 0; i < n; i++) s += (x[i] = std::exp((x[i] - mx) * scale));
+    for (int64_t i = 0; i < n; i++) x[i] /= s;
+  }
   static float dot(const float* a, const float* b, int n) {
     float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
     int i = 0;
@@ -35,6 +49,7 @@ void attention(const float* q, int64_t n, int64_t pos0, const AttentionShape& s,
   if (isa == Isa::Avx512) return attention_avx512(q, n, pos0, s, k, v, head_stride, out);
   if (isa == Isa::Avx2) return attention_avx2(q, n, pos0, s, k, v, head_stride, out);
 #endif
+  if (n * (s.n_heads / s.n_kv_heads) >= 16) return detail::attention_prefill_impl<ScalarVec>(q, n, pos0, s, k, v, head_stride, out);
   detail::attention_impl<ScalarVec>(q, n, pos0, s, k, v, head_stride, out);
 }
 

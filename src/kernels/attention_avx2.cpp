@@ -1,11 +1,43 @@
 #include <immintrin.h>
 
 #include "kernels/attention_impl.h"
+#include "kernels/vexp.h"
 
 namespace kvad::kernels {
 
 namespace {
 struct Avx2Vec {
+  using reg = __m256;
+  static constexpr int W = 8;
+  static __m256i mask(int64_t n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n < 8 ? n : 8)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  static reg zero() { return _mm256_setzero_ps(); }
+  static reg set1(float x) { return _mm256_set1_ps(x); }
+  static reg load(const float* p, int64_t n) { return n >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, mask(n)); }
+  static void store(float* p, reg v, int64_t n) {
+    if (n >= 8) _mm256_storeu_ps(p, v);
+    else _mm256_maskstore_ps(p, mask(n), v);
+  }
+  static reg fmadd(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
+  static void softmax(float* x, int64_t n, float scale) {
+    float mx = -INFINITY;
+    for (int64_t i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    __m256 sc = _mm256_set1_ps(scale), sub = _mm256_set1_ps(mx * scale), sum = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      __m256 e = vexp::exp(_mm256_fmsub_ps(_mm256_loadu_ps(x + i), sc, sub));
+      sum = _mm256_add_ps(sum, e);
+      _mm256_storeu_ps(x + i, e);
+    }
+    float s = 0;
+    float tmp[8];
+    _mm256_storeu_ps(tmp, sum);
+    for (float t : tmp) s += t;
+    for (; i < n; i++) s += (x[i] = std::exp(x[i] * scale - mx * scale));
+    float inv = 1.0f / s;
+    for (int64_t j = 0; j < n; j++) x[j] *= inv;
+  }
   static float dot(const float* a, const float* b, int n) {
     __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
     int i = 0;
@@ -33,6 +65,7 @@ struct Avx2Vec {
 
 void attention_avx2(const float* q, int64_t n, int64_t pos0, const AttentionShape& s, const float* k, const float* v,
                     int64_t head_stride, float* out) {
+  if (n * (s.n_heads / s.n_kv_heads) >= 16) return detail::attention_prefill_impl<Avx2Vec>(q, n, pos0, s, k, v, head_stride, out);
   detail::attention_impl<Avx2Vec>(q, n, pos0, s, k, v, head_stride, out);
 }
 

@@ -1,11 +1,41 @@
 #include <immintrin.h>
 
 #include "kernels/attention_impl.h"
+#include "kernels/vexp.h"
 
 namespace kvad::kernels {
 
 namespace {
 struct Avx512Vec {
+  using reg = __m512;
+  static constexpr int W = 16;
+  static __mmask16 mask(int64_t n) { return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1); }
+  static reg zero() { return _mm512_setzero_ps(); }
+  static reg set1(float x) { return _mm512_set1_ps(x); }
+  static reg load(const float* p, int64_t n) { return n >= 16 ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(mask(n), p); }
+  static void store(float* p, reg v, int64_t n) {
+    if (n >= 16) _mm512_storeu_ps(p, v);
+    else _mm512_mask_storeu_ps(p, mask(n), v);
+  }
+  static reg fmadd(reg a, reg b, reg c) { return _mm512_fmadd_ps(a, b, c); }
+  // x[0..n) = softmax(x * scale)
+  static void softmax(float* x, int64_t n, float scale) {
+    __m512 mx = _mm512_set1_ps(-INFINITY), sc = _mm512_set1_ps(scale);
+    for (int64_t i = 0; i < n; i += 16) mx = _mm512_mask_max_ps(mx, mask(n - i), mx, _mm512_maskz_loadu_ps(mask(n - i), x + i));
+    __m512 sub = _mm512_set1_ps(_mm512_reduce_max_ps(mx) * scale), sum = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 16) {
+      __mmask16 m = mask(n - i);
+      __m512 e = vexp::exp(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(m, x + i), sc, sub));
+      e = _mm512_maskz_mov_ps(m, e);
+      sum = _mm512_add_ps(sum, e);
+      _mm512_mask_storeu_ps(x + i, m, e);
+    }
+    __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+    for (int64_t i = 0; i < n; i += 16) {
+      __mmask16 m = mask(n - i);
+      _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv));
+    }
+  }
   static float dot(const float* a, const float* b, int n) {
     __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
     int i = 0;
@@ -32,6 +62,7 @@ struct Avx512Vec {
 
 void attention_avx512(const float* q, int64_t n, int64_t pos0, const AttentionShape& s, const float* k, const float* v,
                       int64_t head_stride, float* out) {
+  if (n * (s.n_heads / s.n_kv_heads) >= 16) return detail::attention_prefill_impl<Avx512Vec>(q, n, pos0, s, k, v, head_stride, out);
   detail::attention_impl<Avx512Vec>(q, n, pos0, s, k, v, head_stride, out);
 }
 

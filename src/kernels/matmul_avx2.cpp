@@ -36,18 +36,25 @@ inline float hsum(__m256 v) {
 template <int R, int T, typename Rows>
 inline void tile(const Rows& W, const float* x, int64_t k, int64_t r0, int64_t t0, float* y, int64_t m) {
   __m256 acc[R][T];
+  #pragma GCC unroll 8
   for (int a = 0; a < R; a++)
+    #pragma GCC unroll 8
     for (int b = 0; b < T; b++) acc[a][b] = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 8 <= k; i += 8) {
     __m256 xv[T];
+    #pragma GCC unroll 8
     for (int b = 0; b < T; b++) xv[b] = _mm256_loadu_ps(x + (t0 + b) * k + i);
+    #pragma GCC unroll 8
     for (int a = 0; a < R; a++) {
       __m256 wv = W.load(r0 + a, i);
+      #pragma GCC unroll 8
       for (int b = 0; b < T; b++) acc[a][b] = _mm256_fmadd_ps(wv, xv[b], acc[a][b]);
     }
   }
+  #pragma GCC unroll 8
   for (int a = 0; a < R; a++)
+    #pragma GCC unroll 8
     for (int b = 0; b < T; b++) {
       float s = hsum(acc[a][b]);
       for (int64_t j = i; j < k; j++) s += W.at(r0 + a, j) * x[(t0 + b) * k + j];

@@ -29,27 +29,37 @@ struct Bf16Rows {
 template <int R, int T, typename Rows>
 inline void tile(const Rows& W, const float* x, int64_t k, int64_t r0, int64_t t0, float* y, int64_t m) {
   __m512 acc[R][T];
+  #pragma GCC unroll 8
   for (int a = 0; a < R; a++)
+    #pragma GCC unroll 8
     for (int b = 0; b < T; b++) acc[a][b] = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i + 16 <= k; i += 16) {
     __m512 xv[T];
+    #pragma GCC unroll 8
     for (int b = 0; b < T; b++) xv[b] = _mm512_loadu_ps(x + (t0 + b) * k + i);
+    #pragma GCC unroll 8
     for (int a = 0; a < R; a++) {
       __m512 wv = W.load(r0 + a, i);
+      #pragma GCC unroll 8
       for (int b = 0; b < T; b++) acc[a][b] = _mm512_fmadd_ps(wv, xv[b], acc[a][b]);
     }
   }
   if (i < k) {
     __mmask16 mask = (__mmask16)((1u << (k - i)) - 1);
     __m512 xv[T];
+    #pragma GCC unroll 8
     for (int b = 0; b < T; b++) xv[b] = _mm512_maskz_loadu_ps(mask, x + (t0 + b) * k + i);
+    #pragma GCC unroll 8
     for (int a = 0; a < R; a++) {
       __m512 wv = W.load_mask(r0 + a, i, mask);
+      #pragma GCC unroll 8
       for (int b = 0; b < T; b++) acc[a][b] = _mm512_fmadd_ps(wv, xv[b], acc[a][b]);
     }
   }
+  #pragma GCC unroll 8
   for (int a = 0; a < R; a++)
+    #pragma GCC unroll 8
     for (int b = 0; b < T; b++) y[(t0 + b) * m + r0 + a] = _mm512_reduce_add_ps(acc[a][b]);
 }
 

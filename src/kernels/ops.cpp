@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "core/threads.h"
+
 namespace kvad::kernels {
 
 void rmsnorm(const float* x, const float* w, float eps, int64_t n, float* out) {
@@ -35,19 +37,49 @@ void softmax(float* x, int64_t n) {
   for (int64_t i = 0; i < n; i++) x[i] *= inv;
 }
 
-void silu_mul(float* gate, const float* up, int64_t n) {
+void silu_mul_avx512(float* gate, const float* up, int64_t n);
+void silu_mul_avx2(float* gate, const float* up, int64_t n);
+void gelu_tanh_avx512(float* x, int64_t n);
+void gelu_tanh_avx2(float* x, int64_t n);
+
+static void silu_mul_scalar(float* gate, const float* up, int64_t n) {
   for (int64_t i = 0; i < n; i++) {
     float g = gate[i];
     gate[i] = g / (1.0f + std::exp(-g)) * up[i];
   }
 }
 
-void gelu_tanh(float* x, int64_t n) {
+static void gelu_tanh_scalar(float* x, int64_t n) {
   const float c = 0.7978845608028654f;  // sqrt(2/pi)
   for (int64_t i = 0; i < n; i++) {
     float v = x[i];
     x[i] = 0.5f * v * (1.0f + std::tanh(c * (v + 0.044715f * v * v * v)));
   }
+}
+
+// Element-wise work split over the pool when there is enough of it to pay for waking it.
+template <typename F>
+static void elementwise(int64_t n, F&& f) {
+  if (n < 32 * 1024) return f(int64_t{0}, n);
+  pool().parallel_for(n, 64, f);
+}
+
+void silu_mul(float* gate, const float* up, int64_t n, Isa isa) {
+#if defined(__x86_64__)
+  auto fn = isa == Isa::Avx512 ? silu_mul_avx512 : isa == Isa::Avx2 ? silu_mul_avx2 : silu_mul_scalar;
+#else
+  auto fn = silu_mul_scalar;
+#endif
+  elementwise(n, [&](int64_t b, int64_t e) { fn(gate + b, up + b, e - b); });
+}
+
+void gelu_tanh(float* x, int64_t n, Isa isa) {
+#if defined(__x86_64__)
+  auto fn = isa == Isa::Avx512 ? gelu_tanh_avx512 : isa == Isa::Avx2 ? gelu_tanh_avx2 : gelu_tanh_scalar;
+#else
+  auto fn = gelu_tanh_scalar;
+#endif
+  elementwise(n, [&](int64_t b, int64_t e) { fn(x + b, e - b); });
 }
 
 void add(float* y, const float* x, int64_t n) {

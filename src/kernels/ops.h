@@ -1,7 +1,10 @@
-// Element-wise and row-wise operations of a transformer layer. They are a small share of the
-// time next to the matrix products, so they are plain loops the compiler vectorises.
+// Element-wise and row-wise operations of a transformer layer. Norms and RoPE are a small share of
+// the time and stay plain loops; the activations call exp once per element, which over a long
+// prompt is not small, so they have SIMD versions (ops_<isa>.cpp) beside the scalar reference.
 #pragma once
 #include <cstdint>
+
+#include "core/cpu.h"
 
 namespace kvad::kernels {
 
@@ -11,10 +14,10 @@ void rmsnorm(const float* x, const float* w, float eps, int64_t n, float* out);
 void layernorm(const float* x, const float* w, const float* b, float eps, int64_t n, float* out);
 // x = softmax(x) in place, max-subtracted.
 void softmax(float* x, int64_t n);
-// gate = silu(gate) * up   (SwiGLU)
-void silu_mul(float* gate, const float* up, int64_t n);
+// gate = silu(gate) * up   (SwiGLU); runs on the pool for large n
+void silu_mul(float* gate, const float* up, int64_t n, Isa isa = best_isa());
 // x = gelu_tanh(x)   (GPT-2's "gelu_new")
-void gelu_tanh(float* x, int64_t n);
+void gelu_tanh(float* x, int64_t n, Isa isa = best_isa());
 // y += x
 void add(float* y, const float* x, int64_t n);
 // y += b, for each of n rows of width m

@@ -28,25 +28,33 @@ template <QKind K, int T>
 void tile(const QuantActs& x, const QuantMatrix& w, int64_t g, int64_t t0, float* y) {
   const int64_t nb = w.blocks(), rows = w.rows();
   __m256 out[T][2];
+  #pragma GCC unroll 8
   for (int t = 0; t < T; t++) out[t][0] = out[t][1] = _mm256_setzero_ps();
   const __m256i nib = _mm256_set1_epi8(0x0F), flip = _mm256_set1_epi8((char)0x80);
   for (int64_t b = 0; b < nb; b++) {
     __m256i acc[T][2];
+    #pragma GCC unroll 8
     for (int t = 0; t < T; t++) acc[t][0] = acc[t][1] = _mm256_setzero_si256();
     const uint8_t* rec = w.record(g, b);
     const int8_t* xb[T];
+    #pragma GCC unroll 8
     for (int t = 0; t < T; t++) xb[t] = x.codes(t0 + t) + b * 32;
+    #pragma GCC unroll 8
     for (int h = 0; h < 2; h++) {  // rows 0-7, rows 8-15
       if constexpr (K == QKind::Q8) {
+        #pragma GCC unroll 8
         for (int s = 0; s < 8; s++) {
           __m256i ws = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(rec + s * 64 + h * 32)), flip);
           __m256i wa = _mm256_abs_epi8(ws);
+          #pragma GCC unroll 8
           for (int t = 0; t < T; t++) acc[t][h] = dot4(acc[t][h], wa, _mm256_sign_epi8(bcast4(xb[t] + 4 * s), ws));
         }
       } else {
+        #pragma GCC unroll 8
         for (int p = 0; p < 4; p++) {
           __m256i v = _mm256_loadu_si256((const __m256i*)(rec + p * 64 + h * 32));
           __m256i lo = _mm256_and_si256(v, nib), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+          #pragma GCC unroll 8
           for (int t = 0; t < T; t++) {
             acc[t][h] = dot4(acc[t][h], lo, bcast4(xb[t] + 8 * p));
             acc[t][h] = dot4(acc[t][h], hi, bcast4(xb[t] + 8 * p + 4));
@@ -54,6 +62,7 @@ void tile(const QuantActs& x, const QuantMatrix& w, int64_t g, int64_t t0, float
         }
       }
       __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(rec + (K == QKind::Q8 ? 512 : 256) + h * 16)));
+      #pragma GCC unroll 8
       for (int t = 0; t < T; t++) {
         size_t i = (size_t)((t0 + t) * x.blocks + b);
         __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(acc[t][h]), _mm256_set1_ps(x.scale[i]));
@@ -66,6 +75,7 @@ void tile(const QuantActs& x, const QuantMatrix& w, int64_t g, int64_t t0, float
     }
   }
   int64_t r0 = g * 16;
+  #pragma GCC unroll 8
   for (int t = 0; t < T; t++) {
     float tmp[16];
     _mm256_storeu_ps(tmp, out[t][0]);

@@ -7,29 +7,43 @@
 
 namespace kvad {
 
-void quantize_acts(const float* x, int64_t n, int64_t k, QuantActs& a) {
+int32_t quantize_block32_avx512(const float* x, int8_t* q, float* scale);
+
+// The reference: m <= 32 values.
+static int32_t quantize_block_scalar(const float* xb, int m, int8_t* q, float* scale) {
+  float amax = 0;
+  for (int i = 0; i < m; i++) amax = std::max(amax, std::fabs(xb[i]));
+  *scale = amax / 127.0f;
+  float inv = amax > 0 ? 127.0f / amax : 0;
+  int32_t sum = 0;
+  for (int i = 0; i < m; i++) {
+    int v = (int)std::lrintf(xb[i] * inv);
+    q[i] = (int8_t)v;
+    sum += v;
+  }
+  return sum;
+}
+
+void quantize_acts(const float* x, int64_t n, int64_t k, QuantActs& a, Isa isa) {
   a.n = n;
   a.k = k;
   a.blocks = (k + 31) / 32;
   a.q.assign((size_t)(n * a.blocks * 32), 0);
   a.scale.resize((size_t)(n * a.blocks));
   a.sum.resize((size_t)(n * a.blocks));
+  const bool simd = isa == Isa::Avx512;
   auto one = [&](int64_t t) {
     for (int64_t b = 0; b < a.blocks; b++) {
       const float* xb = x + t * k + b * 32;
       int m = (int)std::min<int64_t>(32, k - b * 32);
-      float amax = 0;
-      for (int i = 0; i < m; i++) amax = std::max(amax, std::fabs(xb[i]));
-      float sx = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0;
       int8_t* q = a.q.data() + (t * a.blocks + b) * 32;
-      int sum = 0;
-      for (int i = 0; i < m; i++) {
-        int v = (int)std::lrintf(xb[i] * inv);
-        q[i] = (int8_t)v;
-        sum += v;
-      }
-      a.scale[(size_t)(t * a.blocks + b)] = sx;
-      a.sum[(size_t)(t * a.blocks + b)] = sx * (float)sum;
+      float* sx = &a.scale[(size_t)(t * a.blocks + b)];
+#if defined(__x86_64__)
+      int32_t sum = simd && m == 32 ? quantize_block32_avx512(xb, q, sx) : quantize_block_scalar(xb, m, q, sx);
+#else
+      int32_t sum = quantize_block_scalar(xb, m, q, sx);
+#endif
+      a.sum[(size_t)(t * a.blocks + b)] = *sx * (float)sum;
     }
   };
   if (n * k < 64 * 1024) {

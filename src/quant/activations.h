@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/cpu.h"
+
 namespace kvad {
 
 struct QuantActs {
@@ -16,6 +18,8 @@ struct QuantActs {
   const int8_t* codes(int64_t t) const { return q.data() + t * blocks * 32; }
 };
 
-void quantize_acts(const float* x, int64_t n, int64_t k, QuantActs& out);
+// Bit-identical on every ISA (the SIMD path does the scalar arithmetic); runs on the pool for a
+// long prompt.
+void quantize_acts(const float* x, int64_t n, int64_t k, QuantActs& out, Isa isa = best_isa());
 
 }  // namespace kvad

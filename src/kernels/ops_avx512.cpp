@@ -1,0 +1,31 @@
+// AVX-512 versions of the element-wise activations (the scalar ones in ops.cpp are the reference).
+#include <immintrin.h>
+
+#include "kernels/vexp.h"
+
+namespace kvad::kernels {
+
+void silu_mul_avx512(float* gate, const float* up, int64_t n) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (int64_t i = 0; i < n; i += 16) {
+    __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+    __m512 g = _mm512_maskz_loadu_ps(m, gate + i), u = _mm512_maskz_loadu_ps(m, up + i);
+    __m512 s = _mm512_div_ps(g, _mm512_add_ps(one, vexp::exp(_mm512_sub_ps(_mm512_setzero_ps(), g))));
+    _mm512_mask_storeu_ps(gate + i, m, _mm512_mul_ps(s, u));
+  }
+}
+
+void gelu_tanh_avx512(float* x, int64_t n) {
+  const __m512 c = _mm512_set1_ps(0.7978845608028654f), k = _mm512_set1_ps(0.044715f), half = _mm512_set1_ps(0.5f),
+               one = _mm512_set1_ps(1.0f), two = _mm512_set1_ps(2.0f);
+  for (int64_t i = 0; i < n; i += 16) {
+    __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+    __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    __m512 y = _mm512_mul_ps(c, _mm512_fmadd_ps(_mm512_mul_ps(k, v), _mm512_mul_ps(v, v), v));
+    // tanh(y) = 1 - 2 / (exp(2y) + 1)
+    __m512 t = _mm512_sub_ps(one, _mm512_div_ps(two, _mm512_add_ps(vexp::exp(_mm512_mul_ps(two, y)), one)));
+    _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_mul_ps(half, v), _mm512_add_ps(one, t)));
+  }
+}
+
+}  // namespace kvad::kernels
