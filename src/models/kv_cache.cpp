@@ -23,9 +23,10 @@ void KvCache::reserve(int64_t n) {
   for (int64_t l = 0; l < n_layers_; l++) {
     for (auto* buf : {&k_[(size_t)l], &v_[(size_t)l]}) {
       std::vector<float> grown((size_t)(n_kv_ * cap * head_dim_));
-      for (int64_t h = 0; h < n_kv_; h++)
-        std::memcpy(grown.data() + h * cap * head_dim_, buf->data() + h * capacity_ * head_dim_,
-                    (size_t)(size_ * head_dim_) * sizeof(float));
+      if (size_ > 0)  // an empty cache has no buffer yet (memcpy from null is undefined even for 0 bytes)
+        for (int64_t h = 0; h < n_kv_; h++)
+          std::memcpy(grown.data() + h * cap * head_dim_, buf->data() + h * capacity_ * head_dim_,
+                      (size_t)(size_ * head_dim_) * sizeof(float));
       buf->swap(grown);
     }
   }
