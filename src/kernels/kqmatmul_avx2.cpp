@@ -32,6 +32,7 @@ void q45k_tile(const KActs& x, const KQuantMatrix& w, int64_t r, int64_t t0, flo
   const uint8_t* row = w.row_data(r);
   const __m256i m4 = _mm256_set1_epi8(0x0F), one8 = _mm256_set1_epi8(1);
   __m256 acc[T];
+  #pragma GCC unroll 8
   for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t* blk = row + (size_t)b * bb;
@@ -46,6 +47,7 @@ void q45k_tile(const KActs& x, const KQuantMatrix& w, int64_t r, int64_t t0, flo
     __m256i codes[8], scale[8];
     __m256i qh;
     if constexpr (Q5) qh = _mm256_loadu_si256((const __m256i*)(blk + 16));
+    #pragma GCC unroll 8
     for (int k = 0; k < 4; k++) {
       __m256i q = _mm256_loadu_si256((const __m256i*)(qs + 32 * k));
       __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
@@ -56,10 +58,13 @@ void q45k_tile(const KActs& x, const KQuantMatrix& w, int64_t r, int64_t t0, flo
       codes[2 * k] = lo;
       codes[2 * k + 1] = hi;
     }
+    #pragma GCC unroll 8
     for (int j = 0; j < 8; j++) scale[j] = _mm256_set1_epi16(sc[j]);
+    #pragma GCC unroll 8
     for (int t = 0; t < T; t++) {
       const int8_t* xq = x.codes(t0 + t, b);
       __m256i isum = _mm256_setzero_si256();
+      #pragma GCC unroll 8
       for (int j = 0; j < 8; j++) {
         __m256i p = _mm256_maddubs_epi16(codes[j], _mm256_loadu_si256((const __m256i*)(xq + 32 * j)));
         isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, scale[j]));
@@ -71,6 +76,7 @@ void q45k_tile(const KActs& x, const KQuantMatrix& w, int64_t r, int64_t t0, flo
       acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mm), _mm256_set1_ps(xd * dmin), acc[t]);
     }
   }
+  #pragma GCC unroll 8
   for (int t = 0; t < T; t++) y[(t0 + t) * w.rows() + r] = hsum(acc[t]);
 }
 
@@ -80,12 +86,14 @@ void q6k_tile(const KActs& x, const KQuantMatrix& w, int64_t r, int64_t t0, floa
   const uint8_t* row = w.row_data(r);
   const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(0x03);
   __m256 acc[T];
+  #pragma GCC unroll 8
   for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t* blk = row + (size_t)b * 210;
     const float d = f16at(blk + 208);
     const int8_t* sc = (const int8_t*)(blk + 192);
     __m256i codes[8], scale[8];
+    #pragma GCC unroll 8
     for (int h = 0; h < 2; h++) {
       __m256i ql0 = _mm256_loadu_si256((const __m256i*)(blk + 64 * h));
       __m256i ql1 = _mm256_loadu_si256((const __m256i*)(blk + 64 * h + 32));
@@ -97,14 +105,17 @@ void q6k_tile(const KActs& x, const KQuantMatrix& w, int64_t r, int64_t t0, floa
       codes[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), hi2(6));
     }
     // 32 values = sub-blocks 2j (int16 lanes 0-7 of the pair sums) and 2j+1 (lanes 8-15).
+    #pragma GCC unroll 8
     for (int j = 0; j < 8; j++)
       scale[j] = _mm256_setr_m128i(_mm_set1_epi16(sc[2 * j]), _mm_set1_epi16(sc[2 * j + 1]));
     __m256i sc_lo = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)sc));
+    #pragma GCC unroll 8
     for (int t = 0; t < T; t++) {
       const int8_t* xq = x.codes(t0 + t, b);
       const size_t i = (size_t)((t0 + t) * nb + b);
       __m256i corr = _mm256_madd_epi16(sc_lo, _mm256_loadu_si256((const __m256i*)(x.bsums.data() + i * 16)));
       __m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr, 5));
+      #pragma GCC unroll 8
       for (int j = 0; j < 8; j++) {
         __m256i p = _mm256_maddubs_epi16(codes[j], _mm256_loadu_si256((const __m256i*)(xq + 32 * j)));
         isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, scale[j]));
@@ -112,6 +123,7 @@ void q6k_tile(const KActs& x, const KQuantMatrix& w, int64_t r, int64_t t0, floa
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(x.d[i] * d), acc[t]);
     }
   }
+  #pragma GCC unroll 8
   for (int t = 0; t < T; t++) y[(t0 + t) * w.rows() + r] = hsum(acc[t]);
 }
 

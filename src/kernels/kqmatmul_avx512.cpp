@@ -38,7 +38,9 @@ struct Picks {
   alignas(64) int16_t q45[4][32];  // Q4_K/Q5_K: sub-blocks of 32 -> 2k + i / 16
   alignas(64) int16_t q6[4][32];   // Q6_K: sub-blocks of 16 -> 4k + i / 8
   constexpr Picks() : q45(), q6() {
+    #pragma GCC unroll 8
     for (int k = 0; k < 4; k++)
+      #pragma GCC unroll 8
       for (int i = 0; i < 32; i++) q45[k][i] = (int16_t)(2 * k + i / 16), q6[k][i] = (int16_t)(4 * k + i / 8);
   }
 };
@@ -62,10 +64,11 @@ inline __m128i scales_mins(const uint8_t* p) {
 }
 
 template <K KIND>
-inline void unpack(const uint8_t* blk, Block& b) {
+__attribute__((always_inline)) inline void unpack(const uint8_t* blk, Block& b) {
   if constexpr (KIND == K::Q6) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(0x03);
     b.d = f16at(blk + 208);
+    #pragma GCC unroll 8
     for (int h = 0; h < 2; h++) {
       __m512i ql = _mm512_loadu_si512(blk + 64 * h);
       __m256i qh = _mm256_loadu_si256((const __m256i*)(blk + 128 + 32 * h));
@@ -78,6 +81,7 @@ inline void unpack(const uint8_t* blk, Block& b) {
     // maddubs lane i of chunk k holds values 64k + 2i, +1: sub-block 4k + i / 8.
     __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)(blk + 192)));
     b.m = sc;
+    #pragma GCC unroll 8
     for (int k = 0; k < 4; k++) b.s[k] = _mm512_permutexvar_epi16(_mm512_load_si512(kPickQ6[k]), _mm512_castsi256_si512(sc));
   } else {
     const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
@@ -87,6 +91,7 @@ inline void unpack(const uint8_t* blk, Block& b) {
     const uint8_t* qs = blk + (KIND == K::Q5 ? 48 : 16);
     __m256i qh;
     if constexpr (KIND == K::Q5) qh = _mm256_loadu_si256((const __m256i*)(blk + 16));
+    #pragma GCC unroll 8
     for (int k = 0; k < 4; k++) {
       __m256i q = _mm256_loadu_si256((const __m256i*)(qs + 32 * k));
       __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
@@ -98,6 +103,7 @@ inline void unpack(const uint8_t* blk, Block& b) {
     }
     // Chunk k: lanes 0-15 sub-block 2k, 16-31 sub-block 2k+1.
     __m512i sc = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sm));
+    #pragma GCC unroll 8
     for (int k = 0; k < 4; k++) b.s[k] = _mm512_permutexvar_epi16(_mm512_load_si512(kPickQ45[k]), sc);
     // Mins per 16-sum: [m0, m0, m1, m1, ...] (bytes 8-15 of sm).
     const __m128i dup = _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
@@ -109,23 +115,33 @@ inline void unpack(const uint8_t* blk, Block& b) {
 template <K KIND, int R, int T>
 void tile(const KActs& x, const KQuantMatrix& w, int64_t r0, int64_t t0, float* y) {
   const int64_t nb = w.blocks();
-  const size_t bb = dtype_block_bytes(w.type());
+  constexpr size_t bb = KIND == K::Q4 ? 144 : KIND == K::Q5 ? 176 : 210;
   __m512 acc[R][T];
   __m256 accm[R][T];
+  #pragma GCC unroll 8
   for (int r = 0; r < R; r++)
+    #pragma GCC unroll 8
     for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps(), accm[r][t] = _mm256_setzero_ps();
+  const uint8_t* rowp[R];
+  #pragma GCC unroll 8
+  for (int r = 0; r < R; r++) rowp[r] = w.row_data(r0 + r);
   for (int64_t b = 0; b < nb; b++) {
     Block blk[R];
-    for (int r = 0; r < R; r++) unpack<KIND>(w.row_data(r0 + r) + (size_t)b * bb, blk[r]);
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; r++) unpack<KIND>(rowp[r] + (size_t)b * bb, blk[r]);
+    #pragma GCC unroll 8
     for (int t = 0; t < T; t++) {
       const size_t i = (size_t)((t0 + t) * nb + b);
       const int8_t* xq = x.codes(t0 + t, b);
       __m512i xv[4];
+      #pragma GCC unroll 8
       for (int k = 0; k < 4; k++) xv[k] = _mm512_loadu_si512(xq + 64 * k);
       __m256i bs = _mm256_loadu_si256((const __m256i*)(x.bsums.data() + i * 16));
       const float xd = x.d[i];
+      #pragma GCC unroll 8
       for (int r = 0; r < R; r++) {
         __m512i isum = _mm512_setzero_si512();
+        #pragma GCC unroll 8
         for (int k = 0; k < 4; k++) isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(blk[r].q[k], xv[k]), blk[r].s[k]);
         __m256i mb = _mm256_madd_epi16(bs, blk[r].m);  // Q4/Q5: m_j * sum_j; Q6: sc_j * sum_j
         if constexpr (KIND == K::Q6) {
@@ -138,7 +154,9 @@ void tile(const KActs& x, const KQuantMatrix& w, int64_t r0, int64_t t0, float* 
       }
     }
   }
+  #pragma GCC unroll 8
   for (int r = 0; r < R; r++)
+    #pragma GCC unroll 8
     for (int t = 0; t < T; t++) {
       float v = _mm512_reduce_add_ps(acc[r][t]);
       if constexpr (KIND != K::Q6) v -= hsum256(accm[r][t]);
