@@ -254,7 +254,7 @@ TEST_F(CliHub, RemoveOneRevisionKeepsSharedBlobs) {
   EXPECT_EQ(r.exit_code, 0) << r.err;  // main still complete
 }
 
-TEST_F(CliHub, GgufFileIsPulledAndListedAsNotYetRunnable) {
+TEST_F(CliHub, GgufFileIsPulledListedAndRunFromTheCache) {
   auto files = as_repo(synth_files());
   files["tiny-Q4_K_S.gguf"] = {TestHub::random_bytes(3000, 9), true};
   files["tiny-Q8_0.gguf"] = {TestHub::random_bytes(4000, 10), true};
@@ -264,10 +264,10 @@ TEST_F(CliHub, GgufFileIsPulledAndListedAsNotYetRunnable) {
   EXPECT_TRUE(exists(repo_dir("kvad-test/Tiny-gguf") + "/refs/main"));
   std::string ls = ls_json();
   EXPECT_NE(ls.find("\"name\":\"kvad-test/Tiny-gguf:tiny-Q4_K_S.gguf\""), std::string::npos) << ls;
-  EXPECT_NE(ls.find("gguf (not yet runnable)"), std::string::npos) << ls;
-  r = run_kvad("run --model kvad-test/Tiny-gguf:Q4_K_S --prompt x -n 1");
+  EXPECT_NE(ls.find("gguf (unreadable)"), std::string::npos) << ls;  // random bytes, not a real GGUF
+  r = run_kvad("run --model kvad-test/Tiny-gguf:Q4_K_S --prompt x -n 1");  // the cached file is what runs
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("cannot run a single file yet"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("tiny-Q4_K_S.gguf: not a GGUF file"), std::string::npos) << r.err;
   r = run_kvad("rm --yes kvad-test/Tiny-gguf:Q4_K_S");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(ls_json().find("Tiny-gguf:"), std::string::npos);

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/json.h"
+#include "io/gguf.h"
 #include "io/hub.h"
 #include "io/model_usage.h"
 #include "io/safetensors.h"
@@ -167,7 +168,12 @@ std::vector<Row> hub_rows(const std::map<std::string, int64_t>& usage) {
         r.source = "hf";
         r.path = join_path(dir, f.path);
         r.bytes = f.size;
-        r.arch = "gguf (not yet runnable)";
+        try {  // the header only: metadata and tensor table, through the mapping
+          GgufFile g(r.path);
+          r.arch = g.get_string("general.architecture").value_or("?") + " (gguf)";
+        } catch (const Error&) {
+          r.arch = "gguf (unreadable)";
+        }
         r.format = "gguf";
         rows.push_back(r);
       }

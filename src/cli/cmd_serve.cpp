@@ -26,8 +26,9 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--port", a->o.port, "port (default 8080; 0 = any free port, printed at start)")->check(CLI::Range(0, 65535));
   cmd->add_option("--api-key", a->o.api_key, "require 'Authorization: Bearer KEY' on /v1, /api and /metrics");
   cmd->add_option("--ctx", a->o.ctx, "cap the context at N tokens (default: the model's)")->check(CLI::Range(0, 1 << 24));
-  cmd->add_option("--quant", a->o.quant, "weights in memory: auto (as stored), f32, bf16, q8 or q4")
-      ->check(CLI::IsMember({"auto", "f32", "bf16", "q8", "q4"}));
+  cmd->add_option("--quant", a->o.quant, "weights in memory: auto (as stored), f32, bf16, q8, q4, or q4k / q6k (llama.cpp's "
+                  "K-quants; every width a multiple of 256). A .gguf file runs as stored")
+      ->check(CLI::IsMember({"auto", "f32", "bf16", "q8", "q4", "q4k", "q6k"}));
   cmd->add_option("--models-dir", a->o.model_dirs, "folder of model folders to offer in the UI (repeatable; the store is always offered)");
   cmd->add_option("--max-body", a->o.max_body, "largest request body in bytes (default 32 MiB; larger gets 413)");
   cmd->add_option("--http-threads", a->o.http_threads, "connections served at once (default 32)")->check(CLI::Range(4, 1024));

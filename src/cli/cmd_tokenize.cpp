@@ -5,6 +5,7 @@
 #include "cli/common.h"
 #include "core/error.h"
 #include "core/fs.h"
+#include "runtime/gguf_model.h"
 
 namespace kvad::cli {
 
@@ -15,7 +16,7 @@ void add_tokenize(CLI::App& app) {
     bool special = false, pieces = false, no_parse_special = false;
   };
   auto a = std::make_shared<Args>();
-  cmd->add_option("-m,--model", a->model, "model folder (only its tokenizer is read)")->required();
+  cmd->add_option("-m,--model", a->model, "model folder or .gguf file (only its tokenizer is read)")->required();
   cmd->add_option("text", a->text, "text to tokenize");
   cmd->add_option("-f,--file", a->file, "read the text from a file (raw bytes)");
   cmd->add_flag("--special", a->special, "add the special tokens the tokenizer adds (e.g. BOS)");
@@ -24,7 +25,8 @@ void add_tokenize(CLI::App& app) {
   cmd->callback([a] {
     std::string dir = resolve_model_path(a->model);
     std::string tc = join_path(dir, "tokenizer_config.json");
-    Tokenizer tok = Tokenizer::load(join_path(dir, "tokenizer.json"), file_exists(tc) ? tc : "");
+    Tokenizer tok = is_gguf_path(dir) ? load_gguf_tokenizer(dir)
+                                      : Tokenizer::load(join_path(dir, "tokenizer.json"), file_exists(tc) ? tc : "");
     if (!a->file.empty() && !a->text.empty()) fail("tokenize: give TEXT or --file, not both");
     std::string text = a->file.empty() ? a->text : read_file(a->file);
     std::vector<int32_t> ids = tok.encode(text, !a->no_parse_special, a->special);

@@ -22,13 +22,14 @@ namespace kvad::cli {
 
 void add_model_args(CLI::App* cmd, ModelArgs& a, bool required) {
   auto* o = cmd->add_option("-m,--model", a.model,
-                            "a model folder (config.json + safetensors + tokenizer.json), a name in kvad's store, or a "
-                            "Hub model ORG/NAME[@REVISION] in the Hugging Face cache");
+                            "a model folder (config.json + safetensors + tokenizer.json), a .gguf file, a name in kvad's "
+                            "store, or a Hub model ORG/NAME[@REVISION] in the Hugging Face cache");
   if (required) o->required();
   cmd->add_flag("--pull", a.pull, "download the Hub model (ORG/NAME) first if it is not in the Hugging Face cache");
   cmd->add_option("-t,--threads", a.threads, "threads to compute with (default: all cores)")->check(CLI::Range(0, 1024));
-  cmd->add_option("-q,--quant", a.quant, "weights in memory: auto (as stored), f32, bf16, q8 or q4")
-      ->check(CLI::IsMember({"auto", "f32", "bf16", "q8", "q4"}));
+  cmd->add_option("-q,--quant", a.quant, "weights in memory: auto (as stored), f32, bf16, q8, q4, or q4k / q6k (llama.cpp's "
+                  "K-quants; every width a multiple of 256). A .gguf file runs as stored")
+      ->check(CLI::IsMember({"auto", "f32", "bf16", "q8", "q4", "q4k", "q6k"}));
 }
 
 LoadedModel load_from_args(const ModelArgs& a) {

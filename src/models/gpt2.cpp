@@ -34,7 +34,8 @@ ModelConfig parse_gpt2_config(const Json& j, const std::string& what) {
     fail("{}: scale_attn_weights=false is not supported", what);
   if (json_bool_or(j, "scale_attn_by_inverse_layer_idx", false, what))
     fail("{}: scale_attn_by_inverse_layer_idx=true is not supported", what);
-  c.tie_embeddings = true;
+  // Always tied in GPT-2 checkpoints; a GGUF file may carry a separately quantised output.weight.
+  c.tie_embeddings = json_bool_or(j, "tie_word_embeddings", true, what);
   c.qkv_bias = c.o_bias = c.mlp_bias = true;
   c.eos_ids = eos_ids_field(j, what);
   c.bos_id = (int32_t)json_int_or(j, "bos_token_id", -1, what);
@@ -82,7 +83,9 @@ class Gpt2Model : public Model {
     }
     lnf_w_ = vec(pre + "ln_f.weight", E);
     lnf_b_ = vec(pre + "ln_f.bias", E);
-    if (ck.has("lm_head.weight")) {  // always tied in GPT-2; accept a saved copy only if identical
+    if (!c.tie_embeddings) {
+      lm_head_ = Weight::from_tensor(ck.get("lm_head.weight", {V, E}), opts.format);
+    } else if (ck.has("lm_head.weight")) {  // tied in GPT-2; accept a saved copy only if identical
       TensorView head = ck.get("lm_head.weight", {V, E}), emb = ck.get(pre + "wte.weight", {V, E});
       if (head.dtype != emb.dtype || std::memcmp(head.data, emb.data, head.nbytes) != 0)
         fail("{}: lm_head.weight differs from wte.weight, but GPT-2 ties them", ck.description());
@@ -94,21 +97,23 @@ class Gpt2Model : public Model {
   }
   void forward(const int32_t* tokens, int64_t n, ModelState& state, float* logits, bool all) const override;
   size_t weight_bytes() const override {
-    size_t b = wte_.bytes() + wpe_.size() * 4;
+    size_t b = wte_.bytes() + lm_head_.bytes() + wpe_.size() * 4;
     for (const Gpt2Layer& L : layers_) b += L.qkv.bytes() + L.o.bytes() + L.fc.bytes() + L.proj.bytes();
     return b;
   }
-  size_t decode_read_bytes() const override { return weight_bytes() - wpe_.size() * 4; }  // one wpe row
+  size_t decode_read_bytes() const override {  // one wpe row (and one wte row when the head is separate)
+    return weight_bytes() - wpe_.size() * 4 - (lm_head_.empty() ? 0 : wte_.bytes());
+  }
   std::string weight_format() const override { return wte_.format_name(); }
   int64_t parameter_count() const override {
     const ModelConfig& c = config_;
     int64_t E = c.hidden, F = c.intermediate;
     int64_t per_layer = 4 * E + (E * 3 * E + 3 * E) + (E * E + E) + (E * F + F) + (F * E + E);
-    return c.vocab_size * E + c.max_positions * E + 2 * E + c.n_layers * per_layer;
+    return c.vocab_size * E * (c.tie_embeddings ? 1 : 2) + c.max_positions * E + 2 * E + c.n_layers * per_layer;
   }
 
  private:
-  Weight wte_;
+  Weight wte_, lm_head_;  // lm_head_ empty when tied
   std::vector<float> wpe_, lnf_w_, lnf_b_;
   std::vector<Gpt2Layer> layers_;
 };
@@ -157,7 +162,7 @@ void Gpt2Model::forward(const int32_t* tokens, int64_t n, ModelState& state, flo
   cache.commit(n);
   int64_t first = all ? 0 : n - 1;
   for (int64_t t = first; t < n; t++) kernels::layernorm(&x[t * E], lnf_w_.data(), lnf_b_.data(), c.norm_eps, E, &xn[t * E]);
-  wte_.matmul(&xn[first * E], n - first, logits);
+  (lm_head_.empty() ? wte_ : lm_head_).matmul(&xn[first * E], n - first, logits);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "io/gguf.h"
 #include "io/safetensors.h"
 
 namespace kvad {
@@ -52,7 +53,29 @@ std::unique_ptr<Model> load_model_dir(const std::string& dir, const LoadOptions&
   Json cfg = read_json_file(cfg_path);
   const Architecture& arch = require_architecture(cfg, cfg_path);
   ModelConfig config = arch.parse_config(cfg, cfg_path);
+  check_kquant_widths(opts.format, {config.hidden, config.intermediate, config.q_dim()}, dir);
   auto ckpt = std::make_shared<SafetensorsCheckpoint>(dir);
+  std::unique_ptr<Model> model = arch.load(config, *ckpt, opts);
+  ckpt->check_all_read(arch.ignorable);
+  model->hold(ckpt);
+  return model;
+}
+
+bool is_gguf_path(const std::string& path) {
+  return path.size() > 5 && path.compare(path.size() - 5, 5, ".gguf") == 0 && !is_directory(path);
+}
+
+std::unique_ptr<Model> load_model_gguf(const std::string& path, const LoadOptions& opts) {
+  return load_model_gguf(std::make_shared<GgufCheckpoint>(path), opts);
+}
+
+std::unique_ptr<Model> load_model_gguf(std::shared_ptr<GgufCheckpoint> ckpt, const LoadOptions& opts) {
+  Json cfg = gguf_model_config(*ckpt);
+  const std::string& path = ckpt->description();
+  std::string what = path + " (GGUF metadata)";
+  const Architecture& arch = require_architecture(cfg, what);
+  ModelConfig config = arch.parse_config(cfg, what);
+  check_kquant_widths(opts.format, {config.hidden, config.intermediate, config.q_dim()}, path);
   std::unique_ptr<Model> model = arch.load(config, *ckpt, opts);
   ckpt->check_all_read(arch.ignorable);
   model->hold(ckpt);

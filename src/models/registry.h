@@ -35,6 +35,13 @@ std::string supported_architectures();
 // Loads config.json + safetensors from a model folder; runs the unread-tensor guard.
 std::unique_ptr<Model> load_model_dir(const std::string& dir, const LoadOptions& opts);
 
+// Loads a .gguf file (llama, qwen2, qwen3, gpt2): its metadata as the config, its tensors under
+// Hugging Face names (io/gguf.h), block formats as stored; runs the unread-tensor guard.
+std::unique_ptr<Model> load_model_gguf(const std::string& path, const LoadOptions& opts);
+class GgufCheckpoint;
+std::unique_ptr<Model> load_model_gguf(std::shared_ptr<GgufCheckpoint> ckpt, const LoadOptions& opts);
+bool is_gguf_path(const std::string& path);  // names a file ending in .gguf
+
 // Family entry points (one file each).
 ModelConfig parse_llama_config(const Json& config, const std::string& what);
 std::unique_ptr<Model> load_llama(const ModelConfig& config, Checkpoint& ckpt, const LoadOptions& opts);

@@ -8,12 +8,17 @@
 #include "io/hub.h"
 #include "io/model_usage.h"
 #include "io/store.h"
+#include "runtime/gguf_model.h"
 
 namespace kvad {
 
 ResolvedModel resolve_model(const std::string& name) {
   if (is_directory(name)) return {name, ""};
-  if (file_exists(name)) fail("{}: is a file; a model is named by its folder (config.json, model.safetensors, tokenizer.json)", name);
+  if (is_gguf_path(name) && file_exists(name)) return {name, ""};
+  if (file_exists(name))
+    fail("{}: is a file; a model is named by its folder (config.json, model.safetensors, tokenizer.json) or by a .gguf "
+         "file",
+         name);
   if (auto dir = find_in_store(name)) return {*dir, "store:" + name};
   if (hf::looks_like_repo_ref(name)) {
     hf::RepoRef ref = hf::parse_repo_ref(name);
@@ -29,6 +34,8 @@ ResolvedModel resolve_model(const std::string& name) {
       fail("{}: the copy in the Hugging Face cache ({}) is incomplete (missing {}); run `kvad pull {}` to finish it", name,
            c->dir, missing, ref.str());
     }
+    if (!ref.file.empty() && c->files.size() == 1 && is_gguf_path(join_path(c->dir, c->files[0])))
+      return {join_path(c->dir, c->files[0]), "hf:" + ref.repo_id};
     if (!ref.file.empty())
       fail("{}: {} is downloaded ({}), but kvad cannot run a single file yet (GGUF loading is still to come); name the "
            "whole model instead",
@@ -53,6 +60,12 @@ LoadedModel load_model(const std::string& name, const LoadOptions& opts) {
   m.name = name;
   ResolvedModel where = resolve_model(name);
   m.path = where.path;
+  if (is_gguf_path(m.path)) {  // model, tokenizer and template from the one file
+    load_gguf_model(m, opts);
+    m.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    record_model_use(where.key);
+    return m;
+  }
   m.model = load_model_dir(m.path, opts);
   std::string tj = join_path(m.path, "tokenizer.json"), tc = join_path(m.path, "tokenizer_config.json");
   if (!file_exists(tj)) fail("{}: missing tokenizer.json (kvad needs the model's tokenizer)", m.path);
