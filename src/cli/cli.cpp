@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   add_train(app);
   add_score(app);
   add_bench(app);
+  add_cache(app);
   add_serve(app);
   try {
     app.parse(argc, argv);

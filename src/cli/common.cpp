@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <chrono>
+#include <cstdio>
 #include <random>
 
 #include "core/error.h"
@@ -37,7 +38,9 @@ LoadedModel load_from_args(const ModelArgs& a) {
   if (a.pull) pull_if_missing(a.model);
   LoadOptions opts;
   opts.format = parse_weight_format(a.quant);
-  return load_model(a.model, opts);
+  LoadedModel m = load_model(a.model, opts);
+  if (!m.load_report.note.empty()) std::fprintf(stderr, "kvad: %s\n", m.load_report.note.c_str());
+  return m;
 }
 
 void add_sampling_args(CLI::App* cmd, SamplingArgs& a) {

@@ -52,6 +52,7 @@ void add_rm(CLI::App& app);
 void add_train(CLI::App& app);
 void add_score(CLI::App& app);
 void add_bench(CLI::App& app);
+void add_cache(CLI::App& app);
 void add_serve(CLI::App& app);
 
 }  // namespace kvad::cli

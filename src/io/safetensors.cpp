@@ -133,6 +133,12 @@ std::vector<std::string> SafetensorsCheckpoint::names() const {
   return n;
 }
 
+std::vector<std::string> SafetensorsCheckpoint::files() const {
+  std::vector<std::string> f;
+  for (auto& file : files_) f.push_back(file->path());
+  return f;
+}
+
 const TensorView* SafetensorsCheckpoint::lookup(const std::string& name) const {
   auto it = by_name_.find(name);
   return it == by_name_.end() ? nullptr : it->second;

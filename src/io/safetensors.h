@@ -17,6 +17,7 @@ namespace kvad {
 class SafetensorsFile {
  public:
   explicit SafetensorsFile(const std::string& path);
+  const std::string& path() const { return map_->path(); }
   // Parses from memory (for fuzzing and tests); `what` names the source in errors.
   static std::vector<TensorView> parse(const uint8_t* data, size_t size, const std::string& what);
   const std::vector<TensorView>& tensors() const { return tensors_; }
@@ -31,6 +32,7 @@ class SafetensorsCheckpoint : public Checkpoint {
  public:
   explicit SafetensorsCheckpoint(const std::string& model_dir);
   std::vector<std::string> names() const override;
+  std::vector<std::string> files() const;  // the .safetensors paths read
 
  protected:
   const TensorView* lookup(const std::string& name) const override;

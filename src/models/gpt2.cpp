@@ -10,6 +10,7 @@
 #include "models/config_parse.h"
 #include "models/kv_cache.h"
 #include "models/registry.h"
+#include "models/weight_source.h"
 
 namespace kvad {
 
@@ -52,18 +53,16 @@ struct Gpt2Layer {
 
 class Gpt2Model : public Model {
  public:
-  Gpt2Model(const ModelConfig& c, Checkpoint& ck, const LoadOptions& opts) {
+  Gpt2Model(const ModelConfig& c, WeightSource& src) {
     config_ = c;
     // Checkpoints saved from GPT2LMHeadModel prefix names with "transformer."; the original
     // openai-community/gpt2 weights (GPT2Model) do not.
-    std::string pre = ck.has("transformer.wte.weight") ? "transformer." : "";
+    std::string pre = src.has("transformer.wte.weight") ? "transformer." : "";
     const int64_t E = c.hidden, V = c.vocab_size, F = c.intermediate, P = c.max_positions;
-    auto conv = [&](const std::string& name, int64_t in, int64_t out) {
-      return Weight::from_tensor_transposed(ck.get(name, {in, out}), opts.format);
-    };
-    auto vec = [&](const std::string& name, int64_t n) { return to_f32(ck.get(name, {n})); };
-    wte_ = Weight::from_tensor(ck.get(pre + "wte.weight", {V, E}), opts.format);
-    wpe_ = to_f32(ck.get(pre + "wpe.weight", {P, E}));
+    auto conv = [&](const std::string& name, int64_t in, int64_t out) { return src.matrix_transposed(name, in, out); };
+    auto vec = [&](const std::string& name, int64_t n) { return src.vector(name, {n}); };
+    wte_ = src.matrix(pre + "wte.weight", V, E);
+    wpe_ = src.vector(pre + "wpe.weight", {P, E});  // added, not multiplied: kept f32
     for (int64_t l = 0; l < c.n_layers; l++) {
       std::string p = pre + "h." + std::to_string(l) + ".";
       Gpt2Layer L;
@@ -83,13 +82,10 @@ class Gpt2Model : public Model {
     }
     lnf_w_ = vec(pre + "ln_f.weight", E);
     lnf_b_ = vec(pre + "ln_f.bias", E);
-    if (!c.tie_embeddings) {
-      lm_head_ = Weight::from_tensor(ck.get("lm_head.weight", {V, E}), opts.format);
-    } else if (ck.has("lm_head.weight")) {  // tied in GPT-2; accept a saved copy only if identical
-      TensorView head = ck.get("lm_head.weight", {V, E}), emb = ck.get(pre + "wte.weight", {V, E});
-      if (head.dtype != emb.dtype || std::memcmp(head.data, emb.data, head.nbytes) != 0)
-        fail("{}: lm_head.weight differs from wte.weight, but GPT-2 ties them", ck.description());
-    }
+    if (!c.tie_embeddings)
+      lm_head_ = src.matrix("lm_head.weight", V, E);
+    else if (src.has("lm_head.weight") && !src.same_tensor("lm_head.weight", pre + "wte.weight", {V, E}))
+      fail("{}: lm_head.weight differs from wte.weight, but GPT-2 ties them", src.checkpoint().description());
   }
 
   std::unique_ptr<ModelState> new_state() const override {
@@ -167,8 +163,8 @@ void Gpt2Model::forward(const int32_t* tokens, int64_t n, ModelState& state, flo
 
 }  // namespace
 
-std::unique_ptr<Model> load_gpt2(const ModelConfig& config, Checkpoint& ckpt, const LoadOptions& opts) {
-  return std::make_unique<Gpt2Model>(config, ckpt, opts);
+std::unique_ptr<Model> load_gpt2(const ModelConfig& config, WeightSource& src) {
+  return std::make_unique<Gpt2Model>(config, src);
 }
 
 }  // namespace kvad

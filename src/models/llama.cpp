@@ -13,6 +13,7 @@
 #include "models/kv_cache.h"
 #include "models/registry.h"
 #include "models/rope.h"
+#include "models/weight_source.h"
 
 namespace kvad {
 
@@ -100,13 +101,11 @@ struct LlamaLayer {
 
 class LlamaModel : public Model {
  public:
-  LlamaModel(const ModelConfig& c, Checkpoint& ck, const LoadOptions& opts) {
+  LlamaModel(const ModelConfig& c, WeightSource& src) {
     config_ = c;
     const int64_t H = c.hidden, V = c.vocab_size, I = c.intermediate, Q = c.q_dim(), KV = c.kv_dim();
-    auto W = [&](const std::string& name, int64_t rows, int64_t cols) {
-      return Weight::from_tensor(ck.get(name, {rows, cols}), opts.format);
-    };
-    auto vec = [&](const std::string& name, int64_t n) { return to_f32(ck.get(name, {n})); };
+    auto W = [&](const std::string& name, int64_t rows, int64_t cols) { return src.matrix(name, rows, cols); };
+    auto vec = [&](const std::string& name, int64_t n) { return src.vector(name, {n}); };
     embed_ = W("model.embed_tokens.weight", V, H);
     for (int64_t l = 0; l < c.n_layers; l++) {
       std::string p = "model.layers." + std::to_string(l) + ".";
@@ -140,12 +139,11 @@ class LlamaModel : public Model {
     final_norm_ = vec("model.norm.weight", H);
     if (!c.tie_embeddings) {
       lm_head_ = W("lm_head.weight", V, H);
-    } else if (ck.has("lm_head.weight")) {
+    } else if (src.has("lm_head.weight")) {
       // Some exports save the tied head anyway; accept it only if it really is the same matrix.
-      TensorView head = ck.get("lm_head.weight", {V, H}), emb = ck.get("model.embed_tokens.weight", {V, H});
-      if (head.dtype != emb.dtype || std::memcmp(head.data, emb.data, head.nbytes) != 0)
+      if (!src.same_tensor("lm_head.weight", "model.embed_tokens.weight", {V, H}))
         fail("{}: tie_word_embeddings is true but lm_head.weight differs from model.embed_tokens.weight",
-             ck.description());
+             src.checkpoint().description());
     }
     inv_freq_ = rope_inv_freq(c, c.head_dim);
   }
@@ -205,9 +203,7 @@ void LlamaModel::forward(const int32_t* tokens, int64_t n, ModelState& state, fl
   for (int64_t l = 0; l < c.n_layers; l++) {
     const LlamaLayer& L = layers_[(size_t)l];
     for (int64_t t = 0; t < n; t++) kernels::rmsnorm(&x[t * H], L.attn_norm.data(), c.norm_eps, H, &xn[t * H]);
-    L.wq.matmul(xn.data(), n, q.data());
-    L.wk.matmul(xn.data(), n, k.data());
-    L.wv.matmul(xn.data(), n, v.data());
+    Weight::matmul_group(xn.data(), n, {{&L.wq, q.data()}, {&L.wk, k.data()}, {&L.wv, v.data()}});
     if (c.qkv_bias) {
       kernels::add_bias(q.data(), L.bq.data(), n, Q);
       kernels::add_bias(k.data(), L.bk.data(), n, KV);
@@ -230,8 +226,7 @@ void LlamaModel::forward(const int32_t* tokens, int64_t n, ModelState& state, fl
     kernels::add(x.data(), xn.data(), n * H);
 
     for (int64_t t = 0; t < n; t++) kernels::rmsnorm(&x[t * H], L.mlp_norm.data(), c.norm_eps, H, &xn[t * H]);
-    L.gate.matmul(xn.data(), n, g.data());
-    L.up.matmul(xn.data(), n, u.data());
+    Weight::matmul_group(xn.data(), n, {{&L.gate, g.data()}, {&L.up, u.data()}});
     if (c.mlp_bias) {
       kernels::add_bias(g.data(), L.b_gate.data(), n, I);
       kernels::add_bias(u.data(), L.b_up.data(), n, I);
@@ -250,8 +245,8 @@ void LlamaModel::forward(const int32_t* tokens, int64_t n, ModelState& state, fl
 
 }  // namespace
 
-std::unique_ptr<Model> load_llama(const ModelConfig& config, Checkpoint& ckpt, const LoadOptions& opts) {
-  return std::make_unique<LlamaModel>(config, ckpt, opts);
+std::unique_ptr<Model> load_llama(const ModelConfig& config, WeightSource& src) {
+  return std::make_unique<LlamaModel>(config, src);
 }
 
 }  // namespace kvad

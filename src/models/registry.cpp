@@ -2,8 +2,15 @@
 
 #include "core/error.h"
 #include "core/fs.h"
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "io/nq.h"
 #include "io/gguf.h"
 #include "io/safetensors.h"
+#include "models/weight_source.h"
 
 namespace kvad {
 
@@ -47,7 +54,20 @@ const Architecture& require_architecture(const Json& config, const std::string& 
   fail("{}: unsupported architecture {}; supported: {}", what, named, supported_architectures());
 }
 
-std::unique_ptr<Model> load_model_dir(const std::string& dir, const LoadOptions& opts) {
+// The stamp a cache file must carry to stand for this checkpoint in this format.
+static Json cache_stamp(const SafetensorsCheckpoint& ck, WeightFormat fmt) {
+  Json files = Json::array();
+  for (const std::string& f : ck.files()) {
+    struct stat st {};
+    ::stat(f.c_str(), &st);
+    files.push_back({{"name", std::filesystem::path(f).filename().string()},
+                     {"size", (uint64_t)st.st_size},
+                     {"mtime_ns", (uint64_t)st.st_mtim.tv_sec * 1000000000ull + (uint64_t)st.st_mtim.tv_nsec}});
+  }
+  return {{"layout", 1}, {"format", weight_format_name(fmt)}, {"files", files}, {"tensors", ck.names()}};
+}
+
+std::unique_ptr<Model> load_model_dir(const std::string& dir, const LoadOptions& opts, LoadReport* report) {
   if (!is_directory(dir)) fail("{}: not a model folder (expected config.json, model.safetensors, tokenizer.json)", dir);
   std::string cfg_path = join_path(dir, "config.json");
   Json cfg = read_json_file(cfg_path);
@@ -55,9 +75,40 @@ std::unique_ptr<Model> load_model_dir(const std::string& dir, const LoadOptions&
   ModelConfig config = arch.parse_config(cfg, cfg_path);
   check_kquant_widths(opts.format, {config.hidden, config.intermediate, config.q_dim()}, dir);
   auto ckpt = std::make_shared<SafetensorsCheckpoint>(dir);
-  std::unique_ptr<Model> model = arch.load(config, *ckpt, opts);
+  LoadReport local;
+  LoadReport& rep = report ? *report : local;
+  rep = LoadReport{};
+  bool quantised = opts.format == WeightFormat::Q8 || opts.format == WeightFormat::Q4;
+  bool use_cache = quantised && !opts.cache_file.empty();
+  Json stamp = use_cache ? cache_stamp(*ckpt, opts.format) : Json();
+  if (use_cache && file_exists(opts.cache_file)) {
+    try {
+      auto nq = std::make_shared<NqCheckpoint>(opts.cache_file, stamp);
+      WeightSource src(*nq, opts.format, false);
+      std::unique_ptr<Model> model = arch.load(config, src);
+      nq->check_all_read(arch.ignorable);
+      model->hold(nq);
+      rep.from_cache = true;
+      rep.note = "weights from cache " + opts.cache_file;
+      return model;
+    } catch (const Error& e) {  // stale or corrupt: never used, rebuilt below
+      std::remove(opts.cache_file.c_str());
+      rep.note = std::string("cache rebuilt (") + e.what() + "); ";
+    }
+  }
+  WeightSource src(*ckpt, opts.format, use_cache);
+  std::unique_ptr<Model> model = arch.load(config, src);
   ckpt->check_all_read(arch.ignorable);
   model->hold(ckpt);
+  if (use_cache) {
+    try {
+      make_directories(std::filesystem::path(opts.cache_file).parent_path().string());
+      src.write_cache(opts.cache_file, stamp);
+      rep.note += std::string("quantised to ") + weight_format_name(opts.format) + ", cached to " + opts.cache_file;
+    } catch (const Error& e) {  // a cache we cannot write costs speed next time, not this run
+      rep.note += std::string("quantised to ") + weight_format_name(opts.format) + " (not cached: " + e.what() + ")";
+    }
+  }
   return model;
 }
 
@@ -76,7 +127,8 @@ std::unique_ptr<Model> load_model_gguf(std::shared_ptr<GgufCheckpoint> ckpt, con
   const Architecture& arch = require_architecture(cfg, what);
   ModelConfig config = arch.parse_config(cfg, what);
   check_kquant_widths(opts.format, {config.hidden, config.intermediate, config.q_dim()}, path);
-  std::unique_ptr<Model> model = arch.load(config, *ckpt, opts);
+  WeightSource src(*ckpt, opts.format, false);
+  std::unique_ptr<Model> model = arch.load(config, src);
   ckpt->check_all_read(arch.ignorable);
   model->hold(ckpt);
   return model;

@@ -215,6 +215,35 @@ void Weight::matmul(const float* x, int64_t n, float* y) const {
   kernels::matmul(x, n, cols_, data_, wt_, rows_, y);
 }
 
+void Weight::matmul_group(const float* x, int64_t n, std::initializer_list<std::pair<const Weight*, float*>> outs) {
+  constexpr int kMax = 4;
+  int count = (int)outs.size();
+  bool all_q = count <= kMax, all_dense = count <= kMax;
+  for (auto& [w, y] : outs) {
+    all_q = all_q && w->quantized_ && !w->kq_ && w->cols_ == outs.begin()->first->cols_;
+    all_dense = all_dense && !w->quantized_ && !w->kq_;
+  }
+  if (all_q) {
+    thread_local QuantActs acts;
+    quantize_acts(x, n, outs.begin()->first->cols_, acts);
+    const QuantMatrix* ws[kMax];
+    float* ys[kMax];
+    int i = 0;
+    for (auto& [w, y] : outs) ws[i] = &w->q_, ys[i++] = y;
+    kernels::qmatmul_multi(acts, ws, ys, count);
+  } else if (all_dense) {
+    const void* ws[kMax];
+    kernels::WType wts[kMax];
+    int64_t ms[kMax];
+    float* ys[kMax];
+    int i = 0;
+    for (auto& [w, y] : outs) ws[i] = w->data_, wts[i] = w->wt_, ms[i] = w->rows_, ys[i++] = y;
+    kernels::matmul_multi(x, n, outs.begin()->first->cols_, ws, wts, ms, ys, count);
+  } else {
+    for (auto& [w, y] : outs) w->matmul(x, n, y);
+  }
+}
+
 void Weight::row(int64_t i, float* out) const {
   if (kq_) return kq_.row(i, out);
   if (quantized_) return q_.row(i, out);

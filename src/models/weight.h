@@ -5,6 +5,7 @@
 // once.
 #pragma once
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,6 +47,9 @@ class Weight {
   int64_t cols() const { return cols_; }
   // y[n, rows] = x[n, cols] * W^T
   void matmul(const float* x, int64_t n, float* y) const;
+  // y_i = x * W_i^T for weights that share their input (q/k/v, gate/up): the input is quantised
+  // once and one parallel region covers all of them when they are the same kind of weight.
+  static void matmul_group(const float* x, int64_t n, std::initializer_list<std::pair<const Weight*, float*>> outs);
   // out[cols] = W[i, :]
   void row(int64_t i, float* out) const;
   size_t bytes() const;

@@ -9,6 +9,7 @@
 #include "io/model_usage.h"
 #include "io/store.h"
 #include "runtime/gguf_model.h"
+#include "runtime/nq_cache.h"
 
 namespace kvad {
 
@@ -66,7 +67,9 @@ LoadedModel load_model(const std::string& name, const LoadOptions& opts) {
     record_model_use(where.key);
     return m;
   }
-  m.model = load_model_dir(m.path, opts);
+  LoadOptions o = opts;
+  if (o.cache_file.empty()) o.cache_file = nq_cache_file(where.key, where.path, opts.format);
+  m.model = load_model_dir(m.path, o, &m.load_report);
   std::string tj = join_path(m.path, "tokenizer.json"), tc = join_path(m.path, "tokenizer_config.json");
   if (!file_exists(tj)) fail("{}: missing tokenizer.json (kvad needs the model's tokenizer)", m.path);
   m.tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(tj, file_exists(tc) ? tc : ""));

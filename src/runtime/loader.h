@@ -23,6 +23,7 @@ struct LoadedModel {
   std::vector<int32_t> eos_ids;                  // config + generation_config + tokenizer EOS
   Json generation_config = Json::object();
   double load_seconds = 0;
+  LoadReport load_report;  // e.g. "quantised to q8, cached to ..." / "weights from cache ..."
 };
 
 // What a model name refers to. In order: a folder path; a model in kvad's store; a Hub name
