@@ -224,16 +224,16 @@ void quantize_q6k_block(const float* x, uint8_t* out) {
     for (int c = -6; c <= 6; c++) {
       float iscale = -(32.0f + 0.25f * (float)c) / mx;
       float sxq = 0, sqq = 0;
-      int q[16];
       for (int i = 0; i < 16; i++) {
-        q[i] = std::clamp((int)std::lrintf(iscale * v[i]), -32, 31);
-        sxq += v[i] * (float)q[i];
-        sqq += (float)(q[i] * q[i]);
+        float q = (float)std::clamp((int)std::nearbyint(iscale * v[i]), -32, 31);
+        sxq += v[i] * q;
+        sqq += q * q;
       }
       if (sqq == 0) continue;
-      float s = sxq / sqq, err = 0;
-      for (int i = 0; i < 16; i++) err += (v[i] - s * (float)q[i]) * (v[i] - s * (float)q[i]);
-      if (err < best_err) best_err = err, best_s = s;
+      // With the least-squares step s = sxq / sqq: sum (v - s q)^2 = sum v^2 - sxq^2 / sqq, so the
+      // best candidate is the one with the largest sxq^2 / sqq.
+      float err = -sxq * sxq / sqq;
+      if (err < best_err) best_err = err, best_s = sxq / sqq;
     }
     scales[j] = best_s;
   }
@@ -278,21 +278,22 @@ void fit_affine(const float* v, int n, int qmax, float* a_out, float* b_out) {
     *b_out = -lo;
     return;
   }
+  float svv = 0, sx = 0;
+  for (int i = 0; i < n; i++) svv += v[i] * v[i], sx += v[i];
   float best_a = (hi - lo) / (float)qmax, best_b = -lo, best_err = INFINITY;
-  for (int c = -4; c <= 4; c++) {
-    float a = (hi - lo) / ((float)qmax + 0.2f * (float)c), b = -lo;
-    for (int it = 0; it < 4 && a > 0; it++) {
+  for (int c = -2; c <= 2; c++) {
+    float a = (hi - lo) / ((float)qmax + 0.3f * (float)c), b = -lo;
+    for (int it = 0; it < 3 && a > 0; it++) {
       // Codes for the current (a, b), then the least-squares (a, c = -b) for those codes.
-      float sq = 0, sqq = 0, sx = 0, sxq = 0, err = 0;
-      int q[32];
+      float ia = 1.0f / a, sq = 0, sqq = 0, sxq = 0;
       for (int i = 0; i < n; i++) {
-        q[i] = std::clamp((int)std::lrintf((v[i] + b) / a), 0, qmax);
-        sq += (float)q[i];
-        sqq += (float)(q[i] * q[i]);
-        sx += v[i];
-        sxq += v[i] * (float)q[i];
+        float q = (float)std::clamp((int)((v[i] + b) * ia + 0.5f), 0, qmax);
+        sq += q;
+        sqq += q * q;
+        sxq += v[i] * q;
       }
-      for (int i = 0; i < n; i++) err += (a * (float)q[i] - b - v[i]) * (a * (float)q[i] - b - v[i]);
+      // sum (a q - b - v)^2 from the sums
+      float err = a * a * sqq + (float)n * b * b + svv - 2 * a * b * sq - 2 * a * sxq + 2 * b * sx;
       if (err < best_err) best_err = err, best_a = a, best_b = b;
       float det = (float)n * sqq - sq * sq;
       if (det <= 0) break;
