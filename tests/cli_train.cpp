@@ -152,7 +152,30 @@ TEST(TrainCli, TrainRunScore) {
   auto more = test::run_kvad("train --name tiny --resume --steps 34 --sample-chars 0");
   EXPECT_EQ(more.exit_code, 0) << more.err;
   EXPECT_NE(more.out.find("resuming"), std::string::npos) << more.out;
+  // run and chat without --model take $KVAD_DEFAULT_MODEL (a store name here).
+  setenv("KVAD_DEFAULT_MODEL", "tiny", 1);
+  auto def = test::run_kvad("run --prompt 'in the' -n 5 --seed 3");
+  EXPECT_EQ(def.exit_code, 0) << def.err;
+  auto chat = test::run_kvad("chat -n 5 --seed 3", "in the\nearth\n");
+  EXPECT_EQ(chat.exit_code, 0) << chat.err;
+  // Each turn prompts with the last message only ("earth": 5 characters).
+  EXPECT_NE(chat.err.find("prompt 5 tokens"), std::string::npos) << chat.err;
+  setenv("KVAD_DEFAULT_MODEL", join_path(home, "nowhere").c_str(), 1);
+  EXPECT_EQ(test::run_kvad("run --prompt x -n 2").exit_code, 1);
+  unsetenv("KVAD_DEFAULT_MODEL");
   unsetenv("KVAD_HOME");
+}
+
+// The model README's first command runs: shipped in the source tree, found without --model.
+TEST(TrainCli, ShippedDefaultModelRuns) {
+  if (!fs::exists(test::source_path("models/kvad-kjv/config.json"))) GTEST_SKIP() << "no models/kvad-kjv";
+  unsetenv("KVAD_DEFAULT_MODEL");
+  auto r = test::run_kvad("run --prompt 'And God said' -n 40 --seed 1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_GE(r.out.size(), 40u);
+  Json cfg = read_json_file(test::source_path("models/kvad-kjv/config.json"));
+  EXPECT_EQ(cfg["architectures"][0], "GPT2LMHeadModel");
+  EXPECT_LE(fs::file_size(test::source_path("models/kvad-kjv/model.safetensors")), 20u << 20);
 }
 
 TEST(TrainCli, CtrlCSavesAndResumes) {

@@ -11,7 +11,6 @@
 
 #include <fmt/ranges.h>
 
-#include "core/dtype.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "io/safetensors.h"
@@ -120,29 +119,20 @@ Json hf_config(const ModelShape& s, const Json& extra) {
 
 namespace {
 
-std::string tensor_bytes(const HfTensor& t, const float* params, bool bf16) {
+std::string tensor_bytes(const HfTensor& t, const float* params) {
   const float* src = params + t.offset;
   int64_t n = t.cols == 0 ? t.rows : t.rows * t.cols;
-  std::vector<float> tmp;
-  if (t.transpose) {  // stored [cols, rows]
-    tmp.resize((size_t)n);
-    for (int64_t r = 0; r < t.rows; r++)
-      for (int64_t c = 0; c < t.cols; c++) tmp[(size_t)(c * t.rows + r)] = src[r * t.cols + c];
-    src = tmp.data();
-  }
-  if (!bf16) return std::string((const char*)src, (size_t)n * sizeof(float));
-  std::string out((size_t)n * 2, '\0');
-  for (int64_t i = 0; i < n; i++) {
-    uint16_t h = f32_to_bf16(src[i]);
-    std::memcpy(&out[(size_t)i * 2], &h, 2);
-  }
-  return out;
+  if (!t.transpose) return std::string((const char*)src, (size_t)n * sizeof(float));
+  std::vector<float> tmp((size_t)n);  // stored [cols, rows]
+  for (int64_t r = 0; r < t.rows; r++)
+    for (int64_t c = 0; c < t.cols; c++) tmp[(size_t)(c * t.rows + r)] = src[r * t.cols + c];
+  return std::string((const char*)tmp.data(), (size_t)n * sizeof(float));
 }
 
-void write_tensors(const std::string& path, const std::vector<HfTensor>& ts, const float* params, bool bf16) {
+void write_tensors(const std::string& path, const std::vector<HfTensor>& ts, const float* params) {
   std::vector<TensorToWrite> specs;
-  for (const HfTensor& t : ts) specs.push_back({t.name, bf16 ? DType::BF16 : DType::F32, t.stored_shape(), ""});
-  write_safetensors(path, specs, [&](size_t i) { return tensor_bytes(ts[i], params, bf16); });
+  for (const HfTensor& t : ts) specs.push_back({t.name, DType::F32, t.stored_shape(), ""});
+  write_safetensors(path, specs, [&](size_t i) { return tensor_bytes(ts[i], params); });
 }
 
 std::string temp_name(const std::string& dir, pid_t pid) {
@@ -173,10 +163,8 @@ void save_checkpoint(const std::string& dir, const CheckpointData& d) {
   try {
     make_directories(tmp);
     std::vector<HfTensor> ts = hf_tensors(*d.shape, *d.layout);
-    Json cfg = hf_config(*d.shape, d.config_extra);
-    if (d.bf16) cfg["torch_dtype"] = "bfloat16";
-    atomic_write_file(join_path(tmp, "config.json"), cfg.dump(2) + "\n");
-    write_tensors(join_path(tmp, "model.safetensors"), ts, d.params, d.bf16);
+    atomic_write_file(join_path(tmp, "config.json"), hf_config(*d.shape, d.config_extra).dump(2) + "\n");
+    write_tensors(join_path(tmp, "model.safetensors"), ts, d.params);
     atomic_write_file(join_path(tmp, "tokenizer.json"), char_tokenizer_json(d.vocab).dump(2) + "\n");
     atomic_write_file(join_path(tmp, "tokenizer_config.json"), char_tokenizer_config(d.shape->context).dump(2) + "\n");
     if (d.adam_m && d.adam_v) {

@@ -36,7 +36,6 @@ struct CheckpointData {
   // For resuming (optional: absent in an exported model).
   const float *adam_m = nullptr, *adam_v = nullptr;
   Json state;  // trainer_state.json (null: not written)
-  bool bf16 = false;  // store the weights as bf16 (half the size; for shipping, not for resuming)
 };
 
 // Writes the folder `dir` atomically (replacing an existing one).

@@ -199,10 +199,12 @@ void gemm(const GemmShape& g, bool parallel, Isa isa) {
   double flops = 2.0 * (double)g.M * (double)g.N * (double)g.K;
   if (nt > 1 && flops < 2e5) nt = 1;  // waking the pool costs more than it saves
   if (nt == 1) return gemm_block(g, uk, 0, g.M, 0, g.N);
-  // Split C by rows when there are enough micro-tile rows to share, else by columns; boundaries
+  // Split C by rows (each thread then reads only its rows of A), unless that leaves the threads
+  // unevenly loaded (e.g. 11 tiles of rows for 2 threads) and columns divide better. Boundaries
   // fall on whole micro-tiles so no tile is computed twice.
   int64_t mtiles = (g.M + uk.mr - 1) / uk.mr, ntiles = (g.N + uk.nr - 1) / uk.nr;
-  bool by_rows = mtiles >= 4 * nt || mtiles >= ntiles;
+  auto imbalance = [nt](int64_t tiles) { return (double)((tiles + nt - 1) / nt) * nt / (double)tiles; };
+  bool by_rows = imbalance(mtiles) <= 1.05 || imbalance(mtiles) <= imbalance(ntiles);
   tp.run([&](int t, int n) {
     int64_t tiles = by_rows ? mtiles : ntiles, step = by_rows ? uk.mr : uk.nr;
     int64_t b = tiles * t / n * step, e = std::min(tiles * (t + 1) / n * step, by_rows ? g.M : g.N);

@@ -1,0 +1,88 @@
+#!/bin/bash
+# kvad train against the PyTorch peer (../shared/peer-torch/train_gpt.py): the same model,
+# optimiser, corpus, seed and thread count, run interleaved (kvad, torch, kvad, torch, ...) so both
+# see the same machine. Prints chars/s of each run, the median of each side and their ratio.
+#   usage: bench/train/run.sh [CORPUS] [a|b|c|b1000|c300 ...]      (default: KJV from corpus.sh; b c)
+#   a, b, c: STEPS (40) steps, throughput = median over the steps after WARMUP (10);
+#            val loss on 32 windows.   b1000 / c300: that many steps, loss compared at the end.
+# Env: KVAD (./build/kvad), THREADS (2), REPEAT (3), STEPS, WARMUP, PEER (../shared/peer-torch),
+#      QUIET_WAIT (600 s: wait at most this long for an idle machine before each run).
+# Each run records the CPU seconds other processes used meanwhile ("other_s"); above 5% of the
+# machine it is flagged CONTENDED, and its figure should not be trusted.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+PEER="${PEER:-$root/../shared/peer-torch}"
+KVAD="${KVAD:-$root/build/kvad}"
+data="${1:-${TMPDIR:-/tmp}/kjv.txt}"; shift || true
+configs=("$@"); [ ${#configs[@]} -gt 0 ] || configs=(b c)
+THREADS="${THREADS:-2}" REPEAT="${REPEAT:-3}" STEPS="${STEPS:-40}" WARMUP="${WARMUP:-10}" QUIET_WAIT="${QUIET_WAIT:-600}"
+[ -x "$KVAD" ] || { echo "no kvad binary at $KVAD (build it, or set KVAD=)" >&2; exit 1; }
+[ -f "$data" ] || "$PEER/corpus.sh" "$data" >/dev/null
+export OPENBLAS_CORETYPE="${OPENBLAS_CORETYPE:-SkylakeX}"  # see the peer's README: Debian's OpenBLAS picks slow kernels otherwise
+tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
+export KVAD_HOME="$tmp/home"
+hz="$(getconf CLK_TCK)"; ncpu="$(nproc)"
+
+busy() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9}' /proc/stat; }   # non-idle jiffies, all CPUs
+self() { awk '{print $14+$15+$16+$17}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+wait_quiet() {  # until < 10% of one CPU is busy over 3 s, or QUIET_WAIT runs out
+  local t0=$SECONDS b0 b1
+  while :; do
+    b0=$(busy); sleep 3; b1=$(busy)
+    [ $(( (b1 - b0) * 100 / (3 * hz) )) -lt 10 ] && return 0
+    [ $((SECONDS - t0)) -ge "$QUIET_WAIT" ] && { echo "# machine not idle after ${QUIET_WAIT}s; running anyway" >&2; return 0; }
+    sleep 5
+  done
+}
+# run_one LABEL CMD... : runs it, prints "chars/s final_loss val_bpc other_s note"
+run_one() {
+  local json="$tmp/out.json" t0 b0 b1 w0 w1
+  rm -f "$json"
+  wait_quiet
+  b0=$(busy); w0=$(date +%s.%N)
+  /usr/bin/time -f "%U %S" -o "$tmp/time" "$@" --json-out "$json" >"$tmp/log" 2>&1 || { cat "$tmp/log" >&2; exit 1; }
+  b1=$(busy); w1=$(date +%s.%N)
+  python3 - "$json" "$tmp/time" "$b0" "$b1" "$w0" "$w1" "$hz" "$ncpu" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+u, s = map(float, open(sys.argv[2]).read().split()[-2:])
+b0, b1, w0, w1, hz, n = int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6]), int(sys.argv[7]), int(sys.argv[8])
+other = max(0.0, (b1 - b0) / hz - u - s)
+note = "CONTENDED" if other > 0.05 * n * (w1 - w0) else "ok"
+print("%.1f %.4f %.4f %.1f %s %d" % (d["chars_per_s_median"], d["final_train_loss"], d["val_bpc"], other, note, d["params"]))
+PY
+}
+
+printf '%-6s %-3s %10s %10s %7s %9s %9s %9s %9s %s\n' cfg run kvad_c/s torch_c/s ratio kvad_loss torch_loss kvad_bpc torch_bpc notes
+for c in "${configs[@]}"; do
+  steps=$STEPS warm=$WARMUP ev=(32)
+  case "$c" in
+    a) m=(2 64 4 64 16) ;;
+    b) m=(4 128 4 128 16) ;;
+    c) m=(6 384 6 256 8) ;;
+    b1000) m=(4 128 4 128 16); steps=1000; ev=(0) ;;
+    c300) m=(6 384 6 256 8); steps=300; ev=(0) ;;
+    *) echo "unknown config $c" >&2; exit 2 ;;
+  esac
+  kv=() to=()
+  for rep in $(seq "$REPEAT"); do
+    k=$(run_one kvad "$KVAD" train --data "$data" --name bench --force --layers "${m[0]}" --dim "${m[1]}" --heads "${m[2]}" \
+        --context "${m[3]}" --batch "${m[4]}" --steps "$steps" --timing-warmup "$warm" --threads "$THREADS" \
+        --schedule constant --warmup 0 --lr 1e-3 --eval-every 0 --save-every 0 --sample-chars 0 \
+        --final-eval-windows "${ev[0]}" --seed 1337)
+    t=$(run_one torch /usr/bin/python3 "$PEER/train_gpt.py" --data "$data" --n-layer "${m[0]}" --n-embd "${m[1]}" \
+        --n-head "${m[2]}" --block "${m[3]}" --batch "${m[4]}" --steps "$steps" --warmup "$warm" --threads "$THREADS" \
+        --log-every 100000 --final-eval-windows "${ev[0]}" --seed 1337)
+    read -r kc kl kb ko kn kp <<<"$k"; read -r tc tl tb to_ tn tp <<<"$t"
+    kv+=("$kc"); to+=("$tc")
+    printf '%-6s %-3s %10.0f %10.0f %7.2f %9.4f %9.4f %9.4f %9.4f kvad %s (other %ss), torch %s (other %ss); params %s / %s\n' \
+      "$c" "$rep" "$kc" "$tc" "$(python3 -c "print($kc/$tc)")" "$kl" "$tl" "$kb" "$tb" "$kn" "$ko" "$tn" "$to_" "$kp" "$tp"
+  done
+  python3 - "$c" "${kv[*]}" "${to[*]}" <<'PY'
+import statistics, sys
+k = [float(x) for x in sys.argv[2].split()]; t = [float(x) for x in sys.argv[3].split()]
+print("%-6s median: kvad %.0f chars/s, torch %.0f chars/s, ratio %.2f" % (sys.argv[1], statistics.median(k), statistics.median(t), statistics.median(k) / statistics.median(t)))
+PY
+done
+echo "# $(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); threads $THREADS; $(uptime | sed 's/.*load/load/')"
