@@ -222,6 +222,7 @@ TEST_F(CliHub, RemoveShowsWhatItFreesAndForgetsNqCaches) {
   fs::create_directories(home + "/kvad/cache");
   std::ofstream(home + "/kvad/cache/kvad-test--Tiny-Qwen2.q4.nq") << "cache";
   std::ofstream(home + "/kvad/cache/other--Model.q4.nq") << "keep";
+  std::ofstream(home + "/kvad/cache/kvad-test--Tiny-Qwen2.5.q4.nq") << "keep";  // another repo, same prefix
   auto r = run_kvad("rm " + kRepo, "n\n");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("frees"), std::string::npos) << r.err;
@@ -233,6 +234,7 @@ TEST_F(CliHub, RemoveShowsWhatItFreesAndForgetsNqCaches) {
   EXPECT_FALSE(exists(repo_dir()));
   EXPECT_FALSE(exists(home + "/kvad/cache/kvad-test--Tiny-Qwen2.q4.nq"));
   EXPECT_TRUE(exists(home + "/kvad/cache/other--Model.q4.nq"));
+  EXPECT_TRUE(exists(home + "/kvad/cache/kvad-test--Tiny-Qwen2.5.q4.nq"));
   r = run_kvad("rm --yes " + kRepo);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("not in the Hugging Face cache"), std::string::npos) << r.err;

@@ -36,10 +36,12 @@ TEST(Safetensors, ParsesValidFile) {
   std::string data(24, '\0');
   float vals[2] = {1.5f, -2.0f};
   std::memcpy(&data[0], vals, 8);
-  auto t = parse(make_file(
+  // The views point into the bytes, which must outlive them.
+  std::string bytes = make_file(
       R"({"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
       R"("b":{"dtype":"BF16","shape":[2,4],"data_offsets":[8,24]}})",
-      data));
+      data);
+  auto t = parse(bytes);
   ASSERT_EQ(t.size(), 2u);
   const TensorView& a = t[0].name == "a" ? t[0] : t[1];
   EXPECT_EQ(a.shape, std::vector<int64_t>{2});

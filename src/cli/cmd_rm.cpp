@@ -17,6 +17,7 @@
 #include "io/hub.h"
 #include "io/model_usage.h"
 #include "io/store.h"
+#include "runtime/nq_cache.h"
 
 namespace fs = std::filesystem;
 
@@ -25,19 +26,14 @@ namespace kvad::cli {
 namespace {
 
 // The .nq caches of a model in kvad's cache folder: Org--Name.<format>.nq for a Hub model,
-// kvad--NAME.<format>.nq for one in kvad's store (the naming of src/runtime/nq_cache.h).
+// kvad--NAME.<format>.nq for one in kvad's store (the naming of src/runtime/nq_cache.h). The model
+// field must match whole: "Org--Name" must not take "Org--Name.1"'s caches.
 std::vector<std::string> nq_caches(const std::string& name, bool store) {
-  std::string prefix = store ? "kvad--" : "";
-  for (char c : name) prefix += c == '/' ? std::string("--") : std::string(1, c);
-  prefix += ".";
+  std::string field = store ? "kvad--" : "";
+  for (char c : name) field += c == '/' ? std::string("--") : std::string(1, c);
   std::vector<std::string> out;
-  std::error_code ec;
-  for (auto it = fs::directory_iterator(store_cache_dir(), ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
-    std::string f = it->path().filename().string();
-    if (f.rfind(prefix, 0) == 0 && f.size() > prefix.size() + 3 && f.substr(f.size() - 3) == ".nq")
-      out.push_back(it->path().string());
-  }
-  std::sort(out.begin(), out.end());
+  for (const NqCacheEntry& c : list_nq_caches())
+    if (c.model == field) out.push_back(c.file);
   return out;
 }
 
