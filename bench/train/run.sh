@@ -38,6 +38,7 @@ wait_quiet() {  # until < 10% of one CPU is busy over 3 s, or QUIET_WAIT runs ou
 # run_one LABEL CMD... : runs it, prints "chars/s final_loss val_bpc other_s note"
 run_one() {
   local json="$tmp/out.json" t0 b0 b1 w0 w1
+  shift  # the label names the run for the reader of this script only
   rm -f "$json"
   wait_quiet
   b0=$(busy); w0=$(date +%s.%N)
