@@ -13,7 +13,9 @@ ctest --test-dir build --output-on-failure -j "$JOBS"
 
 if [ -z "${KVAD_SKIP_ASAN:-}" ]; then
   echo "== AddressSanitizer + UBSan build + tests"
-  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVAD_SANITIZE=ON >/dev/null
+  # -g1: line tables only (file:line in sanitizer reports); full -g made each file ~25% slower to compile.
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
+    -DKVAD_SANITIZE=ON >/dev/null
   cmake --build build-asan -j "$JOBS"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j "$JOBS"
