@@ -7,23 +7,11 @@
 #include <cstring>
 
 #include "kernels/kqmatmul.h"
+#include "kernels/x86_helpers.h"
 
 namespace kvad::kernels {
 
 namespace {
-
-inline float f16at(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 template <bool Q5, int T>
 void q45k_tile(const KActs& x, const KQuantMatrix& w, int64_t r, int64_t t0, float* y) {
@@ -36,7 +24,7 @@ void q45k_tile(const KActs& x, const KQuantMatrix& w, int64_t r, int64_t t0, flo
   for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t* blk = row + (size_t)b * bb;
-    const float d = f16at(blk), dmin = f16at(blk + 2);
+    const float d = f16_at(blk), dmin = f16_at(blk + 2);
     alignas(16) uint8_t sm[16];  // scales, then mins
     kquant_unpack_scales16(blk + 4, sm);
     const uint8_t* sc = sm;
@@ -77,7 +65,7 @@ void q45k_tile(const KActs& x, const KQuantMatrix& w, int64_t r, int64_t t0, flo
     }
   }
   #pragma GCC unroll 8
-  for (int t = 0; t < T; t++) y[(t0 + t) * w.rows() + r] = hsum(acc[t]);
+  for (int t = 0; t < T; t++) y[(t0 + t) * w.rows() + r] = hsum256(acc[t]);
 }
 
 template <int T>
@@ -90,7 +78,7 @@ void q6k_tile(const KActs& x, const KQuantMatrix& w, int64_t r, int64_t t0, floa
   for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t* blk = row + (size_t)b * 210;
-    const float d = f16at(blk + 208);
+    const float d = f16_at(blk + 208);
     const int8_t* sc = (const int8_t*)(blk + 192);
     __m256i codes[8], scale[8];
     #pragma GCC unroll 8
@@ -124,7 +112,7 @@ void q6k_tile(const KActs& x, const KQuantMatrix& w, int64_t r, int64_t t0, floa
     }
   }
   #pragma GCC unroll 8
-  for (int t = 0; t < T; t++) y[(t0 + t) * w.rows() + r] = hsum(acc[t]);
+  for (int t = 0; t < T; t++) y[(t0 + t) * w.rows() + r] = hsum256(acc[t]);
 }
 
 template <typename Tile>

@@ -12,23 +12,11 @@
 #include <cstring>
 
 #include "kernels/kqmatmul.h"
+#include "kernels/x86_helpers.h"
 
 namespace kvad::kernels {
 
 namespace {
-
-inline float f16at(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
-
-inline float hsum256(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 enum class K { Q4, Q5, Q6 };
 
@@ -67,7 +55,7 @@ template <K KIND>
 __attribute__((always_inline)) inline void unpack(const uint8_t* blk, Block& b) {
   if constexpr (KIND == K::Q6) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(0x03);
-    b.d = f16at(blk + 208);
+    b.d = f16_at(blk + 208);
     #pragma GCC unroll 8
     for (int h = 0; h < 2; h++) {
       __m512i ql = _mm512_loadu_si512(blk + 64 * h);
@@ -85,8 +73,8 @@ __attribute__((always_inline)) inline void unpack(const uint8_t* blk, Block& b) 
     for (int k = 0; k < 4; k++) b.s[k] = _mm512_permutexvar_epi16(_mm512_load_si512(kPickQ6[k]), _mm512_castsi256_si512(sc));
   } else {
     const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
-    b.d = f16at(blk);
-    b.dmin = f16at(blk + 2);
+    b.d = f16_at(blk);
+    b.dmin = f16_at(blk + 2);
     __m128i sm = scales_mins(blk + 4);
     const uint8_t* qs = blk + (KIND == K::Q5 ? 48 : 16);
     __m256i qh;

@@ -4,6 +4,7 @@
 
 #include "core/dtype.h"
 #include "kernels/matmul.h"
+#include "kernels/x86_helpers.h"
 
 namespace kvad::kernels {
 
@@ -25,13 +26,6 @@ struct Bf16Rows {
   }
   float at(int64_t r, int64_t i) const { return bf16_to_f32(w[r * k + i]); }
 };
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 template <int R, int T, typename Rows>
 inline void tile(const Rows& W, const float* x, int64_t k, int64_t r0, int64_t t0, float* y, int64_t m) {
@@ -56,7 +50,7 @@ inline void tile(const Rows& W, const float* x, int64_t k, int64_t r0, int64_t t
   for (int a = 0; a < R; a++)
     #pragma GCC unroll 8
     for (int b = 0; b < T; b++) {
-      float s = hsum(acc[a][b]);
+      float s = hsum256(acc[a][b]);
       for (int64_t j = i; j < k; j++) s += W.at(r0 + a, j) * x[(t0 + b) * k + j];
       y[(t0 + b) * m + r0 + a] = s;
     }
