@@ -5,6 +5,8 @@
 // Figures are per call; "items" are multiply-accumulates (so items/s = MAC/s) or bytes.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <random>
 #include <vector>
 
 #include "core/cpu.h"
@@ -75,15 +77,25 @@ void BM_empty_parallel_region(benchmark::State& st) {
   for (auto _ : st) pool().run([](int, int) {});
 }
 
+// Paged attention of n queries at the end of a ctx-token sequence, Qwen2.5-0.5B's heads (14 query,
+// 2 KV, 64 wide), blocks of `bs` positions taken from the pool in a shuffled order (as a busy
+// pool hands them out): the block-size measurement behind EngineOptions::block_size.
 void BM_attention(benchmark::State& st) {
-  int64_t n = st.range(0), ctx = st.range(1);
+  int64_t n = st.range(0), ctx = st.range(1), bs = st.range(2);
   kernels::AttentionShape s{14, 2, 64, 0.125f};
-  std::vector<float> q = randn((size_t)(n * 14 * 64), 4), k = randn((size_t)(2 * ctx * 64), 5),
-                     v = randn((size_t)(2 * ctx * 64), 6), out((size_t)(n * 14 * 64));
+  int64_t blocks = (ctx + bs - 1) / bs;
+  std::vector<float> q = randn((size_t)(n * 14 * 64), 4), k = randn((size_t)(blocks * 2 * bs * 64), 5),
+                     v = randn(k.size(), 6), out((size_t)(n * 14 * 64));
+  std::vector<int32_t> table((size_t)blocks);
+  for (int64_t i = 0; i < blocks; i++) table[(size_t)i] = (int32_t)i;
+  std::shuffle(table.begin(), table.end(), std::mt19937(9));
+  kernels::KvPages pages{k.data(), v.data(), bs};
+  kernels::AttentionSpan span{0, n, ctx - n, table.data()};
   for (auto _ : st) {
-    kernels::attention(q.data(), n, ctx - n, s, k.data(), v.data(), ctx * 64, out.data());
+    kernels::attention_paged(q.data(), 14 * 64, &span, 1, s, pages, out.data(), 14 * 64);
     benchmark::DoNotOptimize(out.data());
   }
+  st.SetLabel("block " + std::to_string(bs));
 }
 
 // Qwen2.5-0.5B: hidden 896, MLP 4864, vocab 151936; decode (1 token) and prefill (128 tokens).
@@ -103,7 +115,8 @@ BENCHMARK_CAPTURE(BM_matmul, f32, kernels::WType::F32)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_matmul, bf16, kernels::WType::BF16)->Apply(shapes);
 BENCHMARK(BM_quantize_acts)->Args({1, 896})->Args({128, 896})->Args({128, 4864})->UseRealTime();
 BENCHMARK(BM_empty_parallel_region)->UseRealTime();
-BENCHMARK(BM_attention)->Args({1, 512})->Args({1, 4096})->Args({128, 128})->Args({512, 512})->UseRealTime();
+BENCHMARK(BM_attention)->ArgsProduct({{1}, {512, 4096}, {4, 16, 64, 256, 4096}})->Args({128, 128, 16})->Args({512, 512, 16})
+    ->Args({512, 512, 256})->UseRealTime();
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);

@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include "io/gguf.h"
 #include "models/registry.h"
-#include "models/weight.h"
+#include "backend/weight.h"
 #include "tokenizer/tokenizer.h"
 
 using namespace kvad;

@@ -18,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include "one_sequence.h"
 #include "core/fs.h"
 #include "core/rng.h"
 #include "models/registry.h"
@@ -78,9 +79,9 @@ TEST(TrainEngine, EngineLogitsEqualTrainerForward) {
 
     LoadedModel lm = load_model(dir, LoadOptions{});  // registry + guard + tokenizer
     EXPECT_EQ(lm.model->parameter_count(), m.num_params());
-    auto state = lm.model->new_state();
+    test::OneSequence state(*lm.model);
     std::vector<float> got(want.size());
-    lm.model->forward(tok.data(), T, *state, got.data(), true);
+    state.forward(tok.data(), T, got.data(), true);
     double worst = 0;
     for (size_t i = 0; i < got.size(); i++) {
       double err = std::fabs(got[i] - want[i]) / (1 + std::fabs(want[i]));

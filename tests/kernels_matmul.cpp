@@ -81,45 +81,69 @@ TEST(Matmul, ThreadedEqualsSingleThreaded) {
   EXPECT_EQ(a, b);  // rows are split between threads, never the sum inside a row
 }
 
-TEST(Attention, EveryIsaMatchesACausalFloat64Reference) {
-  // Few queries take the decode path (dot products per key), many the prefill path (chunked
-  // matrix products): both against the same float64 reference, on every ISA.
+TEST(Attention, PagedBatchOnEveryIsaMatchesACausalFloat64Reference) {
+  // One call over several sequences of one batch, each at its own positions, its keys and values
+  // stored through kv_store into blocks of 5 positions taken in shuffled order from one pool:
+  // few queries take the decode path (dot products per key), many the prefill path (chunked
+  // matrix products), every block boundary case is crossed; all against a float64 reference.
   Rng rng(5);
   AttentionShape s{6, 2, 20, 1.0f / std::sqrt(20.0f)};
-  const int64_t cases[][2] = {{3, 4}, {5, 40}, {0, 70}, {90, 3}};  // {pos0, n}
+  const int64_t bs = 5, kvw = s.n_kv_heads * s.head_dim, qw = s.n_heads * s.head_dim;
+  const int64_t cases[][2] = {{3, 4}, {5, 40}, {0, 70}, {90, 3}, {0, 1}, {9, 1}, {14, 2}};  // {pos0, n} per sequence
+  const int64_t n_seqs = sizeof cases / sizeof cases[0];
+  int64_t pool_blocks = 0, rows = 0;
+  for (auto& c : cases) pool_blocks += (c[0] + c[1] + bs - 1) / bs, rows += c[1];
+  std::vector<int32_t> perm((size_t)pool_blocks);
+  for (int64_t i = 0; i < pool_blocks; i++) perm[(size_t)i] = (int32_t)i;
+  for (int64_t i = pool_blocks - 1; i > 0; i--) std::swap(perm[(size_t)i], perm[(size_t)rng.below((uint64_t)i + 1)]);
+  std::vector<float> kpool((size_t)(pool_blocks * kvw * bs)), vpool(kpool.size());
+  KvPages pages{kpool.data(), vpool.data(), bs};
+  std::vector<AttentionSpan> spans;
+  std::vector<std::vector<float>> keys, vals;  // per sequence: [len, kvw]
+  std::vector<float> q = randn(rng, (size_t)(rows * qw));
+  int64_t used = 0, row = 0;
   for (auto& c : cases) {
-    int64_t pos0 = c[0], n = c[1], cap = pos0 + n + 3;
-    std::vector<float> q = randn(rng, (size_t)(n * s.n_heads * s.head_dim));
-    std::vector<float> k = randn(rng, (size_t)(s.n_kv_heads * cap * s.head_dim));
-    std::vector<float> v = randn(rng, k.size());
-    std::vector<double> ref((size_t)(n * s.n_heads * s.head_dim));
-    int G = s.n_heads / s.n_kv_heads;
-    for (int64_t t = 0; t < n; t++)
+    int64_t len = c[0] + c[1];
+    AttentionSpan sp{row, c[1], c[0], perm.data() + used};
+    used += (len + bs - 1) / bs;
+    keys.push_back(randn(rng, (size_t)(len * kvw)));
+    vals.push_back(randn(rng, (size_t)(len * kvw)));
+    // Positions 0..len-1 stored as one span of rows (what earlier steps and this one wrote).
+    AttentionSpan all{0, len, 0, sp.blocks};
+    kv_store(keys.back().data(), kvw, vals.back().data(), kvw, &all, 1, s.n_kv_heads, s.head_dim, pages);
+    spans.push_back(sp);
+    row += c[1];
+  }
+  std::vector<double> ref((size_t)(rows * qw));
+  int G = s.n_heads / s.n_kv_heads;
+  for (int64_t i = 0; i < n_seqs; i++) {
+    const AttentionSpan& sp = spans[(size_t)i];
+    const std::vector<float>&k = keys[(size_t)i], &v = vals[(size_t)i];
+    for (int64_t t = 0; t < sp.n; t++)
       for (int h = 0; h < s.n_heads; h++) {
         int kh = h / G;
         std::vector<double> p;
         double mx = -1e300, sum = 0;
-        for (int64_t j = 0; j <= pos0 + t; j++) {
+        for (int64_t j = 0; j <= sp.pos0 + t; j++) {
           double d = 0;
-          for (int i = 0; i < s.head_dim; i++)
-            d += (double)q[(size_t)((t * s.n_heads + h) * s.head_dim + i)] * k[(size_t)((kh * cap + j) * s.head_dim + i)];
+          for (int x = 0; x < s.head_dim; x++)
+            d += (double)q[(size_t)((sp.row0 + t) * qw + h * s.head_dim + x)] * k[(size_t)(j * kvw + kh * s.head_dim + x)];
           p.push_back(d * s.scale);
           mx = std::max(mx, p.back());
         }
         for (double& x : p) sum += (x = std::exp(x - mx));
-        for (int i = 0; i < s.head_dim; i++) {
+        for (int x = 0; x < s.head_dim; x++) {
           double o = 0;
-          for (size_t j = 0; j < p.size(); j++) o += p[j] / sum * v[(size_t)((kh * cap + (int64_t)j) * s.head_dim + i)];
-          ref[(size_t)((t * s.n_heads + h) * s.head_dim + i)] = o;
+          for (size_t j = 0; j < p.size(); j++) o += p[j] / sum * v[j * (size_t)kvw + (size_t)(kh * s.head_dim + x)];
+          ref[(size_t)((sp.row0 + t) * qw + h * s.head_dim + x)] = o;
         }
       }
-    std::vector<Isa> isas = available_isas();
-    isas.push_back(Isa::Scalar);
-    for (Isa isa : isas) {
-      std::vector<float> got(ref.size(), NAN);
-      attention(q.data(), n, pos0, s, k.data(), v.data(), cap * s.head_dim, got.data(), isa);
-      for (size_t i = 0; i < got.size(); i++)
-        ASSERT_NEAR(got[i], ref[i], 2e-5) << isa_name(isa) << " pos0=" << pos0 << " n=" << n << " i=" << i;
-    }
+  }
+  std::vector<Isa> isas = available_isas();
+  isas.push_back(Isa::Scalar);
+  for (Isa isa : isas) {
+    std::vector<float> got(ref.size(), NAN);
+    attention_paged(q.data(), qw, spans.data(), n_seqs, s, pages, got.data(), qw, isa);
+    for (size_t i = 0; i < got.size(); i++) ASSERT_NEAR(got[i], ref[i], 2e-5) << isa_name(isa) << " i=" << i;
   }
 }

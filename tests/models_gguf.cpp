@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "one_sequence.h"
 #include "core/fs.h"
 #include "core/json.h"
 #include "gguf_writer.h"
@@ -44,9 +45,9 @@ std::string fixture(const std::string& name) { return test::source_path("tests/f
 
 std::vector<float> all_logits(const Model& m, const std::vector<int32_t>& prompt) {
   int64_t V = m.config().vocab_size;
-  auto state = m.new_state();
+  test::OneSequence state(m);
   std::vector<float> logits(prompt.size() * V);
-  m.forward(prompt.data(), (int64_t)prompt.size(), *state, logits.data(), true);
+  state.forward(prompt.data(), (int64_t)prompt.size(), logits.data(), true);
   return logits;
 }
 
@@ -104,15 +105,15 @@ TEST_P(GgufGolden, GreedyContinuationMatchesLlamaCpp) {
   auto model = load_model_gguf(fixture(c.name), {});
   std::vector<int32_t> seq = g["prompt"], want = g["greedy"];
   int64_t V = model->config().vocab_size;
-  auto state = model->new_state();
+  test::OneSequence state(*model);
   std::vector<float> logits(V);
-  model->forward(seq.data(), (int64_t)seq.size(), *state, logits.data());
+  state.forward(seq.data(), (int64_t)seq.size(), logits.data());
   size_t agree = 0;
   for (size_t i = 0; i < want.size(); i++) {
     int32_t next = (int32_t)(std::max_element(logits.begin(), logits.end()) - logits.begin());
     if (next != want[i]) break;
     agree++;
-    model->forward(&next, 1, *state, logits.data());
+    state.forward(&next, 1, logits.data());
   }
   std::printf("%s: greedy agrees with llama.cpp on %zu/%zu tokens\n", c.name, agree, want.size());
   // Random weights leave near-ties that the formats' rounding may break differently; the first
@@ -127,11 +128,11 @@ TEST_P(GgufGolden, TokenByTokenEqualsBatched) {
   std::vector<int32_t> prompt = g["prompt"];
   std::vector<float> batched = all_logits(*model, prompt);
   int64_t V = model->config().vocab_size;
-  auto state = model->new_state();
+  test::OneSequence state(*model);
   std::vector<float> step(prompt.size() * V);
-  for (size_t t = 0; t < 5; t++) model->forward(&prompt[t], 1, *state, &step[t * V]);
-  model->forward(&prompt[5], 6, *state, &step[5 * V], true);
-  for (size_t t = 11; t < prompt.size(); t++) model->forward(&prompt[t], 1, *state, &step[t * V]);
+  for (size_t t = 0; t < 5; t++) state.forward(&prompt[t], 1, &step[t * V]);
+  state.forward(&prompt[5], 6, &step[5 * V], true);
+  for (size_t t = 11; t < prompt.size(); t++) state.forward(&prompt[t], 1, &step[t * V]);
   double worst = 0, scale = 0;
   for (size_t i = 0; i < batched.size(); i++) {
     worst = std::max(worst, (double)std::fabs(batched[i] - step[i]));

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "one_sequence.h"
 #include "core/fs.h"
 #include "core/json.h"
 #include "models/registry.h"
@@ -67,9 +68,9 @@ TEST_P(ModelGolden, LogitsMatchNumpyReferenceAtEveryPosition) {
     std::vector<int32_t> prompt = g.j["prompt"];
     int64_t V = model->config().vocab_size;
     ASSERT_EQ(V, g.j["vocab"].get<int64_t>());
-    auto state = model->new_state();
+    test::OneSequence state(*model);
     std::vector<float> logits(prompt.size() * V);
-    model->forward(prompt.data(), (int64_t)prompt.size(), *state, logits.data(), true);
+    state.forward(prompt.data(), (int64_t)prompt.size(), logits.data(), true);
     expect_logits_match(g.j, logits, V, std::string("batched ") + model->weight_format());
   }
 }
@@ -79,12 +80,12 @@ TEST_P(ModelGolden, TokenByTokenEqualsBatched) {
   auto model = load_model_dir(g.model_dir, {});
   std::vector<int32_t> prompt = g.j["prompt"];
   int64_t V = model->config().vocab_size;
-  auto state = model->new_state();
+  test::OneSequence state(*model);
   std::vector<float> step(prompt.size() * V);
   // Decode path: one token at a time, then a 5-token chunk: the cache carries the rest.
-  for (size_t t = 0; t < 6; t++) model->forward(&prompt[t], 1, *state, &step[t * V]);
-  model->forward(&prompt[6], 5, *state, &step[6 * V], true);
-  for (size_t t = 11; t < prompt.size(); t++) model->forward(&prompt[t], 1, *state, &step[t * V]);
+  for (size_t t = 0; t < 6; t++) state.forward(&prompt[t], 1, &step[t * V]);
+  state.forward(&prompt[6], 5, &step[6 * V], true);
+  for (size_t t = 11; t < prompt.size(); t++) state.forward(&prompt[t], 1, &step[t * V]);
   expect_logits_match(g.j, step, V, "incremental");
 }
 
@@ -96,13 +97,13 @@ TEST_P(ModelGolden, GreedyContinuationMatchesWhereReferencesAgree) {
   size_t agree = g.j["greedy_agree"];
   EXPECT_GE(agree, 16u) << "the references disagree early: regenerate the goldens with better-conditioned weights";
   int64_t V = model->config().vocab_size;
-  auto state = model->new_state();
+  test::OneSequence state(*model);
   std::vector<float> logits(V);
-  model->forward(seq.data(), (int64_t)seq.size(), *state, logits.data());
+  state.forward(seq.data(), (int64_t)seq.size(), logits.data());
   for (size_t i = 0; i < ref.size(); i++) {
     int32_t next = (int32_t)(std::max_element(logits.begin(), logits.end()) - logits.begin());
     if (i < agree) ASSERT_EQ(next, ref[i]) << "greedy token " << i << " (llama.cpp and numpy both say " << ref[i] << ")";
-    model->forward(&next, 1, *state, logits.data());
+    state.forward(&next, 1, logits.data());
   }
 }
 

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "one_sequence.h"
 #include "core/error.h"
 #include "io/nq.h"
 #include "models/registry.h"
@@ -27,10 +28,10 @@ std::string synth(const std::string& arch) {
 }
 
 std::vector<float> logits_of(const Model& m) {
-  auto st = m.new_state();
+  test::OneSequence st(m);
   std::vector<int32_t> toks = {5, 17, 300, 42, 7};
   std::vector<float> out(m.config().vocab_size * toks.size());
-  m.forward(toks.data(), (int64_t)toks.size(), *st, out.data(), true);
+  st.forward(toks.data(), (int64_t)toks.size(), out.data(), true);
   return out;
 }
 

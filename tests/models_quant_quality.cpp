@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "one_sequence.h"
 #include "models/registry.h"
 #include "models/synth.h"
 #include "test_support.h"
@@ -33,19 +34,19 @@ std::vector<double> softmax(const float* l, int64_t n) {
 Quality compare(const Model& ref, const Model& q, int64_t n_gen) {
   const int64_t V = ref.config().vocab_size;
   std::vector<int32_t> seq = {9707, 11, 1879, 0, 358, 1079, 264, 1273};
-  auto st = ref.new_state();
+  test::OneSequence st(ref);
   std::vector<float> l((size_t)V);
-  ref.forward(seq.data(), (int64_t)seq.size(), *st, l.data());
+  st.forward(seq.data(), (int64_t)seq.size(), l.data());
   for (int64_t i = 0; i < n_gen; i++) {
     int32_t next = (int32_t)(std::max_element(l.begin(), l.end()) - l.begin());
     seq.push_back(next);
-    ref.forward(&next, 1, *st, l.data());
+    st.forward(&next, 1, l.data());
   }
   // Both models over the whole sequence in one batched forward (the prefill kernels).
   std::vector<float> a(seq.size() * V), b(seq.size() * V);
-  auto sa = ref.new_state(), sb = q.new_state();
-  ref.forward(seq.data(), (int64_t)seq.size(), *sa, a.data(), true);
-  q.forward(seq.data(), (int64_t)seq.size(), *sb, b.data(), true);
+  test::OneSequence sa(ref), sb(q);
+  sa.forward(seq.data(), (int64_t)seq.size(), a.data(), true);
+  sb.forward(seq.data(), (int64_t)seq.size(), b.data(), true);
   Quality r;
   size_t n = seq.size();
   for (size_t t = 0; t < n; t++) {

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "one_sequence.h"
 #include "models/registry.h"
 #include "models/synth.h"
 #include "test_support.h"
@@ -16,16 +17,16 @@ TEST(ModelsSanity, TinyForwardIsFinite) {
     o.out = test::temp_dir(arch);
     synthesize(o);
     auto m = load_model_dir(o.out, {});
-    auto st = m->new_state();
+    test::OneSequence st(*m);
     std::vector<int32_t> toks = {1, 2, 3, 4, 5};
     std::vector<float> logits(m->config().vocab_size);
-    m->forward(toks.data(), 5, *st, logits.data());
+    st.forward(toks.data(), 5, logits.data());
     float mx = 0;
     for (float l : logits) {
       ASSERT_TRUE(std::isfinite(l));
       mx = std::max(mx, std::fabs(l));
     }
     EXPECT_GT(mx, 0);
-    EXPECT_EQ(st->size(), 5);
+    EXPECT_EQ(st.size(), 5);
   }
 }

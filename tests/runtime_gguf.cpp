@@ -9,6 +9,7 @@
 #include <cmath>
 #include <fstream>
 
+#include "one_sequence.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/json.h"
@@ -172,8 +173,8 @@ TEST(KQuantFormats, HfCheckpointQuantisedAsWellAsLlamaCppDoes) {
     std::vector<int32_t> prompt = g["prompt"];
     auto logits = [&](std::unique_ptr<Model> m) {
       std::vector<float> y(prompt.size() * m->config().vocab_size);
-      auto st = m->new_state();
-      m->forward(prompt.data(), (int64_t)prompt.size(), *st, y.data(), true);
+      test::OneSequence st(*m);
+      st.forward(prompt.data(), (int64_t)prompt.size(), y.data(), true);
       return y;
     };
     auto load = [&](WeightFormat f) {

@@ -5,6 +5,7 @@
 #include "models/synth.h"
 #include "runtime/generate.h"
 #include "runtime/loader.h"
+#include "runtime/engine.h"
 #include "runtime/session.h"
 #include <filesystem>
 
@@ -29,6 +30,11 @@ const LoadedModel& tiny_qwen() {
   return m;
 }
 
+Engine& engine() {
+  static Engine e(*tiny_qwen().model, EngineOptions{});
+  return e;
+}
+
 GenerateOptions greedy(int n) {
   GenerateOptions g;
   g.sampling.temperature = 0;
@@ -40,7 +46,7 @@ GenerateOptions greedy(int n) {
 
 TEST(Session, TruncateReturnsWhereItLandedAndForwardContinues) {
   const LoadedModel& m = tiny_qwen();
-  auto s = make_cpu_session(*m.model);
+  auto s = engine().open_session();
   std::vector<float> a = s->forward({1, 2, 3, 4, 5});
   EXPECT_EQ(s->cached(), 5);
   EXPECT_EQ(s->truncate(3), 3);
@@ -56,10 +62,10 @@ TEST(Session, PrefixReuseKeepsCommonPrefixAndGivesSameText) {
   const LoadedModel& m = tiny_qwen();
   std::vector<int32_t> p1 = m.tokenizer->encode("The quick brown fox jumps over the lazy dog");
   std::vector<int32_t> p2 = m.tokenizer->encode("The quick brown fox jumps over the lazy cat and runs");
-  auto cold = make_cpu_session(*m.model);
+  auto cold = engine().open_session();
   GenerateResult fresh = generate(*cold, *m.tokenizer, p2, greedy(12), [](const TokenEvent&) { return true; });
   EXPECT_EQ(fresh.cached_tokens, 0);
-  auto warm = make_cpu_session(*m.model);
+  auto warm = engine().open_session();
   generate(*warm, *m.tokenizer, p1, greedy(4), [](const TokenEvent&) { return true; });
   GenerateResult reused = generate(*warm, *m.tokenizer, p2, greedy(12), [](const TokenEvent&) { return true; });
   size_t common = 0;
@@ -75,7 +81,7 @@ TEST(Session, PrefixReuseKeepsCommonPrefixAndGivesSameText) {
 TEST(Generate, StopsOnEosStopStringsAndLength) {
   const LoadedModel& m = tiny_qwen();
   std::vector<int32_t> prompt = m.tokenizer->encode("Once upon a time");
-  auto s = make_cpu_session(*m.model);
+  auto s = engine().open_session();
   GenerateResult r = generate(*s, *m.tokenizer, prompt, greedy(10), [](const TokenEvent&) { return true; });
   ASSERT_EQ(r.tokens.size(), 10u);
   EXPECT_EQ(r.finish_reason, "length");
@@ -101,7 +107,7 @@ TEST(Generate, StopsOnEosStopStringsAndLength) {
 
 TEST(Generate, PromptLongerThanContextIsAClearError) {
   const LoadedModel& m = tiny_qwen();
-  auto s = make_cpu_session(*m.model);
+  auto s = engine().open_session();
   std::vector<int32_t> prompt((size_t)m.model->context_length() + 5, 100);
   try {
     generate(*s, *m.tokenizer, prompt, greedy(3), [](const TokenEvent&) { return true; });

@@ -161,8 +161,11 @@ TEST(ServeServer, StreamEndsWithDoneAndUsage) {
   EXPECT_EQ(body.substr(body.size() - 14), "data: [DONE]\n\n");
 }
 
-TEST(ServeServer, BusyIsRefusedAtOnceAndDisconnectFreesTheEngine) {
-  Running s(options());
+TEST(ServeServer, PastTheQueueBoundIsRefusedAtOnceAndDisconnectFreesTheEngine) {
+  serve::ServeOptions o = options();
+  o.parallel = 1;
+  o.queue = 0;  // one request in flight at most: the second meets the bound
+  Running s(o);
   std::atomic<bool> stop{false};
   LongStream ls(s.port, stop);
   ls.wait_for_content();
@@ -185,6 +188,39 @@ TEST(ServeServer, BusyIsRefusedAtOnceAndDisconnectFreesTheEngine) {
   auto m = c.Get("/metrics");
   EXPECT_NE(m->body.find("kvad_client_disconnects_total 1"), std::string::npos);
   EXPECT_EQ(m->body.find("kvad_busy_rejections_total 0"), std::string::npos);
+}
+
+TEST(ServeServer, ShortRequestsAreAnsweredWhileALongStreamRuns) {
+  serve::ServeOptions o = options();
+  o.parallel = 4;
+  Running s(o);
+  std::atomic<bool> stop{false};
+  LongStream ls(s.port, stop);
+  ls.wait_for_content();
+  auto c = s.client();
+  for (int i = 0; i < 3; i++) {
+    auto r = c.Post("/v1/chat/completions", Json{{"messages", kMessages}, {"max_tokens", 4}, {"seed", i}}.dump(),
+                    "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << r->body;
+  }
+  std::string text = ls.got();
+  EXPECT_EQ(text.find("[DONE]"), std::string::npos);  // the long stream is still going: they ran beside it
+  auto st = c.Get("/api/stats");
+  ASSERT_TRUE(st);
+  Json j = Json::parse(st->body);
+  EXPECT_GE(j["kv_blocks"]["used"].get<int64_t>(), 1);
+  EXPECT_EQ(j["engine"]["parallel"], 4);
+  stop = true;
+  ls.thread.join();
+  // Once every client has gone, every block is back in the pool.
+  bool drained = false;
+  for (int i = 0; i < 100 && !drained; i++) {
+    std::this_thread::sleep_for(20ms);
+    Json k = Json::parse(c.Get("/api/stats")->body);
+    drained = k["kv_blocks"]["used"].get<int64_t>() == 0 && k["engine"]["running"].get<int64_t>() == 0;
+  }
+  EXPECT_TRUE(drained);
 }
 
 TEST(ServeServer, StopCutsAStreamCleanly) {

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "runtime/engine.h"
 #include "cli/generation_io.h"
 #include "core/error.h"
 
@@ -59,7 +60,8 @@ void add_chat(CLI::App& app) {
     LoadedModel m = load_from_args(a->model);
     if (!m.chat_template && !m.chat_template_error.empty()) fail("{}", m.chat_template_error);
     if (!m.chat_template) fail("{}: the model has no chat template; use kvad run for plain completion", m.path);
-    std::unique_ptr<Session> session = make_cpu_session(*m.model);
+    Engine engine(*m.model, EngineOptions{});
+    std::unique_ptr<Session> session = engine.open_session();
     bool tty = isatty(0);
     install_interrupt_handler();
     std::fprintf(stderr, "kvad chat: %s (%s, %.0fM parameters). /reset /stats /quit; Ctrl-C stops an answer.\n",

@@ -1,6 +1,7 @@
 // kvad run: one prompt in, streamed text out (stdout), a stats line on stderr.
 #include <cstdio>
 
+#include "runtime/engine.h"
 #include "cli/generation_io.h"
 #include "core/error.h"
 
@@ -59,7 +60,8 @@ void add_run(CLI::App& app) {
     } else {
       prompt = m.tokenizer->encode(a->prompt, true, true);
     }
-    std::unique_ptr<Session> session = make_cpu_session(*m.model);
+    Engine engine(*m.model, EngineOptions{});
+    std::unique_ptr<Session> session = engine.open_session();
     install_interrupt_handler();
     GenerateResult r = generate(*session, *m.tokenizer, prompt, generate_options(m, a->sampling),
                                 [&](const TokenEvent& ev) {

@@ -1,11 +1,12 @@
-// kvad score: how well a model predicts a text, as perplexity (per token) and bits per character
-// (per byte of the text). The text is cut into non-overlapping windows of the model's context
-// (each window starts fresh, as `kvad train` scores its validation part), so `--split val` on the
-// training corpus reproduces the trainer's val_bpc.
+// kvad score: how well a model predicts a text, as perplexity (per token) and bits per character,
+// by runtime/score.h's one definition (the server's scoring page uses the same): disjoint windows
+// of the context, each starting fresh as `kvad train` scores its validation part, so `--split val`
+// on the training corpus reproduces the trainer's val_bpc.
 #include <cmath>
 #include <cstdio>
 
 #include "cli/common.h"
+#include "runtime/score.h"
 #include "core/error.h"
 #include "core/fs.h"
 
@@ -33,35 +34,17 @@ void add_score(CLI::App& app) {
     if (a->split == "val") text = text.substr((size_t)(0.9 * (double)text.size()));  // as kvad train splits
     if (a->max_chars > 0 && (int64_t)text.size() > a->max_chars) text.resize((size_t)a->max_chars);
     LoadedModel m = load_from_args(a->model);
-    std::vector<int32_t> ids = m.tokenizer->encode(text, /*parse_special=*/false, /*add_special=*/false);
     int64_t T = a->context ? a->context : m.model->context_length();
     if (T > m.model->context_length())
       fail("--context {} is longer than the model's context of {}", T, m.model->context_length());
-    int64_t windows = ((int64_t)ids.size() - 1) / T;
-    if (windows < 1)
-      fail("--data {}: {} tokens is shorter than one window of {} + 1 tokens", a->data, ids.size(), T);
-    const int64_t V = m.model->config().vocab_size;
-    std::vector<float> logits((size_t)(T * V));
-    double nll = 0;
-    int64_t bytes = 0;
-    for (int64_t w = 0; w < windows; w++) {
-      const int32_t* x = ids.data() + w * T;
-      auto state = m.model->new_state();
-      m.model->forward(x, T, *state, logits.data(), /*all_positions=*/true);
-      for (int64_t t = 0; t < T; t++) {
-        const float* l = &logits[(size_t)(t * V)];
-        double mx = l[0], z = 0;
-        for (int64_t j = 1; j < V; j++) mx = std::max(mx, (double)l[j]);
-        for (int64_t j = 0; j < V; j++) z += std::exp((double)l[j] - mx);
-        int32_t next = x[t + 1];
-        nll += mx + std::log(z) - (double)l[next];
-        bytes += (int64_t)m.tokenizer->token_bytes(next).size();
-      }
-    }
-    int64_t tokens = windows * T;
-    double ppl = std::exp(nll / (double)tokens), bpc = nll / std::log(2.0) / (double)bytes;
+    EngineOptions eo;
+    eo.ctx = T;
+    Engine engine(*m.model, eo);
+    ScoreResult r = score_text(engine, *m.tokenizer, text, T);
+    int64_t tokens = r.predicted, bytes = r.chars;
+    double ppl = r.perplexity(), bpc = r.bits_per_char(), nll = r.nll;
     if (a->json) {
-      Json j = {{"model", m.path},  {"tokens", tokens},         {"chars", bytes}, {"loss", nll / (double)tokens},
+      Json j = {{"model", m.path},  {"tokens", tokens},         {"chars", bytes}, {"bytes", r.bytes}, {"loss", nll / (double)tokens},
                 {"perplexity", ppl}, {"bits_per_char", bpc},     {"context", T},   {"split", a->split}};
       std::printf("%s\n", j.dump().c_str());
     } else {

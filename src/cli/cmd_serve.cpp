@@ -19,6 +19,7 @@ void add_serve(CLI::App& app) {
   struct Args {
     serve::ServeOptions o;
     int threads = 0;
+    std::string kv_memory;
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("-m,--model", a->o.model, "model to load at start (folder or store name); the UI can load another");
@@ -32,13 +33,17 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--models-dir", a->o.model_dirs, "folder of model folders to offer in the UI (repeatable; the store is always offered)");
   cmd->add_option("--max-body", a->o.max_body, "largest request body in bytes (default 32 MiB; larger gets 413)");
   cmd->add_option("--http-threads", a->o.http_threads, "connections served at once (default 32)")->check(CLI::Range(4, 1024));
-  cmd->add_option("--sessions", a->o.sessions, "conversations whose KV cache is kept for prefix reuse (default 4)")
-      ->check(CLI::Range(1, 64));
+  cmd->add_option("--parallel", a->o.parallel, "sequences decoding together in one batch (default 4)")
+      ->check(CLI::Range(1, 256));
+  cmd->add_option("--queue", a->o.queue, "requests that may wait beyond --parallel; past it, 429 (default 64)")
+      ->check(CLI::Range(0, 100000));
+  cmd->add_option("--kv-memory", a->kv_memory, "KV block pool size, e.g. 2GiB or 512MiB (default: the context x --parallel)");
   cmd->add_option("--shutdown-grace", a->o.shutdown_grace, "seconds in-flight answers get to finish on SIGTERM (default 3)");
   cmd->add_option("-t,--threads", a->threads, "threads to compute with (default: all cores)")->check(CLI::Range(0, 1024));
   cmd->add_flag("-q,--quiet", a->o.quiet, "no request log on stderr");
   cmd->callback([a] {
     set_threads(a->threads);
+    if (!a->kv_memory.empty()) a->o.kv_bytes = parse_byte_size(a->kv_memory, "--kv-memory");
     // Signals go to one thread that asks the server to stop; every other thread has them blocked.
     // SIGPIPE is ignored: a client that goes away is an error return from write, not a crash.
     signal(SIGPIPE, SIG_IGN);

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "runtime/engine.h"
 #include "cli/generation_io.h"
 #include "core/error.h"
 #include "core/fs.h"
@@ -19,7 +20,8 @@ namespace {
 void print_sample(const std::string& dir, int64_t step, int64_t chars) {
   if (chars <= 0) return;
   LoadedModel m = load_model(dir, LoadOptions{});
-  std::unique_ptr<Session> session = make_cpu_session(*m.model);
+  Engine engine(*m.model, EngineOptions{});
+  std::unique_ptr<Session> session = engine.open_session();
   GenerateOptions g;
   g.sampling.temperature = 0.8f;
   g.sampling.seed = (uint64_t)step;

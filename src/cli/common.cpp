@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <chrono>
+#include <initializer_list>
 #include <cstdio>
 #include <random>
 
@@ -118,6 +119,25 @@ void write_fixture_tokenizer(const std::string& family, const std::string& dir) 
   else fail("unknown tokenizer family '{}'", family);
   atomic_write_file(join_path(dir, "tokenizer.json"), gunzip(j, je));
   atomic_write_file(join_path(dir, "tokenizer_config.json"), gunzip(c, ce));
+}
+
+size_t parse_byte_size(const std::string& text, const std::string& flag) {
+  size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &pos);
+  } catch (const std::exception&) {
+    fail("{} '{}': expected a size such as 2GiB or 512MiB", flag, text);
+  }
+  std::string unit = text.substr(pos);
+  double mult = 0;
+  for (auto [u, m] : std::initializer_list<std::pair<const char*, double>>{
+           {"", 1}, {"B", 1}, {"K", 1024.0}, {"KiB", 1024.0}, {"KB", 1e3}, {"M", 1048576.0}, {"MiB", 1048576.0},
+           {"MB", 1e6}, {"G", 1073741824.0}, {"GiB", 1073741824.0}, {"GB", 1e9}, {"T", 1099511627776.0}, {"TiB", 1099511627776.0}})
+    if (unit == u) mult = m;
+  if (mult == 0 || !(v > 0) || v * mult > 1e15)
+    fail("{} '{}': expected a positive size such as 2GiB or 512MiB (units B, KiB, MiB, GiB, TiB, KB, MB, GB)", flag, text);
+  return (size_t)(v * mult);
 }
 
 }  // namespace kvad::cli

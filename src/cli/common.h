@@ -55,4 +55,7 @@ void add_bench(CLI::App& app);
 void add_cache(CLI::App& app);
 void add_serve(CLI::App& app);
 
+// "2GiB", "512MiB", "1.5G", "800M", "4096" (bytes) -> bytes; throws naming the flag.
+size_t parse_byte_size(const std::string& text, const std::string& flag);
+
 }  // namespace kvad::cli

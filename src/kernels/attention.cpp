@@ -1,13 +1,15 @@
 #include "kernels/attention.h"
 
+#include <cstring>
+
 #include "kernels/attention_impl.h"
 
 namespace kvad::kernels {
 
-void attention_avx512(const float*, int64_t, int64_t, const AttentionShape&, const float*, const float*, int64_t,
-                      float*);
-void attention_avx2(const float*, int64_t, int64_t, const AttentionShape&, const float*, const float*, int64_t,
-                    float*);
+void attention_avx512(const float*, int64_t, const AttentionSpan*, int64_t, const AttentionShape&, const KvPages&,
+                      float*, int64_t);
+void attention_avx2(const float*, int64_t, const AttentionSpan*, int64_t, const AttentionShape&, const KvPages&,
+                    float*, int64_t);
 
 namespace {
 struct ScalarVec {
@@ -43,14 +45,29 @@ struct ScalarVec {
 };
 }  // namespace
 
-void attention(const float* q, int64_t n, int64_t pos0, const AttentionShape& s, const float* k, const float* v,
-               int64_t head_stride, float* out, Isa isa) {
+void attention_paged(const float* q, int64_t q_stride, const AttentionSpan* spans, int64_t n_spans,
+                     const AttentionShape& s, const KvPages& kv, float* out, int64_t out_stride, Isa isa) {
 #if defined(__x86_64__)
-  if (isa == Isa::Avx512) return attention_avx512(q, n, pos0, s, k, v, head_stride, out);
-  if (isa == Isa::Avx2) return attention_avx2(q, n, pos0, s, k, v, head_stride, out);
+  if (isa == Isa::Avx512) return attention_avx512(q, q_stride, spans, n_spans, s, kv, out, out_stride);
+  if (isa == Isa::Avx2) return attention_avx2(q, q_stride, spans, n_spans, s, kv, out, out_stride);
 #endif
-  if (n * (s.n_heads / s.n_kv_heads) >= 16) return detail::attention_prefill_impl<ScalarVec>(q, n, pos0, s, k, v, head_stride, out);
-  detail::attention_impl<ScalarVec>(q, n, pos0, s, k, v, head_stride, out);
+  detail::attention_paged_impl<ScalarVec>(q, q_stride, spans, n_spans, s, kv, out, out_stride);
+}
+
+void kv_store(const float* k, int64_t k_stride, const float* v, int64_t v_stride, const AttentionSpan* spans,
+              int64_t n_spans, int n_kv_heads, int head_dim, const KvPages& kv) {
+  const int64_t bs = kv.block_size;
+  for (int64_t i = 0; i < n_spans; i++) {
+    const AttentionSpan& sp = spans[i];
+    for (int64_t t = 0; t < sp.n; t++) {
+      int64_t p = sp.pos0 + t, r = sp.row0 + t;
+      for (int h = 0; h < n_kv_heads; h++) {
+        int64_t dst = (((int64_t)sp.blocks[p / bs] * n_kv_heads + h) * bs + p % bs) * head_dim;
+        std::memcpy(kv.k + dst, k + r * k_stride + h * head_dim, (size_t)head_dim * sizeof(float));
+        std::memcpy(kv.v + dst, v + r * v_stride + h * head_dim, (size_t)head_dim * sizeof(float));
+      }
+    }
+  }
 }
 
 }  // namespace kvad::kernels

@@ -63,10 +63,9 @@ struct Avx2Vec {
 };
 }  // namespace
 
-void attention_avx2(const float* q, int64_t n, int64_t pos0, const AttentionShape& s, const float* k, const float* v,
-                    int64_t head_stride, float* out) {
-  if (n * (s.n_heads / s.n_kv_heads) >= 16) return detail::attention_prefill_impl<Avx2Vec>(q, n, pos0, s, k, v, head_stride, out);
-  detail::attention_impl<Avx2Vec>(q, n, pos0, s, k, v, head_stride, out);
+void attention_avx2(const float* q, int64_t q_stride, const AttentionSpan* spans, int64_t n_spans,
+                      const AttentionShape& s, const KvPages& kv, float* out, int64_t out_stride) {
+  detail::attention_paged_impl<Avx2Vec>(q, q_stride, spans, n_spans, s, kv, out, out_stride);
 }
 
 }  // namespace kvad::kernels

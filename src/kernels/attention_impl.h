@@ -1,5 +1,5 @@
-// The attention loops, written once over a small SIMD trait and instantiated per ISA in
-// attention*.cpp. Included only by those files.
+// The attention loops over paged K/V, written once over a small SIMD trait and instantiated per
+// ISA in attention*.cpp. Included only by those files.
 //   decode (few queries): per KV head, one pass over the cached keys computes the scores of all
 //     the query heads that share it (dot), one pass over the values accumulates them (axpy).
 //   prefill (many queries): per KV head and chunk of queries, S = Q K^T and O = softmax(S) V as
@@ -15,47 +15,43 @@
 
 namespace kvad::kernels::detail {
 
+// Decode (few queries): one query row t of a span and one KV head h. One pass over the cached keys
+// computes the scores of all the query heads that share the KV head (dot), one pass over the
+// values accumulates them (axpy); both walk the span's blocks in order.
 template <typename V>
-void attention_impl(const float* q, int64_t n, int64_t pos0, const AttentionShape& s, const float* k,
-                    const float* v, int64_t head_stride, float* out) {
-  const int G = s.n_heads / s.n_kv_heads, hd = s.head_dim;
-  const int64_t q_stride = (int64_t)s.n_heads * hd;
-  const int64_t items = (int64_t)s.n_kv_heads * n;
-  pool().parallel_for(items, 1, [&](int64_t b, int64_t e) {
-    std::vector<float> scores;
-    for (int64_t it = b; it < e; it++) {
-      int64_t h = it % s.n_kv_heads, t = it / s.n_kv_heads;
-      int64_t len = pos0 + t + 1;  // causal: keys 0..p
-      scores.resize((size_t)(G * len));
-      const float* kh = k + h * head_stride;
-      const float* vh = v + h * head_stride;
-      const float* qg = q + t * q_stride + h * G * hd;
-      // Scores for all G heads from one pass over the keys.
-      for (int64_t j = 0; j < len; j++) {
-        const float* kj = kh + j * hd;
-        for (int g = 0; g < G; g++) scores[(size_t)(g * len + j)] = V::dot(qg + g * hd, kj, hd) * s.scale;
-      }
-      for (int g = 0; g < G; g++) {
-        float* sg = scores.data() + g * len;
-        float mx = -INFINITY;
-        for (int64_t j = 0; j < len; j++) mx = sg[j] > mx ? sg[j] : mx;
-        float sum = 0;
-        for (int64_t j = 0; j < len; j++) {
-          sg[j] = std::exp(sg[j] - mx);
-          sum += sg[j];
-        }
-        float inv = 1.0f / sum;
-        for (int64_t j = 0; j < len; j++) sg[j] *= inv;
-      }
-      float* og = out + t * q_stride + h * G * hd;
-      for (int i = 0; i < G * hd; i++) og[i] = 0;
-      // Weighted values, again one pass over the cache for the whole group.
-      for (int64_t j = 0; j < len; j++) {
-        const float* vj = vh + j * hd;
-        for (int g = 0; g < G; g++) V::axpy(og + g * hd, scores[(size_t)(g * len + j)], vj, hd);
-      }
+void attend_decode(const float* q, int64_t q_stride, const AttentionSpan& sp, int64_t t, int h,
+                   const AttentionShape& s, const KvPages& kv, float* out, int64_t out_stride,
+                   std::vector<float>& scores) {
+  const int G = s.n_heads / s.n_kv_heads, hd = s.head_dim, nkv = s.n_kv_heads;
+  const int64_t len = sp.pos0 + t + 1, bs = kv.block_size;  // causal: keys 0..p
+  if ((int64_t)scores.size() < G * len) scores.resize((size_t)(G * len));
+  const float* qg = q + (sp.row0 + t) * q_stride + h * G * hd;
+  for (int64_t j0 = 0; j0 < len; j0 += bs) {
+    const float* kb = kv.k + (((int64_t)sp.blocks[j0 / bs] * nkv + h) * bs) * hd;
+    int64_t cnt = std::min(bs, len - j0);
+    for (int64_t j = 0; j < cnt; j++)
+      for (int g = 0; g < G; g++) scores[(size_t)(g * len + j0 + j)] = V::dot(qg + g * hd, kb + j * hd, hd) * s.scale;
+  }
+  for (int g = 0; g < G; g++) {
+    float* sg = scores.data() + g * len;
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < len; j++) mx = sg[j] > mx ? sg[j] : mx;
+    float sum = 0;
+    for (int64_t j = 0; j < len; j++) {
+      sg[j] = std::exp(sg[j] - mx);
+      sum += sg[j];
     }
-  });
+    float inv = 1.0f / sum;
+    for (int64_t j = 0; j < len; j++) sg[j] *= inv;
+  }
+  float* og = out + (sp.row0 + t) * out_stride + h * G * hd;
+  for (int i = 0; i < G * hd; i++) og[i] = 0;
+  for (int64_t j0 = 0; j0 < len; j0 += bs) {
+    const float* vb = kv.v + (((int64_t)sp.blocks[j0 / bs] * nkv + h) * bs) * hd;
+    int64_t cnt = std::min(bs, len - j0);
+    for (int64_t j = 0; j < cnt; j++)
+      for (int g = 0; g < G; g++) V::axpy(og + g * hd, scores[(size_t)(g * len + j0 + j)], vb + j * hd, hd);
+  }
 }
 
 // C[M, N] = A[M, K] * B[K, N], all row-major with leading dimensions: 4-row x 2-vector tiles of
@@ -96,40 +92,87 @@ void gemm_nn(const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
   }
 }
 
+// Prefill (many queries): one KV head h and queries t0..t1 of a span. S = Q K^T and
+// O = softmax(S) V as register-blocked matrix products (gemm_nn), causal mask applied to S. The
+// keys are gathered transposed from the pages and the values gathered contiguous: a copy of
+// L * head_dim floats against rows * L * head_dim multiply-adds.
+struct PrefillScratch {
+  std::vector<float> qa, kt, vg, sc, o;
+};
+
 template <typename V>
-void attention_prefill_impl(const float* q, int64_t n, int64_t pos0, const AttentionShape& s, const float* k,
-                            const float* v, int64_t head_stride, float* out) {
-  const int G = s.n_heads / s.n_kv_heads, hd = s.head_dim;
-  const int64_t q_stride = (int64_t)s.n_heads * hd;
-  const int64_t chunk = 64;  // queries per work item: S stays within a few hundred KB
-  const int64_t chunks = (n + chunk - 1) / chunk, items = (int64_t)s.n_kv_heads * chunks;
-  pool().parallel_for(items, 1, [&](int64_t b, int64_t e) {
-    std::vector<float> qa, kt, sc, o;
+void attend_prefill(const float* q, int64_t q_stride, const AttentionSpan& sp, int64_t t0, int64_t t1, int h,
+                    const AttentionShape& s, const KvPages& kv, float* out, int64_t out_stride, PrefillScratch& w) {
+  const int G = s.n_heads / s.n_kv_heads, hd = s.head_dim, nkv = s.n_kv_heads;
+  const int64_t rows = (t1 - t0) * G, L = sp.pos0 + t1, bs = kv.block_size;  // keys the chunk's last query sees
+  auto fit = [](std::vector<float>& b, int64_t n) {
+    if ((int64_t)b.size() < n) b.resize((size_t)n);
+  };
+  fit(w.qa, rows * hd);
+  fit(w.kt, hd * L);
+  fit(w.vg, L * hd);
+  fit(w.sc, rows * L);
+  fit(w.o, rows * hd);
+  for (int64_t t = t0; t < t1; t++)
+    for (int g = 0; g < G; g++)
+      std::copy_n(q + (sp.row0 + t) * q_stride + (h * G + g) * hd, hd, w.qa.data() + ((t - t0) * G + g) * hd);
+  for (int64_t j0 = 0; j0 < L; j0 += bs) {
+    int64_t off = (((int64_t)sp.blocks[j0 / bs] * nkv + h) * bs) * hd, cnt = std::min(bs, L - j0);
+    const float* kb = kv.k + off;
+    for (int64_t j = 0; j < cnt; j++)
+      for (int d = 0; d < hd; d++) w.kt[(size_t)(d * L + j0 + j)] = kb[j * hd + d];
+    std::copy_n(kv.v + off, cnt * hd, w.vg.data() + j0 * hd);
+  }
+  gemm_nn<V>(w.qa.data(), hd, w.kt.data(), L, w.sc.data(), L, rows, L, hd);
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t valid = sp.pos0 + t0 + r / G + 1;  // causal: keys 0 .. position of this query
+    float* row = w.sc.data() + r * L;
+    V::softmax(row, valid, s.scale);
+    std::fill(row + valid, row + L, 0.0f);
+  }
+  gemm_nn<V>(w.sc.data(), L, w.vg.data(), hd, w.o.data(), hd, rows, hd, L);
+  for (int64_t t = t0; t < t1; t++)
+    for (int g = 0; g < G; g++)
+      std::copy_n(w.o.data() + ((t - t0) * G + g) * hd, hd, out + (sp.row0 + t) * out_stride + (h * G + g) * hd);
+}
+
+// One unit of attention work: a decode row (t1 = t0 + 1) or a chunk of prefill queries, of one KV head.
+struct AttentionItem {
+  int32_t span;
+  int32_t kv_head;
+  int64_t t0, t1;
+  bool prefill;
+};
+
+// The whole batch in one parallel region. A span whose queries (times the group size) reach 16
+// goes through the matrix-product path in chunks of 64 queries (S stays within a few hundred KB);
+// the others are decode rows. Prefill items come first so the heavy ones spread over the threads.
+template <typename V>
+void attention_paged_impl(const float* q, int64_t q_stride, const AttentionSpan* spans, int64_t n_spans,
+                          const AttentionShape& s, const KvPages& kv, float* out, int64_t out_stride) {
+  const int G = s.n_heads / s.n_kv_heads;
+  const int64_t chunk = 64;
+  thread_local std::vector<AttentionItem> items;  // reused: no allocation per step once grown
+  items.clear();
+  for (int64_t i = 0; i < n_spans; i++)
+    if (spans[i].n * G >= 16)
+      for (int h = 0; h < s.n_kv_heads; h++)
+        for (int64_t t0 = 0; t0 < spans[i].n; t0 += chunk)
+          items.push_back({(int32_t)i, h, t0, std::min(spans[i].n, t0 + chunk), true});
+  for (int64_t i = 0; i < n_spans; i++)
+    if (spans[i].n * G < 16)
+      for (int64_t t = 0; t < spans[i].n; t++)
+        for (int h = 0; h < s.n_kv_heads; h++) items.push_back({(int32_t)i, h, t, t + 1, false});
+  const std::vector<AttentionItem>& work = items;
+  pool().parallel_for((int64_t)work.size(), 1, [&](int64_t b, int64_t e) {
+    thread_local std::vector<float> scores;
+    thread_local PrefillScratch scratch;
     for (int64_t it = b; it < e; it++) {
-      int64_t h = it / chunks, t0 = (it % chunks) * chunk, t1 = std::min(n, t0 + chunk);
-      int64_t rows = (t1 - t0) * G, L = pos0 + t1;  // keys the last query of the chunk sees
-      const float* kh = k + h * head_stride;
-      const float* vh = v + h * head_stride;
-      qa.resize((size_t)(rows * hd));
-      for (int64_t t = t0; t < t1; t++)
-        for (int g = 0; g < G; g++)
-          std::copy_n(q + t * q_stride + (h * G + g) * hd, hd, qa.data() + ((t - t0) * G + g) * hd);
-      kt.resize((size_t)(hd * L));
-      for (int64_t j = 0; j < L; j++)
-        for (int d = 0; d < hd; d++) kt[(size_t)(d * L + j)] = kh[j * hd + d];
-      sc.resize((size_t)(rows * L));
-      gemm_nn<V>(qa.data(), hd, kt.data(), L, sc.data(), L, rows, L, hd);
-      for (int64_t r = 0; r < rows; r++) {
-        int64_t valid = pos0 + t0 + r / G + 1;  // causal: keys 0 .. position of this query
-        float* row = sc.data() + r * L;
-        V::softmax(row, valid, s.scale);
-        std::fill(row + valid, row + L, 0.0f);
-      }
-      o.resize((size_t)(rows * hd));
-      gemm_nn<V>(sc.data(), L, vh, hd, o.data(), hd, rows, hd, L);
-      for (int64_t t = t0; t < t1; t++)
-        for (int g = 0; g < G; g++)
-          std::copy_n(o.data() + ((t - t0) * G + g) * hd, hd, out + t * q_stride + (h * G + g) * hd);
+      const AttentionItem& w = work[(size_t)it];
+      if (w.prefill)
+        attend_prefill<V>(q, q_stride, spans[w.span], w.t0, w.t1, w.kv_head, s, kv, out, out_stride, scratch);
+      else
+        attend_decode<V>(q, q_stride, spans[w.span], w.t0, w.kv_head, s, kv, out, out_stride, scores);
     }
   });
 }

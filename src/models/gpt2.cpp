@@ -5,10 +5,7 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "kernels/attention.h"
-#include "kernels/ops.h"
 #include "models/config_parse.h"
-#include "models/kv_cache.h"
 #include "models/registry.h"
 #include "models/weight_source.h"
 
@@ -88,10 +85,10 @@ class Gpt2Model : public Model {
       fail("{}: lm_head.weight differs from wte.weight, but GPT-2 ties them", src.checkpoint().description());
   }
 
-  std::unique_ptr<ModelState> new_state() const override {
-    return std::make_unique<KvCache>(config_.n_layers, config_.n_kv_heads, config_.head_dim);
+  MemorySpec memory_spec() const override {
+    return MemorySpec::attention(config_.n_layers, config_.n_heads, config_.head_dim);
   }
-  void forward(const int32_t* tokens, int64_t n, ModelState& state, float* logits, bool all) const override;
+  void forward(const Batch& batch, Memory& memory, Backend& ops, float* logits) const override;
   size_t weight_bytes() const override {
     size_t b = wte_.bytes() + lm_head_.bytes() + wpe_.size() * 4;
     for (const Gpt2Layer& L : layers_) b += L.qkv.bytes() + L.o.bytes() + L.fc.bytes() + L.proj.bytes();
@@ -114,51 +111,40 @@ class Gpt2Model : public Model {
   std::vector<Gpt2Layer> layers_;
 };
 
-void Gpt2Model::forward(const int32_t* tokens, int64_t n, ModelState& state, float* logits, bool all) const {
+void Gpt2Model::forward(const Batch& b, Memory& memory, Backend& ops, float* logits) const {
   const ModelConfig& c = config_;
-  auto& cache = static_cast<KvCache&>(state);
-  const int64_t E = c.hidden, F = c.intermediate, pos0 = cache.size();
-  if (pos0 + n > c.max_positions)
-    fail("context full: {} positions held + {} new > the model's {}", pos0, n, c.max_positions);
-  std::vector<float> x((size_t)(n * E)), xn((size_t)(n * E)), qkv((size_t)(n * 3 * E)), q((size_t)(n * E)),
-      k((size_t)(n * E)), v((size_t)(n * E)), att((size_t)(n * E)), h((size_t)(n * F));
-  for (int64_t t = 0; t < n; t++) {
-    if (tokens[t] < 0 || tokens[t] >= c.vocab_size)
-      fail("token id {} is out of range for this model's vocabulary of {}", tokens[t], c.vocab_size);
-    wte_.row(tokens[t], &x[t * E]);
-    kernels::add(&x[t * E], &wpe_[(pos0 + t) * E], E);
-  }
-  cache.reserve(pos0 + n);
+  const int64_t n = b.size(), E = c.hidden, F = c.intermediate;
+  check_positions(b);
+  ops.begin_forward();
+  Tensor x = ops.tensor(n, E), xn = ops.tensor(n, E), qkv = ops.tensor(n, 3 * E), att = ops.tensor(n, E),
+         h = ops.tensor(n, F);
+  ops.embed(wte_, b, x);
+  ops.add_position_rows(x, wpe_, b);
   kernels::AttentionShape shape{(int)c.n_heads, (int)c.n_heads, (int)c.head_dim,
                                 (float)(1.0 / std::sqrt((double)c.head_dim))};
   for (int64_t l = 0; l < c.n_layers; l++) {
     const Gpt2Layer& L = layers_[(size_t)l];
-    for (int64_t t = 0; t < n; t++) kernels::layernorm(&x[t * E], L.ln1_w.data(), L.ln1_b.data(), c.norm_eps, E, &xn[t * E]);
-    L.qkv.matmul(xn.data(), n, qkv.data());
-    kernels::add_bias(qkv.data(), L.b_qkv.data(), n, 3 * E);
-    for (int64_t t = 0; t < n; t++) {
-      std::memcpy(&q[t * E], &qkv[t * 3 * E], (size_t)E * 4);
-      std::memcpy(&k[t * E], &qkv[t * 3 * E + E], (size_t)E * 4);
-      std::memcpy(&v[t * E], &qkv[t * 3 * E + 2 * E], (size_t)E * 4);
-    }
-    cache.write(l, k.data(), v.data(), n);
-    kernels::attention(q.data(), n, pos0, shape, cache.keys(l), cache.values(l), cache.head_stride(), att.data());
-    L.o.matmul(att.data(), n, xn.data());
-    kernels::add_bias(xn.data(), L.b_o.data(), n, E);
-    kernels::add(x.data(), xn.data(), n * E);
+    ops.layernorm(x, L.ln1_w, L.ln1_b, c.norm_eps, xn);
+    ops.linear(L.qkv, xn, qkv);
+    ops.add_bias(qkv, L.b_qkv);
+    ops.attention(memory, l, b, shape, qkv.cols_view(0, E), qkv.cols_view(E, E), qkv.cols_view(2 * E, E), att);
+    ops.linear(L.o, att, xn);
+    ops.add_bias(xn, L.b_o);
+    ops.add(x, xn);
 
-    for (int64_t t = 0; t < n; t++) kernels::layernorm(&x[t * E], L.ln2_w.data(), L.ln2_b.data(), c.norm_eps, E, &xn[t * E]);
-    L.fc.matmul(xn.data(), n, h.data());
-    kernels::add_bias(h.data(), L.b_fc.data(), n, F);
-    kernels::gelu_tanh(h.data(), n * F);
-    L.proj.matmul(h.data(), n, xn.data());
-    kernels::add_bias(xn.data(), L.b_proj.data(), n, E);
-    kernels::add(x.data(), xn.data(), n * E);
+    ops.layernorm(x, L.ln2_w, L.ln2_b, c.norm_eps, xn);
+    ops.linear(L.fc, xn, h);
+    ops.add_bias(h, L.b_fc);
+    ops.gelu_tanh(h);
+    ops.linear(L.proj, h, xn);
+    ops.add_bias(xn, L.b_proj);
+    ops.add(x, xn);
   }
-  cache.commit(n);
-  int64_t first = all ? 0 : n - 1;
-  for (int64_t t = first; t < n; t++) kernels::layernorm(&x[t * E], lnf_w_.data(), lnf_b_.data(), c.norm_eps, E, &xn[t * E]);
-  (lm_head_.empty() ? wte_ : lm_head_).matmul(&xn[first * E], n - first, logits);
+  if (b.n_logits() == 0) return;
+  Tensor last = ops.tensor(b.n_logits(), E);
+  ops.logit_rows(x, b, last);
+  ops.layernorm(last, lnf_w_, lnf_b_, c.norm_eps, last);
+  ops.linear(lm_head_.empty() ? wte_ : lm_head_, last, Tensor::wrap(logits, b.n_logits(), c.vocab_size));
 }
 
 }  // namespace

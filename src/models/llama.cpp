@@ -4,13 +4,10 @@
 //   per layer: x += o_proj(attention(rope(q), rope(k), v) of rmsnorm(x))
 //              x += down(silu(gate(h)) * up(h)), h = rmsnorm(x)
 //   logits = lm_head(rmsnorm(x))
-#include <cstring>
+#include <cmath>
 
 #include "core/error.h"
-#include "kernels/attention.h"
-#include "kernels/ops.h"
 #include "models/config_parse.h"
-#include "models/kv_cache.h"
 #include "models/registry.h"
 #include "models/rope.h"
 #include "models/weight_source.h"
@@ -148,11 +145,11 @@ class LlamaModel : public Model {
     inv_freq_ = rope_inv_freq(c, c.head_dim);
   }
 
-  std::unique_ptr<ModelState> new_state() const override {
-    return std::make_unique<KvCache>(config_.n_layers, config_.n_kv_heads, config_.head_dim);
+  MemorySpec memory_spec() const override {
+    return MemorySpec::attention(config_.n_layers, config_.n_kv_heads, config_.head_dim);
   }
 
-  void forward(const int32_t* tokens, int64_t n, ModelState& state, float* logits, bool all) const override;
+  void forward(const Batch& batch, Memory& memory, Backend& ops, float* logits) const override;
 
   size_t weight_bytes() const override {
     size_t b = embed_.bytes() + (lm_head_.empty() ? 0 : lm_head_.bytes()) + final_norm_.size() * 4;
@@ -179,68 +176,54 @@ class LlamaModel : public Model {
   std::vector<double> inv_freq_;
 };
 
-void LlamaModel::forward(const int32_t* tokens, int64_t n, ModelState& state, float* logits, bool all) const {
+void LlamaModel::forward(const Batch& b, Memory& memory, Backend& ops, float* logits) const {
   const ModelConfig& c = config_;
-  auto& cache = static_cast<KvCache&>(state);
-  const int64_t H = c.hidden, Q = c.q_dim(), KV = c.kv_dim(), I = c.intermediate, hd = c.head_dim;
-  const int64_t pos0 = cache.size();
-  if (pos0 + n > c.max_positions)
-    fail("context full: {} positions held + {} new > the model's {}", pos0, n, c.max_positions);
-  std::vector<float> x((size_t)(n * H)), xn((size_t)(n * H)), q((size_t)(n * Q)), k((size_t)(n * KV)),
-      v((size_t)(n * KV)), att((size_t)(n * Q)), g((size_t)(n * I)), u((size_t)(n * I));
-  for (int64_t t = 0; t < n; t++) {
-    if (tokens[t] < 0 || tokens[t] >= c.vocab_size)
-      fail("token id {} is out of range for this model's vocabulary of {}", tokens[t], c.vocab_size);
-    embed_.row(tokens[t], x.data() + t * H);
-  }
-  // cos/sin for every new position, shared by all layers and heads.
-  const int64_t half = hd / 2;
-  std::vector<float> cos((size_t)(n * half)), sin((size_t)(n * half));
-  for (int64_t t = 0; t < n; t++) rope_tables(inv_freq_, pos0 + t, cos.data() + t * half, sin.data() + t * half);
-  cache.reserve(pos0 + n);
+  const int64_t n = b.size(), H = c.hidden, Q = c.q_dim(), KV = c.kv_dim(), I = c.intermediate, hd = c.head_dim;
+  check_positions(b);
+  ops.begin_forward();
+  Tensor x = ops.tensor(n, H), xn = ops.tensor(n, H), q = ops.tensor(n, Q), k = ops.tensor(n, KV), v = ops.tensor(n, KV),
+         att = ops.tensor(n, Q), g = ops.tensor(n, I), u = ops.tensor(n, I), angles = ops.tensor(n, hd);
+  ops.embed(embed_, b, x);
+  ops.rope_table(b, inv_freq_, angles);  // every row's position, shared by all layers and heads
   kernels::AttentionShape shape{(int)c.n_heads, (int)c.n_kv_heads, (int)hd, (float)(1.0 / std::sqrt((double)hd))};
 
   for (int64_t l = 0; l < c.n_layers; l++) {
     const LlamaLayer& L = layers_[(size_t)l];
-    for (int64_t t = 0; t < n; t++) kernels::rmsnorm(&x[t * H], L.attn_norm.data(), c.norm_eps, H, &xn[t * H]);
-    Weight::matmul_group(xn.data(), n, {{&L.wq, q.data()}, {&L.wk, k.data()}, {&L.wv, v.data()}});
+    ops.rmsnorm(x, L.attn_norm, c.norm_eps, xn);
+    ops.linear_group(xn, {{&L.wq, q}, {&L.wk, k}, {&L.wv, v}});
     if (c.qkv_bias) {
-      kernels::add_bias(q.data(), L.bq.data(), n, Q);
-      kernels::add_bias(k.data(), L.bk.data(), n, KV);
-      kernels::add_bias(v.data(), L.bv.data(), n, KV);
+      ops.add_bias(q, L.bq);
+      ops.add_bias(k, L.bk);
+      ops.add_bias(v, L.bv);
     }
-    for (int64_t t = 0; t < n; t++) {
-      if (c.qk_norm) {
-        for (int64_t h = 0; h < c.n_heads; h++)
-          kernels::rmsnorm(&q[t * Q + h * hd], L.q_norm.data(), c.norm_eps, hd, &q[t * Q + h * hd]);
-        for (int64_t h = 0; h < c.n_kv_heads; h++)
-          kernels::rmsnorm(&k[t * KV + h * hd], L.k_norm.data(), c.norm_eps, hd, &k[t * KV + h * hd]);
-      }
-      kernels::rope_neox(&q[t * Q], (int)c.n_heads, (int)hd, &cos[t * half], &sin[t * half]);
-      kernels::rope_neox(&k[t * KV], (int)c.n_kv_heads, (int)hd, &cos[t * half], &sin[t * half]);
+    if (c.qk_norm) {  // Qwen3: each head of q and k normalised on its own
+      ops.rmsnorm(q.reshape(n * c.n_heads, hd), L.q_norm, c.norm_eps, q.reshape(n * c.n_heads, hd));
+      ops.rmsnorm(k.reshape(n * c.n_kv_heads, hd), L.k_norm, c.norm_eps, k.reshape(n * c.n_kv_heads, hd));
     }
-    cache.write(l, k.data(), v.data(), n);
-    kernels::attention(q.data(), n, pos0, shape, cache.keys(l), cache.values(l), cache.head_stride(), att.data());
-    L.wo.matmul(att.data(), n, xn.data());
-    if (c.o_bias) kernels::add_bias(xn.data(), L.bo.data(), n, H);
-    kernels::add(x.data(), xn.data(), n * H);
+    ops.rope(q, c.n_heads, angles);
+    ops.rope(k, c.n_kv_heads, angles);
+    ops.attention(memory, l, b, shape, q, k, v, att);
+    ops.linear(L.wo, att, xn);
+    if (c.o_bias) ops.add_bias(xn, L.bo);
+    ops.add(x, xn);
 
-    for (int64_t t = 0; t < n; t++) kernels::rmsnorm(&x[t * H], L.mlp_norm.data(), c.norm_eps, H, &xn[t * H]);
-    Weight::matmul_group(xn.data(), n, {{&L.gate, g.data()}, {&L.up, u.data()}});
+    ops.rmsnorm(x, L.mlp_norm, c.norm_eps, xn);
+    ops.linear_group(xn, {{&L.gate, g}, {&L.up, u}});
     if (c.mlp_bias) {
-      kernels::add_bias(g.data(), L.b_gate.data(), n, I);
-      kernels::add_bias(u.data(), L.b_up.data(), n, I);
+      ops.add_bias(g, L.b_gate);
+      ops.add_bias(u, L.b_up);
     }
-    kernels::silu_mul(g.data(), u.data(), n * I);
-    L.down.matmul(g.data(), n, xn.data());
-    if (c.mlp_bias) kernels::add_bias(xn.data(), L.b_down.data(), n, H);
-    kernels::add(x.data(), xn.data(), n * H);
+    ops.silu_mul(g, u);
+    ops.linear(L.down, g, xn);
+    if (c.mlp_bias) ops.add_bias(xn, L.b_down);
+    ops.add(x, xn);
   }
-  cache.commit(n);
 
-  int64_t first = all ? 0 : n - 1, rows = n - first;
-  for (int64_t t = first; t < n; t++) kernels::rmsnorm(&x[t * H], final_norm_.data(), c.norm_eps, H, &xn[t * H]);
-  head().matmul(&xn[first * H], rows, logits);
+  if (b.n_logits() == 0) return;
+  Tensor last = ops.tensor(b.n_logits(), H);
+  ops.logit_rows(x, b, last);
+  ops.rmsnorm(last, final_norm_, c.norm_eps, last);
+  ops.linear(head(), last, Tensor::wrap(logits, b.n_logits(), c.vocab_size));
 }
 
 }  // namespace

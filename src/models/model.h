@@ -1,27 +1,16 @@
-// Model: config, weights, and forward(tokens at the next positions, state). A single token is the
-// narrow case of a batch: one forward, matrix-vector when the batch is 1. The per-sequence state
-// (KV cache today; latent or recurrent state for later architectures) is made by the model and
-// owned by whoever runs it (runtime::Session), so one model can serve many sequences.
+// Model: config, weights, and a forward over a Batch. The batch's rows may come from many
+// sequences at their own positions; their keys and values go to the engine-wide Memory (one kind
+// per layer, as memory_spec() says), and every computation goes through a Backend, so the same
+// architecture file runs on any backend. A single token is the narrow case of a batch.
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <string>
 
+#include "backend/backend.h"
 #include "models/config.h"
 
 namespace kvad {
-
-class ModelState {
- public:
-  virtual ~ModelState() = default;
-  // Positions held.
-  virtual int64_t size() const = 0;
-  // Drops positions >= n where possible; returns the number actually kept (a recurrent state may
-  // only be able to go back to 0). Callers forward from the returned position.
-  virtual int64_t truncate(int64_t n) = 0;
-  virtual size_t bytes() const = 0;           // memory held now
-  virtual size_t bytes_per_token() const = 0;  // what one more position costs
-};
 
 class Model {
  public:
@@ -29,11 +18,11 @@ class Model {
   const ModelConfig& config() const { return config_; }
   int64_t context_length() const { return config_.max_positions; }
 
-  virtual std::unique_ptr<ModelState> new_state() const = 0;
-  // Runs tokens[0..n) at positions state.size() .. state.size()+n-1 and appends them to the state.
-  // logits receives [vocab] for the last token, or [n, vocab] when all_positions.
-  virtual void forward(const int32_t* tokens, int64_t n, ModelState& state, float* logits,
-                       bool all_positions = false) const = 0;
+  // What each layer keeps per sequence (the runtime sizes the pool from it).
+  virtual MemorySpec memory_spec() const = 0;
+  // Runs every row of `batch`, storing each row's keys/values in `memory` at its position, and
+  // writes the logits of the rows that want them to logits[batch.n_logits(), vocab], in row order.
+  virtual void forward(const Batch& batch, Memory& memory, Backend& ops, float* logits) const = 0;
   virtual size_t weight_bytes() const = 0;
   // Bytes one decode step reads: every weight except an untied embedding table (one row of it).
   virtual size_t decode_read_bytes() const = 0;
@@ -44,6 +33,8 @@ class Model {
   void hold(std::shared_ptr<const void> storage) { storage_ = std::move(storage); }
 
  protected:
+  // Refuses a batch with a position past the model's context (every family calls it first).
+  void check_positions(const Batch& batch) const;
   ModelConfig config_;
 
  private:

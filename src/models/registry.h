@@ -8,7 +8,7 @@
 #include "core/json.h"
 #include "io/checkpoint.h"
 #include "models/model.h"
-#include "models/weight.h"
+#include "backend/weight.h"
 
 namespace kvad {
 

@@ -9,7 +9,7 @@
 
 #include "io/checkpoint.h"
 #include "io/nq.h"
-#include "models/weight.h"
+#include "backend/weight.h"
 
 namespace kvad {
 

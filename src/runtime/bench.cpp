@@ -1,5 +1,7 @@
 #include "runtime/bench.h"
 
+#include "runtime/engine.h"
+
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -45,8 +47,11 @@ BenchRun bench_model(const Model& model, int64_t P, int64_t G, int reps, int war
   r.reps = reps;
   std::vector<double> pp, tg, ttft;
   Rng rng(1234567);
+  EngineOptions eo;
+  eo.ctx = std::min(model.context_length(), P + G + 1);
+  Engine engine(model, eo);
   for (int rep = 0; rep < warmup + reps; rep++) {
-    std::unique_ptr<Session> s = make_cpu_session(model);
+    std::unique_ptr<Session> s = engine.open_session();
     std::vector<int32_t> prompt((size_t)P);
     for (auto& t : prompt) t = (int32_t)rng.below((uint64_t)model.config().vocab_size);
     ForeignCpu foreign;

@@ -53,6 +53,53 @@ std::string StopMatcher::flush() {
   return out;
 }
 
+TokenGenerator::TokenGenerator(const Tokenizer& tok, const std::vector<int32_t>& prompt, const GenerateOptions& opts)
+    : opts_(opts), sampler_(opts.sampling), decoder_(tok), stops_(opts.stop), context_(prompt) {
+  result_.prompt_tokens = (int64_t)prompt.size();
+  result_.finish_reason = "length";
+  context_.reserve(prompt.size() + (size_t)std::max<int64_t>(0, std::min<int64_t>(opts.max_tokens, 1 << 20)));
+}
+
+bool TokenGenerator::next(const float* logits, int64_t vocab, TokenEvent& ev) {
+  logits_.assign(logits, logits + vocab);
+  int32_t id = sampler_.sample(logits_, context_, result_.tokens);
+  result_.tokens.push_back(id);
+  context_.push_back(id);
+  bool is_eos = std::find(opts_.stop_ids.begin(), opts_.stop_ids.end(), id) != opts_.stop_ids.end();
+  std::string text = is_eos ? "" : stops_.push(decoder_.push(id));
+  result_.text += text;
+  ev.id = id;
+  ev.text = std::move(text);
+  ev.top.clear();
+  if (opts_.top_logprobs >= 0) {  // sample() left the penalised logits in place
+    Sampler::log_softmax(logits_, logp_);
+    ev.logprob = logp_[(size_t)id];
+    size_t k = std::min((size_t)opts_.top_logprobs, logp_.size());
+    order_.resize(logp_.size());
+    for (size_t j = 0; j < order_.size(); j++) order_[j] = (int32_t)j;
+    std::partial_sort(order_.begin(), order_.begin() + (ptrdiff_t)k, order_.end(), [&](int32_t a, int32_t b) {
+      return logp_[(size_t)a] > logp_[(size_t)b] || (logp_[(size_t)a] == logp_[(size_t)b] && a < b);
+    });
+    for (size_t j = 0; j < k; j++) ev.top.push_back({order_[j], logp_[(size_t)order_[j]]});
+  }
+  if (is_eos || stops_.stopped()) {
+    result_.finish_reason = "stop";
+    done_ = true;
+  } else if ((int64_t)result_.tokens.size() >= opts_.max_tokens) {
+    done_ = true;  // "length"
+  }
+  return done_;
+}
+
+std::string TokenGenerator::flush() {
+  done_ = true;
+  if (result_.finish_reason == "stop") return "";
+  std::string rest = stops_.push(decoder_.flush());
+  rest += stops_.flush();
+  result_.text += rest;
+  return rest;
+}
+
 GenerateResult generate(Session& session, const Tokenizer& tok, const std::vector<int32_t>& prompt,
                         const GenerateOptions& opts, const std::function<bool(const TokenEvent&)>& on_token) {
   using clock = std::chrono::steady_clock;
@@ -60,66 +107,33 @@ GenerateResult generate(Session& session, const Tokenizer& tok, const std::vecto
   if ((int64_t)prompt.size() >= session.context_length())
     fail("the prompt has {} tokens but the model's context is {} tokens (leave room for at least one new token)",
          prompt.size(), session.context_length());
-  GenerateResult res;
-  res.prompt_tokens = (int64_t)prompt.size();
+  TokenGenerator gen(tok, prompt, opts);
   auto t0 = clock::now();
   int64_t landed = opts.reuse_prefix ? reuse_prefix(session, prompt) : session.truncate(0);
-  res.cached_tokens = landed;
-  std::vector<float> logits =
-      session.forward(std::vector<int32_t>(prompt.begin() + landed, prompt.end()));
+  gen.result().cached_tokens = landed;
+  const std::vector<float>* logits = &session.forward(std::vector<int32_t>(prompt.begin() + landed, prompt.end()));
   auto t1 = clock::now();
-  res.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
-
-  Sampler sampler(opts.sampling);
-  StreamDecoder decoder(tok);
-  StopMatcher stops(opts.stop);
-  std::vector<int32_t> context = prompt;
-  std::vector<float> logp;
-  res.finish_reason = "length";
+  gen.result().prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
+  const int64_t V = session.vocab_size();
+  TokenEvent ev;
   for (int64_t i = 0; i < opts.max_tokens; i++) {
-    int32_t id = sampler.sample(logits, context, res.tokens);
-    res.tokens.push_back(id);
-    context.push_back(id);
-    bool is_eos = std::find(opts.stop_ids.begin(), opts.stop_ids.end(), id) != opts.stop_ids.end();
-    std::string text = is_eos ? "" : stops.push(decoder.push(id));
-    res.text += text;
-    TokenEvent ev;
-    ev.id = id;
-    ev.text = text;
-    if (opts.top_logprobs >= 0) {  // sample() left the penalised logits in place
-      Sampler::log_softmax(logits, logp);
-      ev.logprob = logp[(size_t)id];
-      size_t k = std::min((size_t)opts.top_logprobs, logp.size());
-      std::vector<int32_t> idx(logp.size());
-      for (size_t j = 0; j < idx.size(); j++) idx[j] = (int32_t)j;
-      std::partial_sort(idx.begin(), idx.begin() + (ptrdiff_t)k, idx.end(), [&](int32_t a, int32_t b) {
-        return logp[(size_t)a] > logp[(size_t)b] || (logp[(size_t)a] == logp[(size_t)b] && a < b);
-      });
-      for (size_t j = 0; j < k; j++) ev.top.push_back({idx[j], logp[(size_t)idx[j]]});
-    }
+    bool end = gen.next(logits->data(), V, ev);
     if (!on_token(ev)) {
-      res.finish_reason = "cancelled";
+      gen.set_finish("cancelled");
       break;
     }
-    if (is_eos || stops.stopped()) {
-      res.finish_reason = "stop";
-      break;
-    }
-    if (i + 1 == opts.max_tokens) break;
+    if (end) break;
     if (session.cached() + 1 > session.context_length()) break;  // context full: "length"
-    logits = session.forward({id});
+    logits = &session.forward({ev.id});
   }
-  if (res.finish_reason != "stop") {
-    std::string rest = stops.push(decoder.flush());
-    rest += stops.flush();
-    if (!rest.empty()) {
-      res.text += rest;
-      TokenEvent last;
-      last.id = -1;
-      last.text = rest;
-      on_token(last);
-    }
+  std::string rest = gen.flush();
+  if (!rest.empty()) {
+    TokenEvent last;
+    last.id = -1;
+    last.text = rest;
+    on_token(last);
   }
+  GenerateResult res = std::move(gen.result());
   res.decode_seconds = std::chrono::duration<double>(clock::now() - t1).count();
   return res;
 }

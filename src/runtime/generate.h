@@ -34,16 +34,13 @@ struct GenerateResult {
   std::string text;
   std::vector<int32_t> tokens;
   int64_t prompt_tokens = 0, cached_tokens = 0;
+  double queue_seconds = 0;  // submitted -> first scheduled (the engine's wait queue)
   double prefill_seconds = 0, decode_seconds = 0;
   std::string finish_reason;  // "stop" (EOS or stop string), "length", "cancelled"
 
   double prefill_tok_s() const;
   double decode_tok_s() const;
 };
-
-// Runs generation; on_token returns false to cancel (finish_reason "cancelled").
-GenerateResult generate(Session& session, const Tokenizer& tok, const std::vector<int32_t>& prompt,
-                        const GenerateOptions& opts, const std::function<bool(const TokenEvent&)>& on_token);
 
 // Holds back text that could still become a stop string; finds one when it appears.
 class StopMatcher {
@@ -60,5 +57,39 @@ class StopMatcher {
   std::string held_;
   bool stopped_ = false;
 };
+
+// The per-token half of generation, shared by generate() (one sequence over a Session) and the
+// engine's step loop (many sequences in one forward): logits row -> sampled token -> TokenEvent,
+// with stop strings, end-of-sequence ids, max_tokens and logprobs. Each sequence owns one, with
+// its own seeded sampler: same seed, same text, whatever else shares the batch.
+class TokenGenerator {
+ public:
+  TokenGenerator(const Tokenizer& tok, const std::vector<int32_t>& prompt, const GenerateOptions& opts);
+  // Samples the next token from logits[vocab] (modified in place by the penalties). Fills `ev`
+  // and returns true when generation ends with this token (finish reason set).
+  bool next(const float* logits, int64_t vocab, TokenEvent& ev);
+  // After the last token (of any finish reason but "stop"): text held back by the decoder or a
+  // partial stop string, as a final event with id -1 (empty text = nothing to send).
+  std::string flush();
+  void set_finish(const std::string& reason) { result_.finish_reason = reason; }
+  bool finished() const { return done_; }
+  const std::vector<int32_t>& generated() const { return result_.tokens; }
+  GenerateResult& result() { return result_; }
+
+ private:
+  GenerateOptions opts_;
+  Sampler sampler_;
+  StreamDecoder decoder_;
+  StopMatcher stops_;
+  std::vector<int32_t> context_;
+  std::vector<float> logits_, logp_;
+  std::vector<int32_t> order_;
+  GenerateResult result_;
+  bool done_ = false;
+};
+
+// Runs generation; on_token returns false to cancel (finish_reason "cancelled").
+GenerateResult generate(Session& session, const Tokenizer& tok, const std::vector<int32_t>& prompt,
+                        const GenerateOptions& opts, const std::function<bool(const TokenEvent&)>& on_token);
 
 }  // namespace kvad

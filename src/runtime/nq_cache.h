@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "models/weight.h"
+#include "backend/weight.h"
 
 namespace kvad {
 

@@ -8,6 +8,7 @@
 #include "core/cpu.h"
 #include "core/rng.h"
 #include "core/threads.h"
+#include "runtime/bench.h"
 #include "serve/openai.h"
 
 namespace kvad::serve {
@@ -26,37 +27,24 @@ double percentile(std::vector<double> v, double p) {
 
 // ---- per-model prefill / decode -------------------------------------------------------------
 
-void ModelBenchJob::run(Engine& e) {
+void ModelBenchJob::run(ModelHost& e) {
   auto m = e.model();
-  if (!m) throw HttpError(404, "no model is loaded", "invalid_request_error", "model", "model_not_found");
+  if (!m || !e.engine()) throw HttpError(404, "no model is loaded", "invalid_request_error", "model", "model_not_found");
   int64_t ctx = e.context_length();
-  int64_t vocab = m->tokenizer->vocab_size();
-  std::unique_ptr<Session> s = make_cpu_session(*m->model);
-  Rng rng(1234);
   Json rows = Json::array();
-  for (int64_t len : lengths_) {
+  for (int64_t len : lengths_) {  // runtime/bench.h's loop: one rep per length, no warm-up
     if (cancelled_) break;
     int64_t L = std::clamp<int64_t>(len, 1, std::max<int64_t>(1, ctx - decode_ - 1));
-    std::vector<int32_t> prompt((size_t)L);
-    for (auto& t : prompt) t = (int32_t)rng.below((uint64_t)vocab);
-    s->truncate(0);
-    auto t0 = clock_type::now();
-    std::vector<float> logits = s->forward(prompt);
-    double prefill = since(t0);
-    auto t1 = clock_type::now();
-    int64_t steps = 0;
-    for (; steps < decode_ && !cancelled_ && s->cached() < ctx; steps++) {
-      int32_t next = (int32_t)(std::max_element(logits.begin(), logits.end()) - logits.begin());
-      logits = s->forward({next});
-    }
-    double decode = since(t1);
+    int64_t G = std::max<int64_t>(0, std::min<int64_t>(decode_, ctx - L - 1));
+    BenchRun r = bench_model(*m->model, L, G, 1, 0);
+    double prefill = r.ttft_ms / 1000, tg = r.decode_tok_s ? r.decode_tok_s->median : 0;
     rows.push_back({{"prompt_tokens", L},
                     {"prefill_seconds", prefill},
-                    {"prefill_tok_s", prefill > 0 ? (double)L / prefill : 0},
-                    {"decode_tokens", steps},
-                    {"decode_seconds", decode},
-                    {"decode_tok_s", decode > 0 ? (double)steps / decode : 0},
-                    {"kv_bytes", s->kv_bytes()}});
+                    {"prefill_tok_s", r.prefill_tok_s.median},
+                    {"decode_tokens", G},
+                    {"decode_seconds", tg > 0 ? (double)G / tg : 0},
+                    {"decode_tok_s", tg},
+                    {"kv_bytes", (size_t)(L + G) * e.engine()->bytes_per_token()}});
   }
   result_ = {{"model", model_id(*m)},
              {"architecture", m->model->config().architecture},

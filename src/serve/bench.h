@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/json.h"
-#include "serve/scheduler.h"
+#include "serve/engine_thread.h"
 
 namespace kvad::serve {
 
@@ -22,7 +22,7 @@ class ModelBenchJob final : public Job {
   ModelBenchJob(std::vector<int64_t> prompt_lengths, int64_t decode_tokens)
       : lengths_(std::move(prompt_lengths)), decode_(decode_tokens) {}
   const char* kind() const override { return "benchmark"; }
-  void run(Engine& e) override;
+  void run(ModelHost& e) override;
   void publish() override;
   void fail(const std::string& message, int status) override;
   void cancel() override { cancelled_ = true; }

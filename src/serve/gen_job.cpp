@@ -4,22 +4,18 @@
 
 namespace kvad::serve {
 
-void GenJob::run(Engine& e) {
-  if (cancelled_) {
-    result_.finish_reason = "cancelled";
-    return;
-  }
-  if (e.model() != model_)
-    throw HttpError(503, "the model was replaced while this request waited; send it again", "server_error", "",
-                    "model_changed");
-  Session& session = e.session_for(prompt_);
+GenerationRequest GenJob::request(EngineThread& thread) {
+  GenerationRequest r;
+  r.prompt = prompt_;
+  r.opts = opts_;
+  r.tokenizer = model_->tokenizer.get();
+  r.cache_salt = salt_;
   const Tokenizer& tok = *model_->tokenizer;
-  auto t0 = std::chrono::steady_clock::now();
-  bool first = true;
-  result_ = generate(session, tok, prompt_, opts_, [&](const TokenEvent& ev) {
-    if (first) {
-      ttft_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      first = false;
+  std::shared_ptr<GenJob> self = shared_from_this();
+  r.on_token = [this, self, &tok](const TokenEvent& ev) {
+    if (first_) {
+      ttft_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+      first_ = false;
     }
     GenEvent g;
     g.kind = GenEvent::Token;
@@ -33,22 +29,27 @@ void GenJob::run(Engine& e) {
     }
     push(std::move(g));
     return !cancelled_.load();
-  });
-  EngineStats& st = sched_.stats();
-  st.last_prompt_tokens = result_.prompt_tokens;
-  st.last_cached_tokens = result_.cached_tokens;
-  st.last_completion_tokens = (int64_t)result_.tokens.size();
-  st.last_prefill_tok_s = result_.prefill_tok_s();
-  if (result_.decode_tok_s() > 0) st.last_decode_tok_s = result_.decode_tok_s();
-  st.last_ttft_s = ttft_;
-}
-
-void GenJob::publish() {
-  GenEvent g;
-  g.kind = GenEvent::Done;
-  g.result = std::move(result_);
-  g.ttft_seconds = ttft_;
-  push(std::move(g));
+  };
+  r.on_done = [this, self, &thread](GenerateResult&& res, const std::string& error) {
+    LiveStats& st = thread.stats();
+    if (error.empty()) {
+      st.last_prompt_tokens = res.prompt_tokens;
+      st.last_cached_tokens = res.cached_tokens;
+      st.last_completion_tokens = (int64_t)res.tokens.size();
+      st.last_prefill_tok_s = res.prefill_tok_s();
+      if (res.decode_tok_s() > 0) st.last_decode_tok_s = res.decode_tok_s();
+      st.last_ttft_s = ttft_;
+    }
+    thread.generation_finished();  // before the client hears "done": its next request is not refused
+    if (!error.empty()) return fail(error, 500);
+    GenEvent g;
+    g.kind = GenEvent::Done;
+    g.result = std::move(res);
+    g.ttft_seconds = ttft_;
+    push(std::move(g));
+  };
+  r.cancelled = [this, self] { return cancelled_.load(); };
+  return r;
 }
 
 void GenJob::fail(const std::string& message, int status) {

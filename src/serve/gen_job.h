@@ -1,15 +1,16 @@
-// A generation request as a scheduler Job: the engine thread runs generate() over the best session
-// (prefix reuse) and pushes each token into a channel; the HTTP thread that owns the client
-// connection pops them and writes them out. A failed write (the client went away) cancels the job,
-// and the engine stops at the next token.
+// A generation request on its way through the engine thread: the HTTP thread that owns the client
+// connection builds it and waits on its channel; the engine thread turns it into a sequence of the
+// runtime engine, whose callbacks push each token (and the end) into the channel. A failed write
+// (the client went away) cancels it, and the engine drops the sequence at the next step.
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
 
+#include "serve/engine_thread.h"
 #include "serve/openai.h"
-#include "serve/scheduler.h"
 
 namespace kvad::serve {
 
@@ -22,16 +23,18 @@ struct GenEvent {
   int status = 500;
 };
 
-class GenJob final : public Job {
+class GenJob : public std::enable_shared_from_this<GenJob> {
  public:
-  GenJob(Scheduler& sched, std::shared_ptr<const LoadedModel> model, std::vector<int32_t> prompt, GenerateOptions opts)
-      : sched_(sched), model_(std::move(model)), prompt_(std::move(prompt)), opts_(std::move(opts)) {}
-  const char* kind() const override { return "generate"; }
-  void run(Engine& e) override;
-  void publish() override;
-  void fail(const std::string& message, int status) override;
-  void cancel() override { cancelled_ = true; }
+  GenJob(std::shared_ptr<const LoadedModel> model, std::vector<int32_t> prompt, GenerateOptions opts, uint64_t cache_salt)
+      : model_(std::move(model)), prompt_(std::move(prompt)), opts_(std::move(opts)), salt_(cache_salt),
+        t0_(std::chrono::steady_clock::now()) {}
+  const std::shared_ptr<const LoadedModel>& model() const { return model_; }
+  // On the engine thread: the sequence for the runtime engine, with callbacks into this job (they
+  // hold it alive until the sequence ends).
+  GenerationRequest request(EngineThread& thread);
+  void cancel() { cancelled_ = true; }
   bool cancelled() const { return cancelled_.load(); }
+  void fail(const std::string& message, int status);
 
   // Consumer side: waits up to `timeout` for the next event; false on timeout.
   bool next(GenEvent& out, std::chrono::milliseconds timeout);
@@ -40,13 +43,14 @@ class GenJob final : public Job {
 
  private:
   void push(GenEvent ev);
-  Scheduler& sched_;
   std::shared_ptr<const LoadedModel> model_;
   std::vector<int32_t> prompt_;
   GenerateOptions opts_;
-  std::atomic<bool> cancelled_{false};
-  GenerateResult result_;
+  uint64_t salt_;
+  std::chrono::steady_clock::time_point t0_;
   double ttft_ = 0;
+  bool first_ = true;
+  std::atomic<bool> cancelled_{false};
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<GenEvent> q_;

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "serve/scheduler.h"
+#include "serve/engine_thread.h"
 
 namespace kvad::serve {
 
@@ -45,7 +45,7 @@ static void counter(std::string& out, const char* name, const char* help, double
   out += fmt::format("# HELP {0} {1}\n# TYPE {0} counter\n{0} {2}\n", name, help, v);
 }
 
-std::string Metrics::prometheus(Scheduler& s) const {
+std::string Metrics::prometheus(EngineThread& s) const {
   std::string out;
   out += "# HELP kvad_requests_total HTTP requests answered, by endpoint and status.\n"
          "# TYPE kvad_requests_total counter\n";
@@ -65,14 +65,23 @@ std::string Metrics::prometheus(Scheduler& s) const {
   counter(out, "kvad_decode_seconds_total", "Seconds spent decoding (after the first token).", decode_seconds.load());
   counter(out, "kvad_prefill_seconds_total", "Seconds spent in prefill.", prefill_seconds.load());
   counter(out, "kvad_prefill_tokens_total", "Prompt tokens prefilled (not served from cache).", (double)prefill_tokens);
-  EngineStats& e = s.stats();
+  LiveStats& e = s.stats();
   gauge(out, "kvad_decode_tokens_per_second", "Decode speed of the last generation.", e.last_decode_tok_s.load());
   gauge(out, "kvad_prefill_tokens_per_second", "Prefill speed of the last generation.", e.last_prefill_tok_s.load());
   gauge(out, "kvad_time_to_first_token_seconds", "Time to first token of the last generation.", e.last_ttft_s.load());
   gauge(out, "kvad_queue_depth", "Jobs admitted and waiting for the engine.", (double)s.queued());
   gauge(out, "kvad_in_flight", "Jobs running or waiting on the engine.", (double)s.in_flight());
   gauge(out, "kvad_streams_active", "Streaming responses being written now.", (double)streams_active);
-  gauge(out, "kvad_kv_cache_bytes", "KV cache memory held now, all sessions.", (double)e.kv_bytes.load());
+  gauge(out, "kvad_kv_cache_bytes", "KV cache memory in blocks referenced by a sequence now.", (double)e.kv_bytes.load());
+  gauge(out, "kvad_kv_cache_capacity_bytes", "KV block pool size (--kv-memory).", (double)e.kv_capacity_bytes.load());
+  gauge(out, "kvad_kv_blocks_used", "KV blocks referenced by running sequences or sessions.", (double)e.blocks_used.load());
+  gauge(out, "kvad_kv_blocks_cached", "KV blocks free for reuse that still hold a prefix (evicted LRU).", (double)e.blocks_cached.load());
+  gauge(out, "kvad_kv_blocks_free", "KV blocks holding nothing.", (double)e.blocks_free.load());
+  gauge(out, "kvad_kv_block_size", "Positions per KV block.", (double)e.block_size.load());
+  gauge(out, "kvad_sequences_running", "Sequences in the continuous batch.", (double)e.running.load());
+  gauge(out, "kvad_sequences_waiting", "Sequences admitted and waiting for a slot or blocks.", (double)e.waiting.load());
+  counter(out, "kvad_engine_steps_total", "Forward passes of the engine loop.", (double)e.steps.load());
+  counter(out, "kvad_preemptions_total", "Sequences preempted (blocks freed, recomputed later).", (double)e.preemptions.load());
   gauge(out, "kvad_kv_cache_bytes_per_token", "KV cache bytes stored per position.", (double)e.kv_bytes_per_token.load());
   gauge(out, "kvad_kv_cache_tokens", "Positions held in the KV cache, all sessions.", (double)e.tokens_held.load());
   gauge(out, "kvad_context_length", "Context length of the loaded model (after --ctx).", (double)e.context_length.load());

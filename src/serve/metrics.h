@@ -8,13 +8,13 @@
 
 namespace kvad::serve {
 
-class Scheduler;
+class EngineThread;
 
 class Metrics {
  public:
   // One finished HTTP request (endpoint is a route name, not the raw path).
   void count_request(const std::string& endpoint, int status);
-  std::string prometheus(Scheduler& s) const;
+  std::string prometheus(EngineThread& s) const;
 
   std::atomic<uint64_t> prompt_tokens{0}, completion_tokens{0}, cached_tokens{0};
   std::atomic<uint64_t> busy_rejections{0}, disconnects{0}, generations{0};

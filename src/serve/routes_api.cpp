@@ -14,9 +14,9 @@ namespace {
 // A job whose body is a function; the HTTP thread waits for its JSON result.
 class FnJob final : public Job {
  public:
-  FnJob(const char* kind, std::function<Json(Engine&)> fn) : kind_(kind), fn_(std::move(fn)) {}
+  FnJob(const char* kind, std::function<Json(ModelHost&)> fn) : kind_(kind), fn_(std::move(fn)) {}
   const char* kind() const override { return kind_; }
-  void run(Engine& e) override { result_ = fn_(e); }
+  void run(ModelHost& e) override { result_ = fn_(e); }
   void publish() override { finish("", 200); }
   void fail(const std::string& m, int status) override { finish(m, status); }
   Json wait() {
@@ -35,7 +35,7 @@ class FnJob final : public Job {
     cv_.notify_all();
   }
   const char* kind_;
-  std::function<Json(Engine&)> fn_;
+  std::function<Json(ModelHost&)> fn_;
   Json result_;
   std::string error_;
   int status_ = 200;
@@ -46,8 +46,8 @@ class FnJob final : public Job {
 
 template <typename J>
 Json run_and_wait(Server::Impl& s, std::shared_ptr<J> job) {
-  Scheduler::Admit a = s.sched.submit(job);
-  if (a != Scheduler::Admit::Ok) throw refusal(s, a);
+  EngineThread::Admit a = s.sched.submit(job);
+  if (a != EngineThread::Admit::Ok) throw refusal(s, a);
   return job->wait();
 }
 
@@ -82,7 +82,7 @@ Json loaded_json(Server::Impl& s) {
 }
 
 Json stats_json(Server::Impl& s) {
-  EngineStats& e = s.sched.stats();
+  LiveStats& e = s.sched.stats();
   size_t per_tok = e.kv_bytes_per_token;
   int64_t ctx = e.context_length;
   Metrics& m = s.metrics;
@@ -93,6 +93,13 @@ Json stats_json(Server::Impl& s) {
           {"kv_tokens", e.tokens_held.load()},
           {"kv_bytes_per_token", per_tok},
           {"kv_bytes_full_context", (double)per_tok * (double)ctx},
+          {"kv_capacity_bytes", e.kv_capacity_bytes.load()},
+          {"kv_blocks",
+           {{"total", e.blocks_total.load()},
+            {"used", e.blocks_used.load()},
+            {"cached", e.blocks_cached.load()},
+            {"free", e.blocks_free.load()},
+            {"block_size", e.block_size.load()}}},
           {"context_length", ctx},
           {"last",
            {{"prompt_tokens", e.last_prompt_tokens.load()},
@@ -112,6 +119,9 @@ Json stats_json(Server::Impl& s) {
             {"prefill_tok_s", pre_s > 0 ? (double)m.prefill_tokens.load() / pre_s : 0}}},
           {"engine", {{"busy", s.sched.running_kind()}, {"busy_seconds", s.sched.busy_seconds()},
                       {"in_flight", s.sched.in_flight()}, {"queued", s.sched.queued()},
+                      {"running", e.running.load()}, {"waiting", e.waiting.load()},
+                      {"parallel", s.sched.config().parallel}, {"steps", e.steps.load()},
+                      {"preemptions", e.preemptions.load()},
                       {"threads", pool().size()}, {"jobs_run", e.jobs_run.load()}}},
           {"streams_active", m.streams_active.load()},
           {"model", loaded_json(s)}};
@@ -165,15 +175,14 @@ void add_api_routes(Server::Impl& s) {
       if (!b.contains("name") || !b["name"].is_string() || b["name"].get<std::string>().empty())
         throw HttpError(400, "'name' (a store name or a model folder) is required", "invalid_request_error", "name");
       std::string name = b["name"];
-      Server::Impl* sp = &s;
-      auto job = std::make_shared<FnJob>("loading a model", [sp, name](Engine& e) {
+      auto job = std::make_shared<FnJob>("loading a model", [name](ModelHost& e) {
         LoadedModel lm;
         try {
           lm = load_model(name, e.config().load);
         } catch (const Error& x) {
           throw HttpError(400, x.what(), "invalid_request_error", "name");
         }
-        set_scheduler_model(sp->sched, e, std::make_shared<LoadedModel>(std::move(lm)));
+        e.set_model(std::make_shared<LoadedModel>(std::move(lm)));
         return Json::object();
       });
       run_and_wait(s, job);

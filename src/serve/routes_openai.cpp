@@ -189,9 +189,9 @@ void generation(Server::Impl& s, const httplib::Request& req, httplib::Response&
   GenRequest r = chat ? parse_chat_request(req.body) : parse_completion_request(req.body);
   Prepared p = prepare(s, r);
   ResponseMeta meta{new_completion_id(chat), model_id(*p.model), now_unix()};
-  auto job = std::make_shared<GenJob>(s.sched, p.model, std::move(p.prompt), std::move(p.opts));
-  Scheduler::Admit a = s.sched.submit(job);
-  if (a != Scheduler::Admit::Ok) throw refusal(s, a);
+  auto job = std::make_shared<GenJob>(p.model, std::move(p.prompt), std::move(p.opts), /*cache_salt=*/0);
+  EngineThread::Admit a = s.sched.submit(job);
+  if (a != EngineThread::Admit::Ok) throw refusal(s, a);
   if (r.stream) answer_stream(s, r, job, meta, res);
   else answer_whole(s, r, job, meta, res);
 }
@@ -221,15 +221,15 @@ std::shared_ptr<const LoadedModel> require_model(Server::Impl& s, const std::str
   return m;
 }
 
-HttpError refusal(Server::Impl& s, Scheduler::Admit a) {
-  if (a == Scheduler::Admit::ShuttingDown)
+HttpError refusal(Server::Impl& s, EngineThread::Admit a) {
+  if (a == EngineThread::Admit::ShuttingDown)
     return HttpError(503, "the server is shutting down", "server_error", "", "shutting_down");
   s.metrics.busy_rejections++;
-  std::string what = s.sched.running_kind();
+  const EngineConfig& c = s.sched.config();
   return HttpError(429,
-                   fmt::format("the engine is busy ({}): this server runs one request at a time until batching "
-                               "exists; retry after the Retry-After header's seconds",
-                               what.empty() ? "another request" : what),
+                   fmt::format("the server is at capacity: {} requests are running or queued (--parallel {}, --queue {}); "
+                               "retry after the Retry-After header's seconds",
+                               s.sched.in_flight(), c.parallel, c.queue),
                    "rate_limit_error", "", "engine_busy");
 }
 

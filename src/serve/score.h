@@ -1,6 +1,5 @@
-// Scoring a text with the loaded model: perplexity, bits per character and per byte. An engine job
-// that runs the model over the text in context-sized windows (each overlapping the previous by one
-// token, so every token after the first is predicted exactly once) and reads all positions' logits.
+// Scoring a text with the loaded model: perplexity, bits per character and per byte, as an
+// exclusive engine job over runtime/score.h (the same definition `kvad score` prints).
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -8,7 +7,7 @@
 #include <string>
 
 #include "core/json.h"
-#include "serve/scheduler.h"
+#include "serve/engine_thread.h"
 
 namespace kvad::serve {
 
@@ -16,7 +15,7 @@ class ScoreJob final : public Job {
  public:
   ScoreJob(std::string text, int64_t window) : text_(std::move(text)), window_(window) {}
   const char* kind() const override { return "scoring"; }
-  void run(Engine& e) override;
+  void run(ModelHost& e) override;
   void publish() override;
   void fail(const std::string& message, int status) override;
   void cancel() override { cancelled_ = true; }

@@ -23,7 +23,9 @@ void reply_error(httplib::Response& res, const HttpError& e) {
 static EngineConfig engine_config(const ServeOptions& o) {
   EngineConfig c;
   c.ctx = o.ctx;
-  c.sessions = o.sessions;
+  c.parallel = o.parallel;
+  c.queue = o.queue;
+  c.kv_bytes = o.kv_bytes;
   c.load.format = parse_weight_format(o.quant.empty() ? "auto" : o.quant);  // auto | f32 | bf16 | q8 | q4
   return c;
 }

@@ -1,6 +1,6 @@
 // kvad serve: the HTTP server. OpenAI-compatible API under /v1, the web UI at /, its JSON API
 // under /api, /health and /metrics. Built on cpp-httplib (a blocking thread-per-connection pool; see
-// docs/server.md for why), with one engine thread behind a Scheduler.
+// docs/server.md for why), with one engine thread behind a EngineThread.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -20,7 +20,9 @@ struct ServeOptions {
   std::vector<std::string> model_dirs; // folders whose sub-folders are models (besides the store)
   size_t max_body = 32u << 20;         // request bodies above this get 413
   int http_threads = 32;               // connections served at once
-  int sessions = 4;                    // KV caches kept for prefix reuse across conversations
+  int parallel = 4;                    // sequences decoding together (continuous batching)
+  int queue = 64;                      // requests waiting beyond those; 429 past this
+  size_t kv_bytes = 0;                 // KV block pool budget (0 = context x parallel)
   double shutdown_grace = 3.0;         // seconds in-flight generations get to finish on SIGTERM
   std::string self_exe;                // the kvad binary (training jobs run it); "" = /proc/self/exe
   bool quiet = false;                  // no request log on stderr

@@ -10,7 +10,7 @@
 #include "serve/metrics.h"
 #include "serve/openai.h"
 #include "serve/pull_jobs.h"
-#include "serve/scheduler.h"
+#include "serve/engine_thread.h"
 #include "serve/server.h"
 #include "serve/train_jobs.h"
 
@@ -19,7 +19,7 @@ namespace kvad::serve {
 struct Server::Impl {
   explicit Impl(ServeOptions o);
   ServeOptions opts;
-  Scheduler sched;
+  EngineThread sched;
   Metrics metrics;
   httplib::Server http;
   LoadRunner load_runner;
@@ -48,7 +48,7 @@ void guarded(httplib::Response& res, F&& f) {
 // The loaded model, or 404 naming what was asked for. `asked` "" = whatever is loaded.
 std::shared_ptr<const LoadedModel> require_model(Server::Impl& s, const std::string& asked);
 // 429 (busy) / 503 (shutting down) for a refused job.
-HttpError refusal(Server::Impl& s, Scheduler::Admit a);
+HttpError refusal(Server::Impl& s, EngineThread::Admit a);
 
 void add_openai_routes(Server::Impl& s);
 void add_api_routes(Server::Impl& s);

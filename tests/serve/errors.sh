@@ -11,7 +11,8 @@ failed=0
 
 # Pulls go to an empty HF cache, offline: the Models page's pull plumbing runs without a network.
 export HF_HOME=$WORK/hf-home HF_HUB_OFFLINE=1
-start_server errors --api-key $KEY --max-body 1048576
+# --parallel 1 --queue 0: one request in flight at most, so the busy case below meets the bound.
+start_server errors --api-key $KEY --max-body 1048576 --parallel 1 --queue 0
 AUTH=(-H "Authorization: Bearer $KEY")
 JSON=(-H "Content-Type: application/json")
 
@@ -71,7 +72,8 @@ done
 if grep -q '"state":"failed"' "$WORK/pull" && grep -qi 'offline\|cache' "$WORK/pull"; then echo "ok   pull reports kvad pull's failure"; passed=$((passed + 1));
 else echo "FAIL pull: $(head -c 400 "$WORK/pull")"; failed=$((failed + 1)); fi
 
-# Busy: a long stream holds the engine; a second request is refused at once with 429 + Retry-After.
+# Past the bound (--parallel 1 --queue 0): a long stream holds the only slot; a second request is
+# refused at once with 429 + Retry-After.
 curl -sN "${AUTH[@]}" "${JSON[@]}" -d "{$MSG,\"stream\":true,\"max_tokens\":4000,\"temperature\":1,\"seed\":3}" "$CHAT" >"$WORK/long-stream" &
 CURL=$!
 for _ in $(seq 1 100); do grep -q '"content"' "$WORK/long-stream" 2>/dev/null && break; sleep 0.05; done

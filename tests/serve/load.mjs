@@ -1,6 +1,7 @@
 // Load test (loopback only, bounded): N concurrent streaming clients for S seconds against one
-// server. Passes when nothing crashes or hangs, every request is answered 200 or 429 (the engine
-// runs one stream at a time until batching exists), and memory is flat afterwards.
+// server. Passes when nothing crashes or hangs, every request is answered 200 (16 clients are within
+// --parallel + --queue, so a 429 here is a failure), memory is flat afterwards, and every KV block
+// is back in the pool (none leaked).
 //   node load.mjs CLIENTS SECONDS   (KVAD_URL set)
 import http from 'node:http';
 
@@ -90,12 +91,16 @@ const report = {
   latency_ms: { p50: pct(total, 50), p90: pct(total, 90), p99: pct(total, 99) },
   rss_mb: { before: +(rssBefore / 1e6).toFixed(1), after: +(rssAfter / 1e6).toFixed(1), growth: +(growth / 1e6).toFixed(1) },
 };
-console.log(JSON.stringify(report, null, 1));
 const problems = [...bad.slice(0, 10)];
 if (health.status !== 200) problems.push(`/health answered ${health.status} after the run`);
 if (counts[200] < clients) problems.push(`only ${counts[200]} requests served in ${elapsed} s`);
 if (retryAfterMissing) problems.push(`${retryAfterMissing} 429s without Retry-After`);
+if (counts[429]) problems.push(`${counts[429]} requests refused with 429 although ${clients} clients are within --parallel + --queue`);
+const stats = JSON.parse((await request('GET', '/api/stats')).text);
+report.kv_blocks = stats.kv_blocks;
+if (stats.kv_blocks.used !== 0 || stats.engine.running !== 0) problems.push(`after the run ${stats.kv_blocks.used} KV blocks are still held`);
 if (growth > Math.max(32e6, 0.25 * rssBefore)) problems.push(`memory grew by ${(growth / 1e6).toFixed(1)} MB`);
+console.log(JSON.stringify(report, null, 1));
 for (const p of problems) console.log('FAIL ' + p);
 console.log(`${problems.length ? 0 : 1} passed, ${problems.length ? 1 : 0} failed`);
 agent.destroy();

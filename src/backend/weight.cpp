@@ -1,4 +1,4 @@
-#include "models/weight.h"
+#include "backend/weight.h"
 
 #include <cstring>
 

@@ -1,0 +1,62 @@
+// Backend: the operations an architecture file calls, over Tensors the backend owns. The CPU
+// backend (make_cpu_backend) is kvad's kernels; a second backend implements the same calls and no
+// architecture file changes. An architecture file never names an ISA or a device, and never
+// touches a tensor's elements itself.
+//
+// Scratch tensors come from an arena reset by begin_forward(): sized by the largest batch seen, so
+// a decode step allocates nothing.
+#pragma once
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "backend/batch.h"
+#include "backend/memory.h"
+#include "backend/tensor.h"
+#include "backend/weight.h"
+#include "kernels/attention.h"
+
+namespace kvad {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+
+  // --- memory
+  virtual void begin_forward() = 0;
+  virtual Tensor tensor(int64_t rows, int64_t cols) = 0;  // uninitialised scratch, valid until the next begin_forward
+  virtual std::unique_ptr<Memory> make_memory(const MemorySpec& spec, int64_t n_blocks, int64_t block_size) = 0;
+
+  // --- the operations
+  // out[r] = table.row(batch.rows()[r].token); refuses ids outside the table.
+  virtual void embed(const Weight& table, const Batch& batch, Tensor out) = 0;
+  // x[r] += table[batch.rows()[r].pos] (GPT-2's learned positions; table is [positions, x.cols]).
+  virtual void add_position_rows(Tensor x, const std::vector<float>& table, const Batch& batch) = 0;
+  // y = x W^T (x: [n, W.cols], y: [n, W.rows]).
+  virtual void linear(const Weight& w, Tensor x, Tensor y) = 0;
+  // Several weights over one input (q/k/v, gate/up): the input is prepared once.
+  virtual void linear_group(Tensor x, std::initializer_list<std::pair<const Weight*, Tensor>> outs) = 0;
+  virtual void add_bias(Tensor y, const std::vector<float>& b) = 0;      // each row += b
+  virtual void add(Tensor y, Tensor x) = 0;                               // y += x
+  virtual void rmsnorm(Tensor x, const std::vector<float>& w, float eps, Tensor out) = 0;  // per row; out may be x
+  virtual void layernorm(Tensor x, const std::vector<float>& w, const std::vector<float>& b, float eps, Tensor out) = 0;
+  virtual void silu_mul(Tensor gate, Tensor up) = 0;                      // gate = silu(gate) * up
+  virtual void gelu_tanh(Tensor x) = 0;
+  // table[r] = cos(pos_r * inv_freq) | sin(pos_r * inv_freq) for every row of the batch ([rows, 2 * inv_freq.size()]).
+  virtual void rope_table(const Batch& batch, const std::vector<double>& inv_freq, Tensor table) = 0;
+  // Rotates each of x's `heads` heads by its row's angles (rotate-half / GPT-NeoX convention).
+  virtual void rope(Tensor x, int64_t heads, Tensor table) = 0;
+  // Stores k/v of the batch's rows in `layer`'s pages at their positions, then causal attention of
+  // q over each row's own sequence.
+  virtual void attention(const Memory& memory, int64_t layer, const Batch& batch, const kernels::AttentionShape& shape,
+                         Tensor q, Tensor k, Tensor v, Tensor out) = 0;
+  // out = the rows of x that want logits, in row order ([batch.n_logits(), x.cols]).
+  virtual void logit_rows(Tensor x, const Batch& batch, Tensor out) = 0;
+};
+
+std::unique_ptr<Backend> make_cpu_backend();
+
+}  // namespace kvad

@@ -1,0 +1,58 @@
+// Batch: the rows one forward runs. Each row is (token, sequence, position, wants_logits); the
+// rows of one sequence are contiguous and at consecutive positions (a prefill chunk, or the single
+// token of a decode step), so one forward can mix prefill chunks of some sequences with decode
+// tokens of others. Each sequence's span carries its block table: attention for its rows reads
+// only its own blocks. Logits are produced only for the rows that want them, in row order.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kernels/attention.h"
+
+namespace kvad {
+
+struct BatchRow {
+  int32_t token = 0;
+  int32_t seq = 0;
+  int64_t pos = 0;
+  bool wants_logits = false;
+};
+
+struct BatchSpan {
+  int32_t seq = 0;
+  int64_t row0 = 0, n = 0, pos0 = 0;
+  std::span<const int32_t> blocks;  // covers positions 0 .. pos0 + n - 1
+};
+
+enum class Logits { None, Last, All };
+
+class Batch {
+ public:
+  // Keeps capacity: a steady stream of steps reuses the same memory.
+  void clear() {
+    rows_.clear();
+    spans_.clear();
+    attn_.clear();
+    n_logits_ = 0;
+  }
+  // Appends tokens of one sequence at positions pos0, pos0+1, ...
+  void add(int32_t seq, std::span<const int32_t> tokens, int64_t pos0, std::span<const int32_t> blocks,
+           int64_t block_size, Logits logits);
+
+  const std::vector<BatchRow>& rows() const { return rows_; }
+  const std::vector<BatchSpan>& spans() const { return spans_; }
+  // The spans as the attention kernels take them.
+  const std::vector<kernels::AttentionSpan>& attention_spans() const { return attn_; }
+  int64_t size() const { return (int64_t)rows_.size(); }
+  bool empty() const { return rows_.empty(); }
+  int64_t n_logits() const { return n_logits_; }
+
+ private:
+  std::vector<BatchRow> rows_;
+  std::vector<BatchSpan> spans_;
+  std::vector<kernels::AttentionSpan> attn_;
+  int64_t n_logits_ = 0;
+};
+
+}  // namespace kvad

@@ -1,0 +1,165 @@
+// The CPU backend: every call is one of kvad's kernels (runtime-dispatched AVX-512 / AVX2 /
+// scalar) over host memory. Shapes are checked on every call: a mistake in an architecture file
+// is an error naming the operation, not a wrong answer.
+#include <cmath>
+#include <cstring>
+
+#include "backend/arena.h"
+#include "backend/backend.h"
+#include "core/error.h"
+#include "kernels/ops.h"
+
+namespace kvad {
+
+namespace {
+
+void need(bool ok, const char* op, const Tensor& a, const char* what) {
+  if (!ok) fail("cpu backend {}: {} (tensor [{}, {}] stride {})", op, what, a.rows, a.cols, a.stride);
+}
+
+class CpuBackend final : public Backend {
+ public:
+  const char* name() const override { return "cpu"; }
+
+  void begin_forward() override { arena_.reset(); }
+  Tensor tensor(int64_t rows, int64_t cols) override {
+    return Tensor::wrap(arena_.floats((size_t)(rows * cols)), rows, cols);
+  }
+  std::unique_ptr<Memory> make_memory(const MemorySpec& spec, int64_t n_blocks, int64_t block_size) override {
+    return std::make_unique<Memory>(spec, n_blocks, block_size);
+  }
+
+  void embed(const Weight& table, const Batch& batch, Tensor out) override {
+    need(out.rows == batch.size() && out.cols == table.cols(), "embed", out, "shape differs from [rows, table width]");
+    for (int64_t r = 0; r < out.rows; r++) {
+      int32_t id = batch.rows()[(size_t)r].token;
+      if (id < 0 || id >= table.rows())
+        fail("token id {} is out of range for this model's vocabulary of {}", id, table.rows());
+      table.row(id, out.data + r * out.stride);
+    }
+  }
+
+  void add_position_rows(Tensor x, const std::vector<float>& table, const Batch& batch) override {
+    int64_t positions = (int64_t)table.size() / x.cols;
+    for (int64_t r = 0; r < x.rows; r++) {
+      int64_t p = batch.rows()[(size_t)r].pos;
+      if (p < 0 || p >= positions) fail("position {} is beyond the model's {} positions", p, positions);
+      kernels::add(x.data + r * x.stride, table.data() + p * x.cols, x.cols);
+    }
+  }
+
+  const float* dense_input(Tensor x) {  // the matmul kernels read [n, cols] contiguous
+    if (x.contiguous()) return x.data;
+    Tensor c = tensor(x.rows, x.cols);
+    for (int64_t r = 0; r < x.rows; r++) std::memcpy(c.data + r * c.cols, x.data + r * x.stride, (size_t)x.cols * 4);
+    return c.data;
+  }
+
+  void linear(const Weight& w, Tensor x, Tensor y) override {
+    need(x.cols == w.cols(), "linear", x, "input width differs from the weight's columns");
+    need(y.rows == x.rows && y.cols == w.rows() && y.contiguous(), "linear", y, "output is not [n, weight rows] contiguous");
+    w.matmul(dense_input(x), x.rows, y.data);
+  }
+
+  void linear_group(Tensor x, std::initializer_list<std::pair<const Weight*, Tensor>> outs) override {
+    const float* in = dense_input(x);
+    std::pair<const Weight*, float*> o[4];
+    size_t n = 0;
+    for (const auto& [w, y] : outs) {
+      need(x.cols == w->cols(), "linear_group", x, "input width differs from a weight's columns");
+      need(y.rows == x.rows && y.cols == w->rows() && y.contiguous(), "linear_group", y, "output is not [n, weight rows]");
+      if (n == 4) fail("cpu backend linear_group: at most 4 weights");
+      o[n++] = {w, y.data};
+    }
+    if (n == 2) Weight::matmul_group(in, x.rows, {o[0], o[1]});
+    else if (n == 3) Weight::matmul_group(in, x.rows, {o[0], o[1], o[2]});
+    else
+      for (size_t i = 0; i < n; i++) o[i].first->matmul(in, x.rows, o[i].second);
+  }
+
+  void add_bias(Tensor y, const std::vector<float>& b) override {
+    need((int64_t)b.size() == y.cols, "add_bias", y, "bias length differs from the width");
+    for (int64_t r = 0; r < y.rows; r++) kernels::add(y.data + r * y.stride, b.data(), y.cols);
+  }
+
+  void add(Tensor y, Tensor x) override {
+    need(x.rows == y.rows && x.cols == y.cols, "add", x, "shapes differ");
+    if (x.contiguous() && y.contiguous()) return kernels::add(y.data, x.data, y.rows * y.cols);
+    for (int64_t r = 0; r < y.rows; r++) kernels::add(y.data + r * y.stride, x.data + r * x.stride, y.cols);
+  }
+
+  void rmsnorm(Tensor x, const std::vector<float>& w, float eps, Tensor out) override {
+    need((int64_t)w.size() == x.cols && out.rows == x.rows && out.cols == x.cols, "rmsnorm", x, "weight/output shape");
+    for (int64_t r = 0; r < x.rows; r++) kernels::rmsnorm(x.data + r * x.stride, w.data(), eps, x.cols, out.data + r * out.stride);
+  }
+
+  void layernorm(Tensor x, const std::vector<float>& w, const std::vector<float>& b, float eps, Tensor out) override {
+    need((int64_t)w.size() == x.cols && (int64_t)b.size() == x.cols && out.rows == x.rows && out.cols == x.cols,
+         "layernorm", x, "weight/bias/output shape");
+    for (int64_t r = 0; r < x.rows; r++)
+      kernels::layernorm(x.data + r * x.stride, w.data(), b.data(), eps, x.cols, out.data + r * out.stride);
+  }
+
+  void silu_mul(Tensor gate, Tensor up) override {
+    need(gate.contiguous() && up.contiguous() && gate.rows == up.rows && gate.cols == up.cols, "silu_mul", gate,
+         "gate and up must be the same contiguous shape");
+    kernels::silu_mul(gate.data, up.data, gate.rows * gate.cols);
+  }
+
+  void gelu_tanh(Tensor x) override {
+    need(x.contiguous(), "gelu_tanh", x, "not contiguous");
+    kernels::gelu_tanh(x.data, x.rows * x.cols);
+  }
+
+  void rope_table(const Batch& batch, const std::vector<double>& inv_freq, Tensor table) override {
+    const int64_t half = (int64_t)inv_freq.size();
+    need(table.rows == batch.size() && table.cols == 2 * half, "rope_table", table, "not [rows, 2 * frequencies]");
+    for (int64_t r = 0; r < table.rows; r++) {
+      float* t = table.data + r * table.stride;
+      double pos = (double)batch.rows()[(size_t)r].pos;
+      for (int64_t i = 0; i < half; i++) {
+        double a = pos * inv_freq[(size_t)i];  // in double, rounded to float once
+        t[i] = (float)std::cos(a);
+        t[half + i] = (float)std::sin(a);
+      }
+    }
+  }
+
+  void rope(Tensor x, int64_t heads, Tensor table) override {
+    int64_t hd = x.cols / heads;
+    need(x.cols == heads * hd && table.rows == x.rows && table.cols == hd, "rope", x, "not [rows, heads * head_dim]");
+    for (int64_t r = 0; r < x.rows; r++) {
+      const float* t = table.data + r * table.stride;
+      kernels::rope_neox(x.data + r * x.stride, (int)heads, (int)hd, t, t + hd / 2);
+    }
+  }
+
+  void attention(const Memory& memory, int64_t layer, const Batch& batch, const kernels::AttentionShape& s, Tensor q,
+                 Tensor k, Tensor v, Tensor out) override {
+    const int64_t kvw = (int64_t)s.n_kv_heads * s.head_dim, qw = (int64_t)s.n_heads * s.head_dim;
+    need(q.rows == batch.size() && q.cols == qw, "attention", q, "q is not [rows, heads * head_dim]");
+    need(k.rows == q.rows && k.cols == kvw && v.rows == q.rows && v.cols == kvw, "attention", k, "k/v shape");
+    need(out.rows == q.rows && out.cols == qw, "attention", out, "output shape");
+    const auto& spans = batch.attention_spans();
+    kernels::KvPages pages = memory.pages(layer);
+    kernels::kv_store(k.data, k.stride, v.data, v.stride, spans.data(), (int64_t)spans.size(), s.n_kv_heads, s.head_dim, pages);
+    kernels::attention_paged(q.data, q.stride, spans.data(), (int64_t)spans.size(), s, pages, out.data, out.stride);
+  }
+
+  void logit_rows(Tensor x, const Batch& batch, Tensor out) override {
+    need(out.rows == batch.n_logits() && out.cols == x.cols, "logit_rows", out, "not [rows wanting logits, width]");
+    int64_t o = 0;
+    for (int64_t r = 0; r < x.rows; r++)
+      if (batch.rows()[(size_t)r].wants_logits)
+        std::memcpy(out.data + (o++) * out.stride, x.data + r * x.stride, (size_t)x.cols * sizeof(float));
+  }
+
+ private:
+  Arena arena_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace kvad

@@ -1,0 +1,63 @@
+// The engine-wide memory of a model: one kind per layer, shared by every sequence.
+//   Attention  paged keys and values: fixed-size blocks from one pool; a sequence's positions are
+//              found through its block table (runtime/block_manager.h hands blocks out).
+//   Latent     (MLA, DeepSeek) one compressed vector per position, paged like keys: K-only pages.
+//   Recurrent  (linear attention / DeltaNet) a fixed-size state per sequence that has absorbed
+//              every token it has seen: it can be dropped but not rewound.
+// Only Attention is implemented; the spec already says which kind each layer is, so a family with
+// latent or recurrent layers adds storage here and nothing above the model changes shape. Every
+// kind answers what it truly stores per position, and whether a sequence can rewind.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/attention.h"
+
+namespace kvad {
+
+enum class MemoryKind : uint8_t { Attention, Latent, Recurrent };
+
+struct LayerMemorySpec {
+  MemoryKind kind = MemoryKind::Attention;
+  int64_t kv_heads = 0, head_dim = 0;  // Attention: K and V of kv_heads x head_dim per position
+  int64_t state_floats = 0;            // Recurrent: the state of one sequence
+};
+
+struct MemorySpec {
+  std::vector<LayerMemorySpec> layers;
+
+  static MemorySpec attention(int64_t n_layers, int64_t kv_heads, int64_t head_dim);
+  // Bytes one more position costs, over every layer that stores per position.
+  size_t bytes_per_token() const;
+  // False when any layer keeps a recurrent state (truncate lands at 0 unless it keeps everything).
+  bool rewindable() const;
+};
+
+// The storage: per attention layer, n_blocks pages of block_size positions. The pool is reserved
+// whole up front (untouched pages cost no physical memory until written), so block ids and the
+// pointers into them never move.
+class Memory {
+ public:
+  Memory(MemorySpec spec, int64_t n_blocks, int64_t block_size);
+  const MemorySpec& spec() const { return spec_; }
+  int64_t n_blocks() const { return n_blocks_; }
+  int64_t block_size() const { return block_size_; }
+  size_t bytes_per_block() const { return spec_.bytes_per_token() * (size_t)block_size_; }
+  size_t capacity_bytes() const { return bytes_per_block() * (size_t)n_blocks_; }
+  kernels::KvPages pages(int64_t layer) const;
+  // Copies the first `positions` positions of block src into block dst, in every layer
+  // (copy-on-write of a shared or cached block before a sequence writes into it).
+  void copy_block(int32_t src, int32_t dst, int64_t positions);
+
+ private:
+  struct Free {
+    void operator()(float* p) const;
+  };
+  MemorySpec spec_;
+  int64_t n_blocks_, block_size_;
+  std::vector<std::unique_ptr<float[], Free>> k_, v_;  // per layer
+};
+
+}  // namespace kvad

@@ -1,0 +1,330 @@
+#include "runtime/engine.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+
+namespace kvad {
+
+using Clock = std::chrono::steady_clock;
+
+static double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+struct Engine::Sequence {
+  int32_t id = 0;
+  GenerationRequest req;
+  std::vector<int32_t> tokens;  // prompt + generated; the last one is not computed yet while decoding
+  int64_t computed = 0;         // positions whose keys/values are in memory
+  BlockTable table;
+  std::unique_ptr<TokenGenerator> gen;
+  int64_t chunk = 0;            // rows scheduled in the current step
+  bool admitted_once = false, done = false, has_first = false;
+  Clock::time_point t_submit, t_admit, t_first;
+};
+
+// --- sessions ---------------------------------------------------------------------------------
+
+namespace {
+
+class EngineSession final : public Session {
+ public:
+  EngineSession(Engine& e, int32_t id) : e_(e), id_(id) {}
+  ~EngineSession() override {
+    e_.blocks().release(table_);
+    e_.session_closed((int64_t)tokens_.size());
+  }
+  const std::vector<float>& forward(const std::vector<int32_t>& t) override { return run(t, Logits::Last); }
+  const std::vector<float>& forward_all(const std::vector<int32_t>& t) override { return run(t, Logits::All); }
+  int64_t cached() const override { return (int64_t)tokens_.size(); }
+  int64_t truncate(int64_t n) override {
+    int64_t held = cached();
+    n = std::clamp<int64_t>(n, 0, held);
+    if (n < held && !e_.model().memory_spec().rewindable()) n = 0;  // a recurrent state cannot go back
+    e_.blocks().truncate(table_, n);
+    tokens_.resize((size_t)n);
+    e_.session_resized(n - held);
+    return n;
+  }
+  int64_t reuse_prefix(const std::vector<int32_t>& prompt) override {
+    size_t limit = prompt.empty() ? 0 : prompt.size() - 1, common = 0;
+    while (common < tokens_.size() && common < limit && tokens_[common] == prompt[common]) common++;
+    int64_t landed = truncate((int64_t)common);
+    const int64_t bs = e_.blocks().block_size();
+    if (landed % bs == 0 && (int64_t)table_.hashes.size() * bs == landed) {  // continue from other sequences' blocks
+      int64_t covered = e_.blocks().match_prefix(table_, prompt, (int64_t)limit);
+      if (covered > landed) {
+        tokens_.assign(prompt.begin(), prompt.begin() + covered);
+        e_.session_resized(covered - landed);
+        landed = covered;
+      }
+    }
+    return landed;
+  }
+  const std::vector<int32_t>& tokens() const override { return tokens_; }
+  int64_t context_length() const override { return e_.context_length(); }
+  int64_t vocab_size() const override { return e_.model().config().vocab_size; }
+  size_t kv_bytes() const override { return table_.blocks.size() * e_.bytes_per_block(); }
+  size_t kv_bytes_per_token() const override { return e_.bytes_per_token(); }
+
+ private:
+  const std::vector<float>& run(const std::vector<int32_t>& t, Logits which) {
+    if (t.empty()) fail("Session::forward: no tokens given");
+    int64_t n = (int64_t)t.size(), held = cached();
+    if (held + n > context_length())
+      fail("context full: {} tokens held + {} new exceeds the context of {} tokens", held, n, context_length());
+    e_.forward_session(table_, id_, t, held, which, logits_);
+    tokens_.insert(tokens_.end(), t.begin(), t.end());
+    e_.blocks().register_full(table_, tokens_, held + n);
+    e_.session_resized(n);
+    return logits_;
+  }
+  Engine& e_;
+  int32_t id_;
+  BlockTable table_;
+  std::vector<int32_t> tokens_;
+  std::vector<float> logits_;
+};
+
+}  // namespace
+
+// --- the engine -------------------------------------------------------------------------------
+
+Engine::Engine(const Model& model, EngineOptions opts, std::unique_ptr<Backend> backend)
+    : model_(model), opts_(opts), backend_(std::move(backend)) {
+  const int64_t bs = opts_.block_size;
+  if (bs <= 0 || bs > 4096) fail("KV block size {} is out of range (1..4096)", bs);
+  if (opts_.max_running < 1) fail("--parallel must be at least 1 (got {})", opts_.max_running);
+  if (opts_.step_tokens < 1) fail("the step token budget must be at least 1 (got {})", opts_.step_tokens);
+  ctx_ = opts_.ctx > 0 ? std::min(opts_.ctx, model.context_length()) : model.context_length();
+  MemorySpec spec = model.memory_spec();
+  size_t per_block = spec.bytes_per_token() * (size_t)bs;
+  int64_t one_sequence = (ctx_ + bs - 1) / bs;
+  int64_t n = opts_.kv_blocks;
+  if (n <= 0 && opts_.kv_bytes > 0) n = (int64_t)(opts_.kv_bytes / std::max<size_t>(1, per_block));
+  if (n <= 0) n = one_sequence * opts_.max_running;
+  if (n < one_sequence)
+    fail("the KV memory holds {} blocks of {} positions ({} MiB), less than one sequence at the context of {} tokens "
+         "needs ({} MiB): raise --kv-memory or lower --ctx",
+         n, bs, (double)n * (double)per_block / (1 << 20), ctx_, (double)one_sequence * (double)per_block / (1 << 20));
+  memory_ = backend_->make_memory(spec, n, bs);
+  blocks_ = std::make_unique<BlockManager>(n, bs);
+}
+
+Engine::~Engine() { cancel_all(); }
+
+std::unique_ptr<Session> Engine::open_session() { return std::make_unique<EngineSession>(*this, next_id_++); }
+
+void Engine::run(Batch& batch, std::vector<float>& logits) {
+  logits.resize((size_t)(batch.n_logits() * model_.config().vocab_size));  // capacity kept: no allocation once grown
+  model_.forward(batch, *memory_, *backend_, logits.data());
+}
+
+void Engine::forward_session(BlockTable& table, int32_t seq, const std::vector<int32_t>& tokens, int64_t pos0,
+                             Logits which, std::vector<float>& logits) {
+  int64_t n = (int64_t)tokens.size();
+  if (!blocks_->prepare(table, pos0, pos0 + n, *memory_)) {
+    make_room(blocks_->blocks_needed(table, pos0, pos0 + n));
+    if (!blocks_->prepare(table, pos0, pos0 + n, *memory_))
+      fail("the KV memory is full: {} positions need {} more blocks of {} and only {} are free; raise --kv-memory",
+           pos0 + n, blocks_->blocks_needed(table, pos0, pos0 + n), blocks_->block_size(), blocks_->available());
+  }
+  Batch batch;
+  batch.add(seq, tokens, pos0, table.blocks, blocks_->block_size(), which);
+  run(batch, logits);
+}
+
+int32_t Engine::submit(GenerationRequest req) {
+  if (req.prompt.empty()) fail("the prompt is empty: nothing to continue from");
+  if ((int64_t)req.prompt.size() >= ctx_)
+    fail("the prompt has {} tokens but the context is {} tokens (leave room for at least one new token)",
+         req.prompt.size(), ctx_);
+  if (!req.tokenizer) fail("Engine::submit: no tokenizer");
+  auto s = std::make_unique<Sequence>();
+  s->id = next_id_++;
+  s->tokens = req.prompt;
+  s->table.salt = req.cache_salt;
+  s->gen = std::make_unique<TokenGenerator>(*req.tokenizer, req.prompt, req.opts);
+  s->req = std::move(req);
+  s->t_submit = Clock::now();
+  int32_t id = s->id;
+  waiting_.push_back(std::move(s));
+  return id;
+}
+
+void Engine::finish(Sequence& s, const std::string& error) {
+  if (s.done) return;
+  s.done = true;
+  std::string rest = s.gen->flush();
+  if (!rest.empty() && error.empty() && s.req.on_token) {
+    TokenEvent last;
+    last.id = -1;
+    last.text = rest;
+    s.req.on_token(last);
+  }
+  blocks_->release(s.table);
+  s.computed = 0;
+  GenerateResult r = std::move(s.gen->result());
+  Clock::time_point now = Clock::now();
+  if (s.admitted_once) {
+    r.queue_seconds = seconds(s.t_submit, s.t_admit);
+    r.prefill_seconds = seconds(s.t_admit, s.has_first ? s.t_first : now);
+    r.decode_seconds = s.has_first ? seconds(s.t_first, now) : 0;
+  } else {
+    r.queue_seconds = seconds(s.t_submit, now);
+  }
+  if (s.req.on_done) s.req.on_done(std::move(r), error);
+}
+
+void Engine::preempt(Sequence& s) {
+  blocks_->release(s.table);
+  s.computed = 0;
+  preemptions_++;
+  auto it = std::find_if(running_.begin(), running_.end(), [&](const auto& p) { return p.get() == &s; });
+  std::unique_ptr<Sequence> owned = std::move(*it);
+  running_.erase(it);
+  waiting_.push_front(std::move(owned));  // first in line when room comes back
+}
+
+bool Engine::make_room(int64_t need) {
+  while (blocks_->available() < need && !running_.empty()) preempt(*running_.back());
+  return blocks_->available() >= need;
+}
+
+bool Engine::admit(Sequence& s) {
+  // Blocks this sequence (or an earlier one with the same start) left registered are taken as
+  // they are; at most all but the last token, so there are logits to sample from.
+  int64_t covered = blocks_->match_prefix(s.table, s.tokens, (int64_t)s.tokens.size() - 1);
+  s.computed = covered;
+  int64_t first = std::min<int64_t>((int64_t)s.tokens.size() - s.computed, budget_left_);
+  if (blocks_->blocks_needed(s.table, s.computed, s.computed + first) > blocks_->available()) {
+    blocks_->release(s.table);  // not now: keep waiting, holding nothing
+    s.computed = 0;
+    return false;
+  }
+  if (!s.admitted_once) {  // what the client hears as cached_tokens: the reuse at its first admission
+    s.gen->result().cached_tokens = covered;
+    s.admitted_once = true;
+    s.t_admit = Clock::now();
+  }
+  return true;
+}
+
+// Schedules s's next rows into the batch: its one pending token when decoding, else a prefill
+// chunk under the budget. Returns false when s was preempted for lack of blocks.
+bool Engine::schedule_rows(Sequence& s, int64_t& budget) {
+  int64_t pending = (int64_t)s.tokens.size() - s.computed;
+  int64_t n = pending == 1 ? 1 : std::min(pending, budget);  // a decode always runs; prefill fills what is left
+  if (n <= 0) return true;
+  while (!blocks_->prepare(s.table, s.computed, s.computed + n, *memory_)) {
+    // Preempt the newest running sequence not yet in this batch; if that is s itself, s waits.
+    Sequence* victim = running_.back().get();
+    bool scheduled = std::find(in_batch_.begin(), in_batch_.end(), victim) != in_batch_.end();
+    if (victim == &s || scheduled) {
+      preempt(s);
+      return false;
+    }
+    preempt(*victim);
+  }
+  s.chunk = n;
+  bool last = s.computed + n == (int64_t)s.tokens.size();
+  batch_.add(s.id, std::span<const int32_t>(s.tokens).subspan((size_t)s.computed, (size_t)n), s.computed,
+             s.table.blocks, blocks_->block_size(), last ? Logits::Last : Logits::None);
+  in_batch_.push_back(&s);
+  budget -= n;
+  return true;
+}
+
+void Engine::step() {
+  // Cancelled sequences leave first, so their blocks are free for this step.
+  for (auto& s : running_)
+    if (s->req.cancelled && s->req.cancelled()) {
+      s->gen->set_finish("cancelled");
+      finish(*s);
+    }
+  for (auto& s : waiting_)
+    if (s->req.cancelled && s->req.cancelled()) {
+      s->gen->set_finish("cancelled");
+      finish(*s);
+    }
+  auto gone = [](const std::unique_ptr<Sequence>& s) { return s->done; };
+  running_.erase(std::remove_if(running_.begin(), running_.end(), gone), running_.end());
+  waiting_.erase(std::remove_if(waiting_.begin(), waiting_.end(), gone), waiting_.end());
+
+  batch_.clear();
+  in_batch_.clear();
+  int64_t budget = opts_.step_tokens;
+  // Running sequences, oldest first: decodes take one row each, an unfinished prefill a chunk.
+  for (size_t i = 0; i < running_.size(); i++) {
+    Sequence* s = running_[i].get();
+    if (!schedule_rows(*s, budget)) break;  // s was preempted (it was the newest): nothing after it runs
+  }
+  // Admit waiting sequences while there is room and budget.
+  while (!waiting_.empty() && (int64_t)running_.size() < opts_.max_running && budget > 0) {
+    budget_left_ = budget;
+    if (!admit(*waiting_.front())) break;
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+    if (!schedule_rows(*running_.back(), budget)) break;
+  }
+  if (batch_.empty()) return;
+  steps_++;
+  last_rows_ = batch_.size();
+  run(batch_, logits_);
+
+  const int64_t V = model_.config().vocab_size;
+  int64_t row = 0;
+  TokenEvent ev;
+  for (Sequence* s : in_batch_) {
+    s->computed += s->chunk;
+    s->chunk = 0;
+    blocks_->register_full(s->table, s->tokens, s->computed);
+    if (s->computed < (int64_t)s->tokens.size()) continue;  // mid-prefill: no logits yet
+    if (!s->has_first) {
+      s->has_first = true;
+      s->t_first = Clock::now();
+    }
+    bool end = s->gen->next(&logits_[(size_t)(row++ * V)], V, ev);
+    if (s->req.on_token && !s->req.on_token(ev)) {
+      s->gen->set_finish("cancelled");
+      end = true;
+    }
+    if (!end && s->computed + 1 > ctx_) end = true;  // context full: "length"
+    if (end) finish(*s);
+    else s->tokens.push_back(ev.id);
+  }
+  running_.erase(std::remove_if(running_.begin(), running_.end(), gone), running_.end());
+}
+
+void Engine::cancel_all() {
+  for (auto* q : {&running_}) {
+    for (auto& s : *q) {
+      s->gen->set_finish("cancelled");
+      finish(*s);
+    }
+    q->clear();
+  }
+  for (auto& s : waiting_) {
+    s->gen->set_finish("cancelled");
+    finish(*s);
+  }
+  waiting_.clear();
+}
+
+EngineStats Engine::stats() const {
+  EngineStats st;
+  st.running = (int64_t)running_.size();
+  st.waiting = (int64_t)waiting_.size();
+  st.block_size = blocks_->block_size();
+  st.blocks = blocks_->stats();
+  st.bytes_per_token = memory_->spec().bytes_per_token();
+  st.bytes_per_block = memory_->bytes_per_block();
+  st.tokens_held = session_tokens_;
+  for (const auto& s : running_) st.tokens_held += s->computed;
+  st.steps = steps_;
+  st.preemptions = preemptions_;
+  st.last_step_rows = last_rows_;
+  return st;
+}
+
+}  // namespace kvad

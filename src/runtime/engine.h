@@ -1,0 +1,123 @@
+// Engine: owns a model's engine-wide memory (the paged KV pool and its BlockManager), a backend,
+// and the sequences that share them. Two faces:
+//   - Sessions (open_session): one sequence driven by its caller, a forward at a time (CLI run and
+//     chat, scoring, benchmarks).
+//   - The step loop (submit + step): continuous batching. Each step takes every running
+//     sequence's next token plus prefill chunks of waiting ones under a token budget (chunked
+//     prefill: a long prompt never stalls the streams already decoding), runs ONE forward,
+//     samples each sequence with its own sampler, streams, and admits new sequences between
+//     steps. Finished or cancelled sequences free their blocks at once; when the pool runs out the
+//     newest running sequence is preempted (its blocks freed) and recomputed later.
+// Not thread-safe: one thread (the server's engine thread, or the CLI's main thread) calls it.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "models/model.h"
+#include "runtime/block_manager.h"
+#include "runtime/generate.h"
+#include "runtime/session.h"
+
+namespace kvad {
+
+struct EngineOptions {
+  int64_t block_size = 16;   // positions per KV block (docs/engine.md: why 16)
+  int64_t kv_blocks = 0;     // pool size; 0 = from kv_bytes, else one sequence at full context per max_running
+  size_t kv_bytes = 0;       // pool budget in bytes (--kv-memory)
+  int64_t ctx = 0;           // per-sequence context cap; 0 = the model's
+  int64_t max_running = 1;   // sequences decoding at once (--parallel)
+  int64_t step_tokens = 256; // rows per step: decodes first, prefill chunks fill the rest
+};
+
+// A sequence for the step loop. Callbacks run on the engine's thread.
+struct GenerationRequest {
+  std::vector<int32_t> prompt;
+  GenerateOptions opts;
+  const Tokenizer* tokenizer = nullptr;
+  uint64_t cache_salt = 0;  // prefix reuse only among requests with the same salt
+  // Each token as it is produced; return false to cancel.
+  std::function<bool(const TokenEvent&)> on_token;
+  // Once, at the end: the result (finish_reason "stop", "length", "cancelled") or an error.
+  std::function<void(GenerateResult&&, const std::string& error)> on_done;
+  // Polled every step (waiting or running): true = drop it ("cancelled").
+  std::function<bool()> cancelled;
+};
+
+struct EngineStats {
+  int64_t running = 0, waiting = 0;
+  int64_t block_size = 0;
+  BlockStats blocks;
+  size_t bytes_per_token = 0, bytes_per_block = 0;
+  int64_t tokens_held = 0;  // positions held by running sequences and open sessions
+  uint64_t steps = 0, preemptions = 0;
+  int64_t last_step_rows = 0;
+};
+
+class Engine {
+ public:
+  Engine(const Model& model, EngineOptions opts, std::unique_ptr<Backend> backend = make_cpu_backend());
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const Model& model() const { return model_; }
+  const EngineOptions& options() const { return opts_; }
+  int64_t context_length() const { return ctx_; }
+
+  std::unique_ptr<Session> open_session();
+
+  // Queues a sequence; it starts at a later step(). Throws when the prompt cannot fit the context.
+  int32_t submit(GenerationRequest req);
+  bool has_work() const { return !running_.empty() || !waiting_.empty(); }
+  // One forward over the running sequences and admitted prefill chunks; no-op when idle.
+  void step();
+  // Finishes every sequence as cancelled (shutdown, model swap).
+  void cancel_all();
+  int64_t running() const { return (int64_t)running_.size(); }
+  int64_t waiting() const { return (int64_t)waiting_.size(); }
+  EngineStats stats() const;
+
+  // For sessions: one forward of `tokens` at positions from `pos0`, through `table`.
+  void forward_session(BlockTable& table, int32_t seq, const std::vector<int32_t>& tokens, int64_t pos0, Logits which,
+                       std::vector<float>& logits);
+  BlockManager& blocks() { return *blocks_; }
+  size_t bytes_per_token() const { return memory_->spec().bytes_per_token(); }
+  size_t bytes_per_block() const { return memory_->bytes_per_block(); }
+  // Frees blocks by preempting running sequences, newest first, until `need` are available.
+  bool make_room(int64_t need);
+  void session_closed(int64_t held) { session_tokens_ -= held; }
+  void session_resized(int64_t delta) { session_tokens_ += delta; }
+
+ private:
+  struct Sequence;
+  void run(Batch& batch, std::vector<float>& logits);
+  // Takes s's cached prefix and checks that its first chunk fits the pool; false = not now.
+  bool admit(Sequence& s);
+  void preempt(Sequence& s);
+  void finish(Sequence& s, const std::string& error = "");
+  bool schedule_rows(Sequence& s, int64_t& budget);
+
+  const Model& model_;
+  EngineOptions opts_;
+  int64_t ctx_ = 0;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Memory> memory_;
+  std::unique_ptr<BlockManager> blocks_;
+  std::deque<std::unique_ptr<Sequence>> waiting_;
+  std::vector<std::unique_ptr<Sequence>> running_;  // in admission order: the last is the newest
+  Batch batch_;
+  std::vector<float> logits_;
+  std::vector<Sequence*> in_batch_;
+  int32_t next_id_ = 1;
+  int64_t session_tokens_ = 0;
+  uint64_t steps_ = 0, preemptions_ = 0;
+  int64_t last_rows_ = 0;
+  int64_t budget_left_ = 0;  // of the step being scheduled (admit's first chunk)
+};
+
+}  // namespace kvad

@@ -1,0 +1,247 @@
+#include "serve/engine_thread.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+#include "serve/gen_job.h"
+#include "serve/openai.h"
+
+namespace kvad::serve {
+
+std::string model_id(const LoadedModel& m) {
+  std::string n = m.name;
+  while (n.size() > 1 && n.back() == '/') n.pop_back();
+  size_t slash = n.rfind('/');
+  return slash == std::string::npos ? n : n.substr(slash + 1);
+}
+
+void ModelHost::set_model(std::shared_ptr<const LoadedModel> m) {
+  engine_.reset();  // cancels the old model's sequences (their clients hear "cancelled")
+  model_ = std::move(m);
+  if (!model_) return;
+  EngineOptions o;
+  o.ctx = cfg_.ctx;
+  o.max_running = std::max(1, cfg_.parallel);
+  o.kv_bytes = cfg_.kv_bytes;
+  o.block_size = cfg_.block_size;
+  o.step_tokens = cfg_.step_tokens;
+  engine_ = std::make_unique<Engine>(*model_->model, o);
+}
+
+EngineThread::EngineThread(EngineConfig cfg) : cfg_(cfg), host_(cfg) { thread_ = std::thread([this] { loop(); }); }
+
+EngineThread::~EngineThread() {
+  shutdown(0);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    exit_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+EngineThread::Admit EngineThread::submit(std::shared_ptr<Job> job) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (stopping_) return Admit::ShuttingDown;
+    if ((int)jobs_.size() >= std::max(1, cfg_.queue)) return Admit::Busy;
+    jobs_.push_back(std::move(job));
+  }
+  cv_.notify_all();
+  return Admit::Ok;
+}
+
+EngineThread::Admit EngineThread::submit(std::shared_ptr<GenJob> gen) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (stopping_) return Admit::ShuttingDown;
+    if (generations_ >= std::max(1, cfg_.parallel) + std::max(0, cfg_.queue)) return Admit::Busy;
+    generations_++;
+    incoming_.push_back(std::move(gen));
+  }
+  cv_.notify_all();
+  return Admit::Ok;
+}
+
+void EngineThread::generation_finished() {
+  std::lock_guard<std::mutex> lk(mu_);
+  generations_--;
+}
+
+void EngineThread::load_now(const std::string& name) {
+  auto m = std::make_shared<LoadedModel>(load_model(name, cfg_.load));
+  std::lock_guard<std::mutex> lk(mu_);
+  if (running_ || !jobs_.empty() || generations_ > 0) fail("load_now: the engine is busy");
+  host_.set_model(m);
+  model_ = m;
+  refresh_stats();
+}
+
+void EngineThread::set_model(std::shared_ptr<const LoadedModel> m) {
+  host_.set_model(m);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    model_ = m;
+  }
+  refresh_stats();
+}
+
+void EngineThread::refresh_stats() {
+  auto m = host_.model();
+  const Engine* e = host_.engine();
+  stats_.weight_bytes = m ? m->model->weight_bytes() : 0;
+  stats_.context_length = host_.context_length();
+  if (!e) {
+    stats_.kv_bytes = 0;
+    stats_.tokens_held = 0;
+    stats_.running = stats_.waiting = 0;
+    return;
+  }
+  kvad::EngineStats s = e->stats();
+  stats_.kv_bytes = (size_t)s.blocks.used * s.bytes_per_block;
+  stats_.kv_capacity_bytes = (size_t)s.blocks.total * s.bytes_per_block;
+  stats_.kv_bytes_per_token = s.bytes_per_token;
+  stats_.tokens_held = s.tokens_held;
+  stats_.blocks_total = s.blocks.total;
+  stats_.blocks_used = s.blocks.used;
+  stats_.blocks_cached = s.blocks.cached;
+  stats_.blocks_free = s.blocks.free;
+  stats_.block_size = s.block_size;
+  stats_.running = s.running;
+  stats_.waiting = s.waiting;
+  stats_.steps = s.steps;
+  stats_.preemptions = s.preemptions;
+  stats_.last_step_rows = s.last_step_rows;
+}
+
+std::shared_ptr<const LoadedModel> EngineThread::model() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return model_;
+}
+
+int EngineThread::in_flight() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return generations_ + (int)jobs_.size() + (running_ ? 1 : 0);
+}
+
+int EngineThread::queued() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return (int)jobs_.size() + (int)incoming_.size() + (int)stats_.waiting.load();
+}
+
+std::string EngineThread::running_kind() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return running_ ? running_->kind() : "";
+}
+
+double EngineThread::busy_seconds() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (!running_) return 0;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - running_since_).count();
+}
+
+void EngineThread::run_job(const std::shared_ptr<Job>& job) {
+  std::string error;
+  int status = 500;
+  try {
+    job->run(host_);
+  } catch (const HttpError& e) {
+    error = e.what();
+    status = e.status;
+  } catch (const Error& e) {
+    error = e.what();
+    status = 400;
+  } catch (const std::bad_alloc&) {
+    error = "out of memory";
+  } catch (const std::exception& e) {
+    error = std::string("internal error: ") + e.what();
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    model_ = host_.model();
+  }
+  refresh_stats();
+  stats_.jobs_run++;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    running_.reset();
+  }
+  idle_cv_.notify_all();
+  if (error.empty()) job->publish();
+  else job->fail(error, status);
+}
+
+void EngineThread::start_generation(const std::shared_ptr<GenJob>& g) {
+  Engine* e = host_.engine();
+  std::string error;
+  int status = 400;
+  if (!e) {
+    error = "no model is loaded";
+    status = 404;
+  } else if (host_.model() != g->model()) {
+    error = "the model was replaced while this request waited; send it again";
+    status = 503;
+  } else {
+    try {
+      e->submit(g->request(*this));
+      return;
+    } catch (const Error& ex) {
+      error = ex.what();
+    }
+  }
+  generation_finished();
+  g->fail(error, status);
+}
+
+void EngineThread::loop() {
+  for (;;) {
+    std::shared_ptr<Job> job;
+    std::deque<std::shared_ptr<GenJob>> gens;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      Engine* e = host_.engine();
+      cv_.wait(lk, [&] { return exit_ || !jobs_.empty() || !incoming_.empty() || (e && e->has_work()); });
+      e = host_.engine();
+      if (exit_ && jobs_.empty() && incoming_.empty() && !(e && e->has_work())) return;
+      if (!jobs_.empty()) {  // exclusive work runs between steps
+        job = jobs_.front();
+        jobs_.pop_front();
+        running_ = job;
+        running_since_ = std::chrono::steady_clock::now();
+      }
+      gens.swap(incoming_);
+    }
+    if (job) run_job(job);
+    for (auto& g : gens) start_generation(g);
+    Engine* e = host_.engine();
+    if (e && cancel_all_) e->cancel_all();
+    if (e && e->has_work()) {
+      try {
+        e->step();
+      } catch (const std::exception& ex) {  // a failed forward: every sequence in flight hears it
+        fprintf(stderr, "kvad serve: engine step failed: %s\n", ex.what());
+        e->cancel_all();
+      }
+    }
+    refresh_stats();
+    idle_cv_.notify_all();
+  }
+}
+
+void EngineThread::shutdown(double grace) {
+  std::unique_lock<std::mutex> lk(mu_);
+  stopping_ = true;
+  for (auto& j : jobs_) j->cancel();
+  auto idle = [&] { return !running_ && jobs_.empty() && generations_ == 0; };
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace);
+  if (!idle_cv_.wait_until(lk, deadline, idle)) {
+    if (running_) running_->cancel();
+    for (auto& j : jobs_) j->cancel();
+    cancel_all_ = true;
+    cv_.notify_all();
+    idle_cv_.wait(lk, idle);
+  }
+}
+
+}  // namespace kvad::serve

@@ -1,0 +1,168 @@
+// The block manager alone: reference counts, prefix sharing by chained hash, LRU eviction that
+// keeps contents, copy-on-write, and a pool that always returns to empty.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "core/error.h"
+#include "runtime/block_manager.h"
+
+using namespace kvad;
+
+namespace {
+
+std::vector<int32_t> seq(int32_t from, int n) {
+  std::vector<int32_t> v;
+  for (int i = 0; i < n; i++) v.push_back(from + i);
+  return v;
+}
+
+struct Pool {
+  Memory mem{MemorySpec::attention(1, 1, 2), 8, 4};
+  BlockManager bm{8, 4};
+  // Writes position p's key as (tag, p) so copies can be checked.
+  void write(const BlockTable& t, int64_t p, float tag) {
+    float* k = mem.pages(0).k + ((int64_t)t.blocks[(size_t)(p / 4)] * 4 + p % 4) * 2;
+    k[0] = tag;
+    k[1] = (float)p;
+  }
+  float tag(const BlockTable& t, int64_t p) { return mem.pages(0).k[((int64_t)t.blocks[(size_t)(p / 4)] * 4 + p % 4) * 2]; }
+};
+
+}  // namespace
+
+TEST(BlockManager, SharesRegisteredFullBlocksAndCountsReferences) {
+  Pool p;
+  std::vector<int32_t> a = seq(100, 10);
+  BlockTable ta;
+  ASSERT_TRUE(p.bm.prepare(ta, 0, 10, p.mem));
+  EXPECT_EQ(ta.blocks.size(), 3u);  // 10 positions in blocks of 4
+  p.bm.register_full(ta, a, 10);
+  EXPECT_EQ(ta.hashes.size(), 2u);  // only full blocks are registered
+  // Another sequence with the same first 9 tokens takes the two full blocks, not the partial one.
+  std::vector<int32_t> b = a;
+  b[9] = 7;
+  BlockTable tb;
+  EXPECT_EQ(p.bm.match_prefix(tb, b, (int64_t)b.size() - 1), 8);
+  EXPECT_EQ(tb.blocks[0], ta.blocks[0]);
+  EXPECT_EQ(tb.blocks[1], ta.blocks[1]);
+  EXPECT_EQ(p.bm.refs(ta.blocks[0]), 2);
+  // A different first block: nothing matches, even if later blocks hold the same tokens.
+  std::vector<int32_t> c = a;
+  c[0] = 5;
+  BlockTable tc;
+  EXPECT_EQ(p.bm.match_prefix(tc, c, 9), 0);
+  // At most `limit` tokens: the last prompt token is always computed.
+  BlockTable td;
+  EXPECT_EQ(p.bm.match_prefix(td, seq(100, 8), 7), 4);
+  p.bm.release(td);
+  // A different salt sees nothing.
+  BlockTable ts;
+  ts.salt = 42;
+  EXPECT_EQ(p.bm.match_prefix(ts, a, 9), 0);
+  p.bm.release(ta);
+  p.bm.release(tb);
+  BlockStats st = p.bm.stats();
+  EXPECT_EQ(st.used, 0);
+  EXPECT_EQ(st.cached, 2);  // the registered blocks keep their contents
+  EXPECT_EQ(st.free, 6);
+  EXPECT_EQ(p.bm.available(), 8);
+}
+
+TEST(BlockManager, FreedBlocksStayReusableUntilEvictedLeastRecentlyUsedFirst) {
+  Pool p;
+  BlockTable t1, t2;
+  std::vector<int32_t> s1 = seq(1, 8), s2 = seq(50, 8);
+  ASSERT_TRUE(p.bm.prepare(t1, 0, 8, p.mem));
+  p.bm.register_full(t1, s1, 8);
+  ASSERT_TRUE(p.bm.prepare(t2, 0, 8, p.mem));
+  p.bm.register_full(t2, s2, 8);
+  p.bm.release(t1);  // s1 freed first: the older
+  p.bm.release(t2);
+  // Taking the 4 never-used blocks evicts nothing.
+  BlockTable fill;
+  ASSERT_TRUE(p.bm.prepare(fill, 0, 16, p.mem));
+  BlockTable m1, m2;
+  EXPECT_EQ(p.bm.match_prefix(m1, s1, 8), 8);
+  p.bm.release(m1);
+  // s1 was just used again, so s2's blocks are the least recently used: one more block evicts
+  // s2's last block first (the longest chain), then its first.
+  BlockTable more;
+  ASSERT_TRUE(p.bm.prepare(more, 0, 4, p.mem));
+  EXPECT_EQ(p.bm.match_prefix(m2, s2, 8), 4);  // its first block survived
+  p.bm.release(m2);
+  BlockTable m3;
+  EXPECT_EQ(p.bm.match_prefix(m3, s1, 8), 8);  // s1 untouched
+  p.bm.release(m3);
+  p.bm.release(more);
+  p.bm.release(fill);
+  EXPECT_EQ(p.bm.stats().used, 0);
+  EXPECT_EQ(p.bm.available(), 8);
+}
+
+TEST(BlockManager, WritingIntoASharedOrRegisteredBlockCopiesItFirst) {
+  Pool p;
+  std::vector<int32_t> a = seq(10, 8);
+  BlockTable ta;
+  ASSERT_TRUE(p.bm.prepare(ta, 0, 8, p.mem));
+  for (int64_t i = 0; i < 8; i++) p.write(ta, i, 1.0f);
+  p.bm.register_full(ta, a, 8);
+  // Truncate into the second (registered) block and write there: a private copy of its first two
+  // positions, the registered block untouched.
+  int32_t old = ta.blocks[1];
+  p.bm.truncate(ta, 6);
+  EXPECT_EQ(ta.hashes.size(), 1u);
+  ASSERT_TRUE(p.bm.prepare(ta, 6, 8, p.mem));
+  EXPECT_NE(ta.blocks[1], old);
+  EXPECT_EQ(p.tag(ta, 4), 1.0f);
+  EXPECT_EQ(p.tag(ta, 5), 1.0f);
+  p.write(ta, 6, 2.0f);
+  BlockTable tb;
+  EXPECT_EQ(p.bm.match_prefix(tb, a, 8), 8);
+  EXPECT_EQ(tb.blocks[1], old);
+  EXPECT_EQ(p.tag(tb, 6), 1.0f);  // the cached copy still holds what a's tokens computed
+  // A fork shares every block, the partial last one too; its first write copies that one.
+  BlockTable src, fork;
+  ASSERT_TRUE(p.bm.prepare(src, 0, 3, p.mem));
+  for (int64_t i = 0; i < 3; i++) p.write(src, i, 3.0f);
+  p.bm.fork(src, fork);
+  EXPECT_EQ(fork.blocks, src.blocks);
+  EXPECT_EQ(p.bm.refs(src.blocks[0]), 2);
+  EXPECT_EQ(p.bm.blocks_needed(fork, 3, 4), 1);
+  ASSERT_TRUE(p.bm.prepare(fork, 3, 4, p.mem));
+  EXPECT_NE(fork.blocks[0], src.blocks[0]);
+  EXPECT_EQ(p.tag(fork, 2), 3.0f);
+  p.write(fork, 3, 4.0f);
+  EXPECT_EQ(p.bm.refs(src.blocks[0]), 1);
+  p.bm.release(fork);
+  p.bm.release(ta);
+  p.bm.release(tb);
+  p.bm.release(src);
+  EXPECT_EQ(p.bm.stats().used, 0);
+}
+
+TEST(BlockManager, RefusesWhenThePoolCannotSupplyAndChangesNothing) {
+  Pool p;
+  BlockTable big;
+  EXPECT_FALSE(p.bm.prepare(big, 0, 33, p.mem));  // 9 blocks > 8
+  EXPECT_TRUE(big.blocks.empty());
+  EXPECT_EQ(p.bm.available(), 8);
+  ASSERT_TRUE(p.bm.prepare(big, 0, 32, p.mem));
+  BlockTable other;
+  EXPECT_FALSE(p.bm.prepare(other, 0, 1, p.mem));
+  EXPECT_THROW(p.bm.match_prefix(big, seq(0, 32), 31), Error);  // a table with unregistered blocks
+  p.bm.release(big);
+  EXPECT_EQ(p.bm.available(), 8);
+}
+
+TEST(BlockManager, ABlockDifferingInItsLastTokenDoesNotMatch) {
+  Pool p;
+  BlockTable t;
+  std::vector<int32_t> a = seq(0, 4);
+  ASSERT_TRUE(p.bm.prepare(t, 0, 4, p.mem));
+  p.bm.register_full(t, a, 4);
+  BlockTable u;
+  std::vector<int32_t> b = {0, 1, 2, 4};
+  EXPECT_EQ(p.bm.match_prefix(u, b, 4), 0);
+  p.bm.release(t);
+}
