@@ -11,6 +11,7 @@
 #include "core/json.h"
 #include "models/synth.h"
 #include "serve/server.h"
+#include "serve/serving_bench.h"
 #include "test_support.h"
 
 using namespace kvad;
@@ -221,6 +222,36 @@ TEST(ServeServer, ShortRequestsAreAnsweredWhileALongStreamRuns) {
     drained = k["kv_blocks"]["used"].get<int64_t>() == 0 && k["engine"]["running"].get<int64_t>() == 0;
   }
   EXPECT_TRUE(drained);
+}
+
+TEST(ServeServer, TheServingBenchmarkMeasuresWhatItSent) {
+  serve::ServeOptions o = options();
+  o.parallel = 4;
+  Running s(o);
+  serve::ServingBenchParams p;
+  p.port = s.port;
+  p.num_prompts = 6;
+  p.input_len = 20;
+  p.output_len = 7;
+  p.concurrency = 3;
+  serve::ServingBenchResult r = serve::run_serving_bench(p);
+  EXPECT_EQ(r.completed, 6) << r.first_error;
+  EXPECT_EQ(r.failed, 0);
+  EXPECT_EQ(r.total_input, 6 * 20);
+  EXPECT_EQ(r.total_output, 6 * 7);  // ignore_eos: exactly output_len each, counted by the server's usage
+  EXPECT_GT(r.ttft.median, 0);
+  EXPECT_LE(r.ttft.median, r.e2el.median);
+  EXPECT_LE(r.itl.median, r.itl.p99);
+  EXPECT_GT(r.tpot.mean, 0);
+  EXPECT_NEAR(r.output_throughput, 42 / r.duration_s, 1e-6);
+  Json j = r.to_json();
+  for (const char* k : {"mean_ttft_ms", "median_tpot_ms", "p99_itl_ms", "mean_e2el_ms", "request_throughput"})
+    EXPECT_TRUE(j.contains(k)) << k;
+  // A server that is not there: every request fails, with the reason.
+  p.port = 1;
+  serve::ServingBenchResult none = serve::run_serving_bench(p);
+  EXPECT_EQ(none.completed, 0);
+  EXPECT_NE(none.first_error.find("connection"), std::string::npos) << none.first_error;
 }
 
 TEST(ServeServer, StopCutsAStreamCleanly) {

@@ -8,7 +8,11 @@
 #include "core/cpu.h"
 #include "core/error.h"
 #include "core/threads.h"
+#include "core/fs.h"
 #include "runtime/bench.h"
+#include "serve/serving_bench.h"
+
+#include <unistd.h>
 
 namespace kvad::cli {
 
@@ -31,6 +35,76 @@ static std::vector<int64_t> parse_list(const std::string& s, const char* flag) {
 
 static Json stats_json(const Stats& s) { return {{"min", s.min}, {"median", s.median}, {"max", s.max}}; }
 
+// kvad bench serve: the serving benchmark against a running OpenAI-compatible server
+// (serve/serving_bench.h), one run per concurrency level of the sweep.
+static void add_bench_serve(CLI::App* bench) {
+  auto* cmd = bench->add_subcommand("serve", "benchmark a running OpenAI-compatible server (kvad serve, llama-server, vLLM) "
+                                             "with concurrent streams: throughput against TTFT / TPOT / ITL / E2E latency");
+  struct Args {
+    serve::ServingBenchParams p;
+    std::string url = "http://127.0.0.1:8080", concurrency = "1,2,4,8,16", json_out;
+    bool json = false;
+  };
+  auto a = std::make_shared<Args>();
+  cmd->add_option("--url", a->url, "the server (default http://127.0.0.1:8080)");
+  cmd->add_option("--api-key", a->p.api_key, "sent as 'Authorization: Bearer KEY' (default $KVAD_API_KEY)")->envname("KVAD_API_KEY");
+  cmd->add_option("--model", a->p.model, "the request's model field (default: the server's)");
+  cmd->add_option("--endpoint", a->p.endpoint, "/v1/completions (default: prompts as token ids, exact lengths) or /v1/chat/completions");
+  cmd->add_option("-c,--concurrency", a->concurrency, "streams in flight, a sweep: 1,2,4,8,16 (default)");
+  cmd->add_option("--request-rate", a->p.request_rate, "requests per second, Poisson arrivals (default inf: all at once)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("-n,--num-prompts", a->p.num_prompts, "requests per concurrency level (default 32)")->check(CLI::Range(1, 100000));
+  cmd->add_option("--input-len", a->p.input_len, "prompt tokens (default 128)")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--output-len", a->p.output_len, "tokens to generate (default 128)")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--range-ratio", a->p.range_ratio, "lengths uniform in [L(1-r), L(1+r)] (default 0)")->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--shared-prefix", a->p.shared_prefix, "tokens every prompt starts with (default 0)")->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("--token-range", a->p.token_hi, "prompt token ids drawn from [100, N) (default 20000; keep under the vocabulary)")
+      ->check(CLI::Range(101, 1 << 30));
+  cmd->add_option("--seed", a->p.seed, "prompts' seed (default 0)");
+  cmd->add_flag("!--no-ignore-eos", a->p.ignore_eos, "stop at the model's end-of-sequence token (default: exactly --output-len)");
+  cmd->add_flag("--json", a->json, "one JSON object per concurrency level (vLLM's keys)");
+  cmd->add_option("--json-out", a->json_out, "also write all results to this file (atomically)");
+  cmd->callback([a] {
+    std::string rest = a->url;
+    if (rest.rfind("http://", 0) == 0) rest = rest.substr(7);
+    else if (rest.find("://") != std::string::npos) fail("--url {}: only http:// is supported", a->url);
+    while (!rest.empty() && rest.back() == '/') rest.pop_back();
+    size_t colon = rest.rfind(':');
+    a->p.host = colon == std::string::npos ? rest : rest.substr(0, colon);
+    a->p.port = 80;
+    if (colon != std::string::npos) {
+      try {
+        a->p.port = std::stoi(rest.substr(colon + 1));
+      } catch (const std::exception&) {
+        fail("--url {}: the port is not a number", a->url);
+      }
+    }
+    std::vector<serve::ServingBenchResult> results;
+    Json all = Json::array();
+    for (int64_t c : parse_list(a->concurrency, "--concurrency")) {
+      if (c < 1) fail("--concurrency: levels must be >= 1");
+      serve::ServingBenchParams p = a->p;
+      p.concurrency = (int)c;
+      bool tty = isatty(2);
+      serve::ServingBenchResult r = serve::run_serving_bench(p, [&](int done, int total) {
+        if (tty) std::fprintf(stderr, "\rconcurrency %lld: %d/%d requests", (long long)c, done, total);
+      });
+      if (tty) std::fprintf(stderr, "\n");
+      if (r.completed == 0) fail("{}: no request succeeded: {}", a->url, r.first_error);
+      Json j = r.to_json();
+      j["url"] = a->url;
+      j["machine"] = cpu_summary();
+      all.push_back(j);
+      if (a->json) std::printf("%s\n", j.dump().c_str());
+      else std::printf("%s", serve::format_serving_result(r).c_str());
+      std::fflush(stdout);
+      results.push_back(r);
+    }
+    if (!a->json && results.size() > 1) std::printf("\n%s", serve::format_serving_table(results).c_str());
+    if (!a->json_out.empty()) atomic_write_file(a->json_out, all.dump(1) + "\n");
+  });
+}
+
 void add_bench(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "measure prefill and decode speed of a model");
   struct Args {
@@ -41,14 +115,17 @@ void add_bench(CLI::App& app) {
     bool json = false, no_bandwidth = false;
   };
   auto a = std::make_shared<Args>();
-  add_model_args(cmd, a->model);
+  add_model_args(cmd, a->model, /*required=*/false);  // `kvad bench serve` needs none
+  add_bench_serve(cmd);
   cmd->add_option("-p,--prompt-tokens", a->prompt_tokens, "prompt lengths to measure, e.g. 128,512 (default)");
   cmd->add_option("-g,--gen-tokens", a->gen_tokens, "decode steps after the prompt (default 128; 0 = prefill only)");
   cmd->add_option("-r,--reps", a->reps, "measured repetitions (default 5)")->check(CLI::Range(1, 1000));
   cmd->add_option("--warmup", a->warmup, "unmeasured repetitions first (default 1)")->check(CLI::Range(0, 100));
   cmd->add_flag("--json", a->json, "one JSON object per prompt length");
   cmd->add_flag("--no-bandwidth", a->no_bandwidth, "skip the memory-bandwidth probe");
-  cmd->callback([a] {
+  cmd->callback([a, cmd] {
+    if (cmd->got_subcommand("serve")) return;
+    if (a->model.model.empty()) fail("--model is required (or `kvad bench serve` to benchmark a running server)");
     std::vector<int64_t> ps = parse_list(a->prompt_tokens, "--prompt-tokens");
     if (a->gen_tokens < 0) fail("--gen-tokens must be >= 0");
     LoadedModel m = load_from_args(a->model);

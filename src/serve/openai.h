@@ -43,6 +43,7 @@ struct GenRequest {
   std::vector<std::string> stop;
   bool logprobs = false;
   int top_logprobs = 0;
+  bool ignore_eos = false;  // vLLM's and llama.cpp's extension: generate max_tokens whatever the model says
   std::string user;
 };
 

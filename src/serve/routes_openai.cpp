@@ -62,7 +62,7 @@ Prepared prepare(Server::Impl& s, const GenRequest& r) {
   // Prompt + answer fit the context (OpenAI's rule): a longer max_tokens ends with "length" there.
   p.opts.max_tokens = std::min(r.max_tokens.value_or(INT64_MAX), ctx - (int64_t)p.prompt.size());
   p.opts.stop = r.stop;
-  p.opts.stop_ids = m.eos_ids;
+  if (!r.ignore_eos) p.opts.stop_ids = m.eos_ids;
   p.opts.top_logprobs = r.logprobs ? r.top_logprobs : -1;
   return p;
 }
