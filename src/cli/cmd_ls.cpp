@@ -20,6 +20,7 @@
 #include "io/safetensors.h"
 #include "io/store.h"
 #include "models/registry.h"
+#include "runtime/model_info.h"
 
 namespace fs = std::filesystem;
 
@@ -60,64 +61,21 @@ std::string fmt_when(int64_t t) {
   return buf;
 }
 
-// Architecture, parameters and dtype of a model folder, without reading weights.
+// Architecture, parameters and dtype of a model folder, without reading weights (runtime/model_info.h).
 void describe_model(const std::string& dir, Row& row) {
-  std::string cfg_path = join_path(dir, "config.json");
-  try {
-    Json cfg = read_json_file(cfg_path);
-    if (const Architecture* a = find_architecture(cfg)) {
-      try {
-        a->parse_config(cfg, cfg_path);
-        row.arch = a->name;
-      } catch (const Error& e) {
-        row.arch = "invalid config";
-      }
-    } else {
-      std::string named = "?";
-      if (cfg.is_object() && cfg.contains("architectures") && cfg["architectures"].is_array() &&
-          !cfg["architectures"].empty() && cfg["architectures"][0].is_string())
-        named = cfg["architectures"][0].get<std::string>();
-      else if (cfg.is_object() && cfg.contains("model_type") && cfg["model_type"].is_string())
-        named = cfg["model_type"].get<std::string>();
-      row.arch = "unsupported: " + named;
-    }
-  } catch (const Error&) {
-    row.arch = "unreadable config.json";
+  ModelFolderInfo info = describe_model_folder(dir);
+  row.parameters = info.parameters;
+  if (info.problem.rfind("unsupported", 0) == 0 || info.problem == "invalid config" || info.problem == "unreadable config.json") {
+    row.arch = info.problem;
     return;
   }
-  std::vector<std::string> shards;
-  std::string index = join_path(dir, "model.safetensors.index.json");
-  try {
-    if (file_exists(index)) shards = hf::parse_index_shards(read_file(index), index);
-    else shards = {"model.safetensors"};
-  } catch (const Error&) {
-    row.format = "bad index";
+  row.arch = info.architecture;
+  if (!info.problem.empty() && info.problem != "no tokenizer.json") {
+    row.format = info.problem;
     return;
-  }
-  std::map<std::string, int64_t> by_dtype;
-  for (const std::string& s : shards) {
-    std::string p = join_path(dir, s);
-    if (!file_exists(p)) {
-      row.format = "incomplete (run kvad pull)";
-      return;
-    }
-    try {
-      SafetensorsFile f(p);
-      for (const TensorView& t : f.tensors()) {
-        row.parameters += t.numel();
-        by_dtype[lower(dtype_name(t.dtype))] += t.numel();
-      }
-    } catch (const Error&) {
-      row.format = "unreadable safetensors";
-      return;
-    }
   }
   row.params = fmt_params(row.parameters);
-  std::string dt;
-  int64_t best = -1;
-  for (auto& [d, n] : by_dtype)
-    if (n > best) best = n, dt = d;
-  row.format = "safetensors " + dt;
+  row.format = "safetensors " + info.dtype;
 }
 
 uint64_t du(const std::string& dir) {

@@ -5,7 +5,7 @@
 #include "cli/common.h"
 #include "core/error.h"
 #include "core/fs.h"
-#include "runtime/gguf_model.h"
+#include "runtime/gguf_loader.h"
 
 namespace kvad::cli {
 

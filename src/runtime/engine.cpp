@@ -129,9 +129,9 @@ void Engine::forward_session(BlockTable& table, int32_t seq, const std::vector<i
       fail("the KV memory is full: {} positions need {} more blocks of {} and only {} are free; raise --kv-memory",
            pos0 + n, blocks_->blocks_needed(table, pos0, pos0 + n), blocks_->block_size(), blocks_->available());
   }
-  Batch batch;
-  batch.add(seq, tokens, pos0, table.blocks, blocks_->block_size(), which);
-  run(batch, logits);
+  session_batch_.clear();  // a member: a session's decode step allocates nothing here
+  session_batch_.add(seq, tokens, pos0, table.blocks, blocks_->block_size(), which);
+  run(session_batch_, logits);
 }
 
 int32_t Engine::submit(GenerationRequest req) {

@@ -110,7 +110,7 @@ class Engine {
   std::unique_ptr<BlockManager> blocks_;
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;  // in admission order: the last is the newest
-  Batch batch_;
+  Batch batch_, session_batch_;
   std::vector<float> logits_;
   std::vector<Sequence*> in_batch_;
   int32_t next_id_ = 1;

@@ -8,7 +8,7 @@
 #include "io/hub.h"
 #include "io/model_usage.h"
 #include "io/store.h"
-#include "runtime/gguf_model.h"
+#include "runtime/gguf_loader.h"
 #include "runtime/nq_cache.h"
 
 namespace kvad {
@@ -38,8 +38,8 @@ ResolvedModel resolve_model(const std::string& name) {
     if (!ref.file.empty() && c->files.size() == 1 && is_gguf_path(join_path(c->dir, c->files[0])))
       return {join_path(c->dir, c->files[0]), "hf:" + ref.repo_id};
     if (!ref.file.empty())
-      fail("{}: {} is downloaded ({}), but kvad cannot run a single file yet (GGUF loading is still to come); name the "
-           "whole model instead",
+      fail("{}: {} is downloaded ({}), but kvad runs a single file only when it is a .gguf; name the whole model "
+           "instead",
            name, c->files.empty() ? ref.file : c->files[0], c->dir);
     return {c->dir, "hf:" + ref.repo_id};
   }
@@ -53,6 +53,24 @@ static void add_ids(std::vector<int32_t>& out, const Json& v) {
   else if (v.is_array())
     for (const Json& x : v)
       if (x.is_number_integer()) out.push_back(x.get<int32_t>());
+}
+
+void finish_loaded_model(LoadedModel& m, const std::string& template_what, const std::vector<int32_t>& more_eos) {
+  if (m.tokenizer->vocab_size() > m.model->config().vocab_size)
+    fail("{}: the tokenizer has {} tokens but the model's vocabulary (embedding rows) is {}", m.path,
+         m.tokenizer->vocab_size(), m.model->config().vocab_size);
+  if (!m.tokenizer->chat_template().empty()) {
+    try {
+      m.chat_template = std::make_unique<ChatTemplate>(m.tokenizer->chat_template(), template_what);
+    } catch (const Error& e) {  // reported when a chat is asked for
+      m.chat_template_error = e.what();
+    }
+  }
+  m.eos_ids = m.model->config().eos_ids;
+  m.eos_ids.insert(m.eos_ids.end(), more_eos.begin(), more_eos.end());
+  if (auto e = m.tokenizer->eos_id()) m.eos_ids.push_back(*e);
+  std::sort(m.eos_ids.begin(), m.eos_ids.end());
+  m.eos_ids.erase(std::unique(m.eos_ids.begin(), m.eos_ids.end()), m.eos_ids.end());
 }
 
 LoadedModel load_model(const std::string& name, const LoadOptions& opts) {
@@ -73,24 +91,12 @@ LoadedModel load_model(const std::string& name, const LoadOptions& opts) {
   std::string tj = join_path(m.path, "tokenizer.json"), tc = join_path(m.path, "tokenizer_config.json");
   if (!file_exists(tj)) fail("{}: missing tokenizer.json (kvad needs the model's tokenizer)", m.path);
   m.tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(tj, file_exists(tc) ? tc : ""));
-  if (m.tokenizer->vocab_size() > m.model->config().vocab_size)
-    fail("{}: tokenizer has {} tokens but the model's vocab_size is {}", m.path, m.tokenizer->vocab_size(),
-         m.model->config().vocab_size);
-  if (!m.tokenizer->chat_template().empty()) {
-    try {
-      m.chat_template = std::make_unique<ChatTemplate>(m.tokenizer->chat_template(), tc + ": chat_template");
-    } catch (const Error& e) {  // reported when a chat is asked for
-      m.chat_template_error = e.what();
-    }
-  }
   std::string gc = join_path(m.path, "generation_config.json");
   if (file_exists(gc)) m.generation_config = read_json_file(gc);
-  m.eos_ids = m.model->config().eos_ids;
+  std::vector<int32_t> gen_eos;
   if (m.generation_config.is_object() && m.generation_config.contains("eos_token_id"))
-    add_ids(m.eos_ids, m.generation_config["eos_token_id"]);
-  if (auto e = m.tokenizer->eos_id()) m.eos_ids.push_back(*e);
-  std::sort(m.eos_ids.begin(), m.eos_ids.end());
-  m.eos_ids.erase(std::unique(m.eos_ids.begin(), m.eos_ids.end()), m.eos_ids.end());
+    add_ids(gen_eos, m.generation_config["eos_token_id"]);
+  finish_loaded_model(m, tc + ": chat_template", gen_eos);
   m.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   record_model_use(where.key);  // for `kvad ls` (best effort)
   return m;

@@ -36,5 +36,9 @@ struct ResolvedModel {
 ResolvedModel resolve_model(const std::string& name);
 std::string resolve_model_path(const std::string& name);
 LoadedModel load_model(const std::string& name, const LoadOptions& opts);
+// The step every loader (folder or GGUF) ends with, once m.model and m.tokenizer are set: the
+// vocabulary check, the chat template (a parse error kept for when a chat is asked for), and the
+// end-of-generation ids (config + `more_eos` + the tokenizer's), sorted and unique.
+void finish_loaded_model(LoadedModel& m, const std::string& template_what, const std::vector<int32_t>& more_eos);
 
 }  // namespace kvad

@@ -64,40 +64,48 @@ int32_t Sampler::sample(std::vector<float>& logits, const std::vector<int32_t>& 
   }
   float mx = -INFINITY;
   for (auto& c : cand_) mx = std::max(mx, c.first);
-  double sum = 0;
-  for (auto& c : cand_) sum += std::exp((double)c.first - mx);
   // min-p keeps tokens whose probability is at least min_p x the top one's: a threshold on logits.
   float floor = p_.min_p > 0 ? mx + std::log(p_.min_p) : -INFINITY;
-  std::vector<std::pair<double, int32_t>> kept;  // (probability, id)
-  double cum = 0;
-  if (p_.top_p >= 1) {
-    for (auto& c : cand_)
-      if (c.first >= floor) {
-        double prob = std::exp((double)c.first - mx) / sum;
-        kept.push_back({prob, c.second});
-        cum += prob;
-      }
-  } else {
-    // top-p needs the largest first: a heap yields them without sorting the whole vocabulary.
-    auto heap_cmp = [&](const auto& a, const auto& b) { return by_logit(b, a); };
-    std::make_heap(cand_.begin(), cand_.end(), heap_cmp);
-    size_t end = cand_.size();
-    while (end > 0) {
-      std::pop_heap(cand_.begin(), cand_.begin() + (ptrdiff_t)end, heap_cmp);
-      end--;
-      if (!kept.empty() && cand_[end].first < floor) break;
-      double prob = std::exp((double)cand_[end].first - mx) / sum;
-      kept.push_back({prob, cand_[end].second});
-      cum += prob;
-      if (cum >= p_.top_p) break;
+  // Unnormalised weights exp(l - max), in float (one exp per candidate; a sum in double). The
+  // buffers are members: a step of many sequences allocates nothing here.
+  weights_.resize(cand_.size());
+  double sum = 0;
+  for (size_t i = 0; i < cand_.size(); i++) sum += (weights_[i] = std::exp(cand_[i].first - mx));
+  if (p_.top_p >= 1) {  // no ordering needed: walk the candidates until the draw is used up
+    double kept = 0;
+    for (size_t i = 0; i < cand_.size(); i++)
+      if (cand_[i].first >= floor) kept += weights_[i];
+      else weights_[i] = 0;
+    double r = rng_.uniform() * kept;
+    int32_t last = cand_[0].second;
+    for (size_t i = 0; i < cand_.size(); i++) {
+      if (weights_[i] == 0) continue;
+      last = cand_[i].second;
+      if ((r -= weights_[i]) <= 0) return last;
     }
+    return last;
+  }
+  // top-p needs the largest first: a heap yields them without sorting the whole vocabulary.
+  kept_.clear();
+  double cum = 0;
+  auto heap_cmp = [&](const auto& a, const auto& b) { return by_logit(b, a); };
+  std::make_heap(cand_.begin(), cand_.end(), heap_cmp);
+  size_t end = cand_.size();
+  while (end > 0) {
+    std::pop_heap(cand_.begin(), cand_.begin() + (ptrdiff_t)end, heap_cmp);
+    end--;
+    if (!kept_.empty() && cand_[end].first < floor) break;
+    double prob = std::exp((double)cand_[end].first - mx) / sum;
+    kept_.push_back({prob, cand_[end].second});
+    cum += prob;
+    if (cum >= p_.top_p) break;
   }
   double r = rng_.uniform() * cum;
-  for (auto& [prob, id] : kept) {
+  for (auto& [prob, id] : kept_) {
     r -= prob;
     if (r <= 0) return id;
   }
-  return kept.back().second;
+  return kept_.back().second;
 }
 
 void Sampler::log_softmax(const std::vector<float>& logits, std::vector<float>& out) {

@@ -38,6 +38,8 @@ class Sampler {
   SamplingParams p_;
   Rng rng_;
   std::vector<std::pair<float, int32_t>> cand_;
+  std::vector<float> weights_;
+  std::vector<std::pair<double, int32_t>> kept_;
 };
 
 }  // namespace kvad

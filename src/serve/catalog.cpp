@@ -10,6 +10,7 @@
 #include "io/safetensors.h"
 #include "io/store.h"
 #include "models/registry.h"
+#include "runtime/model_info.h"
 #include "serve/openai.h"
 
 namespace kvad::serve {
@@ -21,46 +22,19 @@ ModelEntry describe_model(const std::string& dir, const std::string& name, const
   e.name = name;
   e.path = dir;
   e.source = source;
+  ModelFolderInfo info = describe_model_folder(dir);  // the same description `kvad ls` prints
+  e.architecture = info.architecture;
+  e.supported = info.supported;
+  e.problem = info.problem;
+  if (info.problem.rfind("unsupported", 0) == 0)
+    e.problem = "architecture not supported (kvad runs: " + supported_architectures() + ")";
+  e.parameters = info.parameters;
+  e.format = info.dtypes;
+  e.context_length = info.context_length;
+  e.chat = info.chat;
   std::error_code ec;
-  try {
-    Json cfg = read_json_file(join_path(dir, "config.json"));
-    if (cfg.contains("architectures") && cfg["architectures"].is_array() && !cfg["architectures"].empty() &&
-        cfg["architectures"][0].is_string())
-      e.architecture = cfg["architectures"][0];
-    else if (cfg.contains("model_type") && cfg["model_type"].is_string())
-      e.architecture = cfg["model_type"];
-    const Architecture* a = find_architecture(cfg);
-    e.supported = a != nullptr;
-    if (!a) e.problem = "architecture not supported (kvad runs: " + supported_architectures() + ")";
-    for (const char* k : {"max_position_embeddings", "n_positions", "n_ctx"})
-      if (cfg.contains(k) && cfg[k].is_number_integer()) {
-        e.context_length = cfg[k].get<int64_t>();
-        break;
-      }
-    std::set<std::string> formats;
-    for (const auto& f : fs::directory_iterator(dir, ec)) {
-      if (!f.is_regular_file(ec)) continue;
-      e.bytes += (uint64_t)f.file_size(ec);
-      if (f.path().extension() == ".safetensors") {
-        SafetensorsFile st(f.path().string());
-        for (const TensorView& t : st.tensors()) {
-          e.parameters += t.numel();
-          formats.insert(dtype_name(t.dtype));
-        }
-      }
-    }
-    for (const std::string& f : formats) e.format += (e.format.empty() ? "" : "+") + f;
-    if (formats.empty() && e.problem.empty()) e.problem = "no .safetensors weights";
-    std::string tc = join_path(dir, "tokenizer_config.json");
-    if (file_exists(tc)) {
-      Json t = read_json_file(tc);
-      e.chat = t.contains("chat_template") && !t["chat_template"].is_null();
-    }
-    if (!file_exists(join_path(dir, "tokenizer.json")) && e.problem.empty()) e.problem = "no tokenizer.json";
-  } catch (const std::exception& x) {
-    e.problem = x.what();
-    e.supported = false;
-  }
+  for (const auto& f : fs::directory_iterator(dir, ec))
+    if (f.is_regular_file(ec)) e.bytes += (uint64_t)f.file_size(ec);
   return e;
 }
 

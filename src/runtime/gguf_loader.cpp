@@ -1,4 +1,4 @@
-#include "runtime/gguf_model.h"
+#include "runtime/gguf_loader.h"
 
 #include <algorithm>
 
@@ -22,21 +22,7 @@ void load_gguf_model(LoadedModel& m, const LoadOptions& opts) {
   GgufFile f(m.path);  // parsed again: the metadata only, through a second mapping
   GgufTokenizerJson tj = gguf_tokenizer(f);
   m.tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_json(tj.tokenizer, tj.config, m.path + " (GGUF tokenizer)"));
-  if (m.tokenizer->vocab_size() > m.model->config().vocab_size)
-    fail("{}: the tokenizer has {} tokens but token_embd.weight has {} rows", m.path, m.tokenizer->vocab_size(),
-         m.model->config().vocab_size);
-  if (!m.tokenizer->chat_template().empty()) {
-    try {
-      m.chat_template = std::make_unique<ChatTemplate>(m.tokenizer->chat_template(), m.path + ": tokenizer.chat_template");
-    } catch (const Error& e) {  // reported when a chat is asked for
-      m.chat_template_error = e.what();
-    }
-  }
-  m.eos_ids = m.model->config().eos_ids;
-  m.eos_ids.insert(m.eos_ids.end(), tj.end_of_generation.begin(), tj.end_of_generation.end());
-  if (auto e = m.tokenizer->eos_id()) m.eos_ids.push_back(*e);
-  std::sort(m.eos_ids.begin(), m.eos_ids.end());
-  m.eos_ids.erase(std::unique(m.eos_ids.begin(), m.eos_ids.end()), m.eos_ids.end());
+  finish_loaded_model(m, m.path + ": tokenizer.chat_template", tj.end_of_generation);
 }
 
 }  // namespace kvad
