@@ -254,6 +254,29 @@ TEST(ServeServer, TheServingBenchmarkMeasuresWhatItSent) {
   EXPECT_NE(none.first_error.find("connection"), std::string::npos) << none.first_error;
 }
 
+TEST(ServeServer, CachedPrefixesAreScopedSoOneClientCannotProbeAnothersPrompt) {
+  Running s(options());
+  auto c = s.client();
+  std::string secret;
+  for (int i = 0; i < 40; i++) secret += "secret" + std::to_string(i) + " ";
+  auto cached = [&](const std::string& salt) {
+    Json body = {{"prompt", secret}, {"max_tokens", 1}};
+    if (!salt.empty()) body["cache_salt"] = salt;
+    int status = 0;
+    Json r = post(c, "/v1/completions", body, &status);
+    EXPECT_EQ(status, 200) << r.dump();
+    return r["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
+  };
+  EXPECT_EQ(cached("alice"), 0);
+  EXPECT_GT(cached("alice"), 0);  // the same salt reuses its own prompt
+  EXPECT_EQ(cached("mallory"), 0);  // another salt learns nothing about alice's prompt
+  EXPECT_EQ(cached(""), 0);         // nor does a client without a salt
+  EXPECT_GT(cached(""), 0);         // which reuses its own
+  int status = 0;
+  post(c, "/v1/completions", Json{{"prompt", "x"}, {"cache_salt", 5}}, &status);
+  EXPECT_EQ(status, 400);
+}
+
 TEST(ServeServer, StopCutsAStreamCleanly) {
   std::atomic<bool> never{false};
   auto running = std::make_unique<Running>(options());

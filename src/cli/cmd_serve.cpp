@@ -38,6 +38,9 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--queue", a->o.queue, "requests that may wait beyond --parallel; past it, 429 (default 64)")
       ->check(CLI::Range(0, 100000));
   cmd->add_option("--kv-memory", a->kv_memory, "KV block pool size, e.g. 2GiB or 512MiB (default: the context x --parallel)");
+  cmd->add_flag("--shared-prefix-cache", a->o.shared_prefix_cache,
+               "let every client reuse every other client's cached prompt prefixes (default: per client address and "
+               "API key, or per the request's cache_salt; cached_tokens would otherwise tell one client about another's prompts)");
   cmd->add_option("--shutdown-grace", a->o.shutdown_grace, "seconds in-flight answers get to finish on SIGTERM (default 3)");
   cmd->add_option("-t,--threads", a->threads, "threads to compute with (default: all cores)")->check(CLI::Range(0, 1024));
   cmd->add_flag("-q,--quiet", a->o.quiet, "no request log on stderr");

@@ -105,7 +105,12 @@ void parse_common(const Json& j, GenRequest& r) {
   if (has(j, "repetition_penalty")) r.sampling.repetition_penalty = (float)get_number(j, "repetition_penalty", 1e-3, 100);
   if (has(j, "presence_penalty")) r.sampling.presence_penalty = (float)get_number(j, "presence_penalty", -2, 2);
   if (has(j, "frequency_penalty")) r.sampling.frequency_penalty = (float)get_number(j, "frequency_penalty", -2, 2);
-  if (has(j, "ignore_eos")) r.ignore_eos = get_bool(j, "ignore_eos");  // benchmarks: exactly max_tokens tokens
+  if (has(j, "ignore_eos")) r.ignore_eos = get_bool(j, "ignore_eos");
+  if (has(j, "cache_salt")) {
+    if (!j["cache_salt"].is_string() || j["cache_salt"].get_ref<const std::string&>().size() > 256)
+      bad("cache_salt", "'cache_salt' must be a string of at most 256 bytes");
+    r.cache_salt = j["cache_salt"].get<std::string>();
+  }  // benchmarks: exactly max_tokens tokens
   if (has(j, "seed")) {
     const Json& v = j["seed"];
     if (!v.is_number_integer()) bad("seed", fmt::format("'seed' must be an integer, got {}", type_name(v)));

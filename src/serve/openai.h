@@ -43,7 +43,8 @@ struct GenRequest {
   std::vector<std::string> stop;
   bool logprobs = false;
   int top_logprobs = 0;
-  bool ignore_eos = false;  // vLLM's and llama.cpp's extension: generate max_tokens whatever the model says
+  bool ignore_eos = false;
+  std::string cache_salt;   // vLLM's: prefix reuse only among requests with the same salt  // vLLM's and llama.cpp's extension: generate max_tokens whatever the model says
   std::string user;
 };
 

@@ -185,11 +185,24 @@ void answer_stream(Server::Impl& s, const GenRequest& r, const std::shared_ptr<G
       });
 }
 
+// Whose cached prefixes a request may reuse. cached_tokens (and the speed of the answer) would tell
+// a client whether another client's prompt starts the way it guessed, so by default reuse is
+// scoped to the client: its address and the API key it presented, or the `cache_salt` it sends
+// (vLLM's design: clients sharing a salt share prefixes). --shared-prefix-cache drops the
+// address, for servers whose clients all trust each other (one user, or a trusted front end).
+uint64_t cache_scope(Server::Impl& s, const httplib::Request& req, const GenRequest& r) {
+  std::string scope = req.get_header_value("Authorization") + "\n";
+  if (!r.cache_salt.empty()) scope += "salt:" + r.cache_salt;
+  else if (!s.opts.shared_prefix_cache) scope += "addr:" + req.remote_addr;
+  if (scope == "\n") return 0;
+  return std::hash<std::string>{}(scope) | 1;  // never 0: 0 is the shared scope
+}
+
 void generation(Server::Impl& s, const httplib::Request& req, httplib::Response& res, bool chat) {
   GenRequest r = chat ? parse_chat_request(req.body) : parse_completion_request(req.body);
   Prepared p = prepare(s, r);
   ResponseMeta meta{new_completion_id(chat), model_id(*p.model), now_unix()};
-  auto job = std::make_shared<GenJob>(p.model, std::move(p.prompt), std::move(p.opts), /*cache_salt=*/0);
+  auto job = std::make_shared<GenJob>(p.model, std::move(p.prompt), std::move(p.opts), cache_scope(s, req, r));
   EngineThread::Admit a = s.sched.submit(job);
   if (a != EngineThread::Admit::Ok) throw refusal(s, a);
   if (r.stream) answer_stream(s, r, job, meta, res);

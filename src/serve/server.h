@@ -23,6 +23,7 @@ struct ServeOptions {
   int parallel = 4;                    // sequences decoding together (continuous batching)
   int queue = 64;                      // requests waiting beyond those; 429 past this
   size_t kv_bytes = 0;                 // KV block pool budget (0 = context x parallel)
+  bool shared_prefix_cache = false;    // reuse cached prefixes across clients (default: per client address / cache_salt)
   double shutdown_grace = 3.0;         // seconds in-flight generations get to finish on SIGTERM
   std::string self_exe;                // the kvad binary (training jobs run it); "" = /proc/self/exe
   bool quiet = false;                  // no request log on stderr
