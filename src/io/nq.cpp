@@ -93,7 +93,7 @@ Parsed parse(const uint8_t* data, size_t size, const std::string& what) {
     if (!e.contains("shape") || !e["shape"].is_array() || e["shape"].empty() || e["shape"].size() > 2)
       fail("{}: shape must have 1 or 2 dimensions", where);
     for (const Json& d : e["shape"]) {
-      if (!d.is_number_unsigned() || d.get<uint64_t>() > (1ull << 32)) fail("{}: bad shape entry {}", where, d.dump());
+      if (!d.is_number_unsigned() || d.get<uint64_t>() > (1ull << 32)) fail("{}: bad shape entry {}", where, json_snippet(d));
       t.shape.push_back(d.get<int64_t>());
     }
     if (!e.contains("offset") || !e["offset"].is_number_unsigned() || !e.contains("bytes") ||
