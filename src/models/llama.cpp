@@ -19,9 +19,7 @@ namespace kvad {
 
 ModelConfig parse_llama_config(const Json& j, const std::string& what) {
   ModelConfig c;
-  c.architecture = j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty()
-                       ? j["architectures"][0].get<std::string>()
-                       : "";
+  c.architecture = architecture_field(j, what);
   c.model_type = json_str_or(j, "model_type", "llama", what);
   c.hidden = positive_field(j, "hidden_size", what);
   c.n_layers = positive_field(j, "num_hidden_layers", what);
