@@ -120,3 +120,21 @@ TEST(CoreJson, IntegersOutOfRangeAreErrorsNotWraps) {
   EXPECT_EQ(json_int(j, "ok", "c"), 7);
   EXPECT_EQ(json_int(j, "neg", "c"), -3);
 }
+
+// Memory amplification (issue 9): `{}` costs 3 bytes of text and ~80 bytes of DOM.
+TEST(CoreJson, MemoryAmplificationIsBounded) {
+  std::string empties = "[";
+  for (int i = 0; i < 3000000; i++) empties += "{},";
+  empties.back() = ']';
+  std::string msg = message_of([&] { parse_json(empties, "header"); });
+  EXPECT_NE(msg.find("header: invalid JSON"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("MB of memory"), std::string::npos) << msg;
+  // A realistic document of the same size parses (a safetensors header: ~6x its text).
+  std::string st = "{";
+  for (int i = 0; i < 60000; i++)
+    st += "\"model.layers." + std::to_string(i) +
+          ".mlp.up_proj.weight\":{\"dtype\":\"BF16\",\"shape\":[4096,11008],\"data_offsets\":[1234567890,1234567899]},";
+  st.back() = '}';
+  EXPECT_NO_THROW(parse_json(st, "st", JsonLimits{128, st.size(), 12 * st.size()}));
+  EXPECT_THROW(parse_json(st, "st", JsonLimits{128, st.size(), 2 * st.size()}), Error);
+}

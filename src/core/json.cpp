@@ -31,20 +31,22 @@ class BoundedSax {
   using string_t = typename J::string_t;
   using binary_t = typename J::binary_t;
 
-  BoundedSax(J& root, size_t max_depth) : dom_(root, false), max_depth_(max_depth) {}
+  BoundedSax(J& root, size_t max_depth, size_t max_memory, size_t text_bytes)
+      : dom_(root, false), max_depth_(max_depth), max_memory_(max_memory), text_bytes_(text_bytes) {}
 
   bool null() { return scalar(dom_.null()); }
   bool boolean(bool v) { return scalar(dom_.boolean(v)); }
   bool number_integer(number_integer_t v) { return scalar(dom_.number_integer(v)); }
   bool number_unsigned(number_unsigned_t v) { return scalar(dom_.number_unsigned(v)); }
   bool number_float(number_float_t v, const string_t& s) { return scalar(dom_.number_float(v, s)); }
-  bool string(string_t& v) { return scalar(dom_.string(v)); }
-  bool binary(binary_t& v) { return scalar(dom_.binary(v)); }
-  bool start_object(std::size_t n) { return enter(false) && dom_.start_object(n); }
+  bool string(string_t& v) { return spend(48 + (v.size() > 15 ? v.size() + 1 : 0)) && scalar(dom_.string(v)); }
+  bool binary(binary_t& v) { return spend(48 + v.size()) && scalar(dom_.binary(v)); }
+  bool start_object(std::size_t n) { return spend(56) && enter(false) && dom_.start_object(n); }
   bool end_object() { return leave() && dom_.end_object(); }
-  bool start_array(std::size_t n) { return enter(true) && dom_.start_array(n); }
+  bool start_array(std::size_t n) { return spend(56) && enter(true) && dom_.start_array(n); }
   bool end_array() { return leave() && dom_.end_array(); }
   bool key(string_t& k) {
+    if (!spend(80 + (k.size() > 15 ? k.size() + 1 : 0))) return false;
     if (!path_.empty()) path_.back().key = utf8_prefix(k, 40);
     return dom_.key(k);
   }
@@ -66,7 +68,15 @@ class BoundedSax {
   };
   bool scalar(bool ok) {
     next();
-    return ok;
+    return spend(24) && ok;  // 16 bytes in the parent, and its spare capacity
+  }
+  // Memory amplification: a small text must not build a huge DOM.
+  bool spend(size_t bytes) {
+    memory_ += bytes;
+    if (memory_ <= max_memory_) return true;
+    error_ = fmt::format("{} bytes of JSON would need more than {} MB of memory in this structure{}", text_bytes_,
+                         max_memory_ >> 20, where());
+    return false;
   }
   void next() {
     if (!path_.empty() && path_.back().array) path_.back().index++;
@@ -82,7 +92,7 @@ class BoundedSax {
   bool leave() {
     path_.pop_back();
     next();
-    return true;
+    return spend(24);  // the container's own node in its parent
   }
   std::string where() const {
     if (path_.empty()) return "";
@@ -99,7 +109,7 @@ class BoundedSax {
   }
 
   nlohmann::detail::json_sax_dom_parser<J> dom_;
-  size_t max_depth_;
+  size_t max_depth_, max_memory_, text_bytes_, memory_ = 0;
   std::vector<Level> path_;
   std::string error_;
 };
@@ -109,7 +119,8 @@ J parse_bounded(std::string_view text, const std::string& what, const JsonLimits
   if (text.size() > limits.max_bytes)
     fail("{}: {} bytes of JSON is more than the {} accepted", what, text.size(), limits.max_bytes);
   J root;
-  BoundedSax<J> sax(root, limits.max_depth);
+  size_t max_memory = limits.max_memory ? limits.max_memory : 12 * text.size() + (size_t(64) << 20);
+  BoundedSax<J> sax(root, limits.max_depth, max_memory, text.size());
   bool ok = false;
   try {
     ok = J::sax_parse(text.begin(), text.end(), &sax, nlohmann::detail::input_format_t::json, true, false);

@@ -25,6 +25,10 @@ struct JsonLimits {
   size_t max_depth = 128;
   // The largest tokenizer.json files are ~35 MB; a bigger JSON document is not one kvad reads.
   size_t max_bytes = size_t(256) << 20;
+  // Estimated memory of the parsed value (nlohmann's nodes: ~24 bytes a scalar, ~56 a container,
+  // ~80 an object member, plus long strings). 0: 12 x the text + 64 MiB. Real documents need
+  // 4-10x their text (a safetensors header ~6x); `[{},{},...]` needs 30x and is refused.
+  size_t max_memory = 0;
 };
 inline constexpr size_t kJsonMaxDepth = 128;
 
