@@ -1,5 +1,7 @@
 #include "serve/openai.h"
 
+#include "serve/conn_guard.h"
+
 #include <chrono>
 #include <cmath>
 #include <random>
@@ -67,11 +69,15 @@ std::string get_string(const Json& j, const char* k) {
 // error names the place ("number overflow parsing '1e999' at 'max_tokens'") and quotes no more
 // of the body than a short token.
 Json parse_request_body(const std::string& body) {
+  GuardedHttp::request_read();  // the whole body is in: the connection's read deadline is over
   Json j;
   try {
     j = parse_json(body, "the request body", JsonLimits{kRequestJsonDepth, body.size()});
   } catch (const Error& e) {
     std::string m = e.what();
+    const std::string prefix = "the request body: invalid JSON: ";
+    if (m.rfind(prefix, 0) == 0) m = "the request body is not valid JSON: " + m.substr(prefix.size());
+    else if (m.rfind("the request body: ", 0) == 0) m = "the request body " + m.substr(18);
     std::string param;
     if (auto at = m.rfind(" at '"); at != std::string::npos && m.back() == '\'') param = m.substr(at + 5, m.size() - at - 6);
     throw HttpError(400, m, "invalid_request_error", param, "invalid_json");
