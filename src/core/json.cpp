@@ -140,6 +140,8 @@ void put_string(std::string& out, const typename J::string_t& s, size_t max) {
     d.insert(d.size() - 1, "...");
     out += d;
   }
+  // Escapes (\u0001 is 6 bytes) can make the quoted form several times the prefix: cut it again.
+  if (out.size() > max + 5) out = utf8_prefix(out, max) + "...\"";
 }
 
 template <class J>
