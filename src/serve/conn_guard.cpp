@@ -68,10 +68,16 @@ void GuardedHttp::cut(Conn& c) {
 void GuardedHttp::enforce_caps(const std::string& client) {
   for (bool per_client : {true, false}) {
     size_t n = 0;
-    for (const Conn& c : conns_) n += c.pending && !c.cut && (!per_client || c.client == client);
+    auto counts = [&](const Conn& c) {
+      return c.pending && !c.cut && (!per_client || (c.client == client && !c.reused));
+    };
+    for (const Conn& c : conns_) n += counts(c);
     size_t cap = per_client ? limits_.per_client : limits_.total_pending;
-    for (auto it = conns_.begin(); n > cap && it != conns_.end(); ++it)  // oldest first
-      if (it->pending && !it->cut && (!per_client || it->client == client)) {
+    // Oldest first, and only connections pending for a while: a burst of new connections (a
+    // client opening its pool) is not a trickler, whose connections are old by definition.
+    auto grace = Clock::now() - std::chrono::milliseconds(1000);
+    for (auto it = conns_.begin(); n > cap && it != conns_.end() && it->since < grace; ++it)
+      if (counts(*it)) {
         cut(*it);
         evicted_++;
         n--;
@@ -176,6 +182,7 @@ void GuardedHttp::set_pending(Conn* c, bool pending, uint64_t body_bytes) {
   std::lock_guard<std::mutex> l(mu_);
   bool was = c->pending;
   c->pending = pending;
+  c->reused = pending && (c->reused || !was);  // pending again after a response
   if (pending && !was) {  // a new request's reading begins
     c->since = Clock::now();
     c->deadline = c->since + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limits_.request_seconds));

@@ -7,8 +7,10 @@
 //  - a pending connection gets a deadline (request_seconds, plus time for a declared body at
 //    256 KiB/s); past it the watchdog shuts the socket down and the worker is free again;
 //  - at most per_client pending connections per client address and total_pending in all: a new
-//    one over either cap evicts the oldest pending connection (so a real request, which sends
-//    its headers at once, always gets in, even from the same address as the trickler).
+//    one over either cap evicts the oldest pending connection older than a second (so a real request, which sends
+//    its headers at once, always gets in, even from the same address as the trickler). A
+//    keep-alive connection waiting for its next request counts against the total only: a client
+//    with a pool of connections (a proxy, a load test) is not cut between its requests.
 // Requests being answered (a generation, a stream) are never pending and never cut.
 //
 // httplib hands a connection to a worker as an opaque task; its socket is found when the task is
@@ -62,6 +64,7 @@ class GuardedHttp : public httplib::Server, private httplib::TaskQueue {
     int guard_fd;  // a dup of the socket: shutting it down reaches the socket even after httplib closed its fd
     std::string client, id;
     bool pending = true;
+    bool reused = false;  // pending after a response: a keep-alive client's next request
     bool cut = false;
     Clock::time_point since, deadline;
   };
