@@ -136,3 +136,13 @@ TEST(ConfigValidation, ModelConfigChecksOnItsOwn) {
   c.bos_id = 100;
   EXPECT_THROW(validate_config(c, "g.gguf"), Error);
 }
+
+TEST(ConfigValidation, HelpersForTheFamilyParsersAndTheLoader) {
+  EXPECT_EQ(bos_id_field(Json::parse(R"({"bos_token_id":5})"), "c"), 5);
+  EXPECT_EQ(bos_id_field(Json::parse(R"({"bos_token_id":null})"), "c"), -1);
+  EXPECT_THROW(bos_id_field(Json::parse(R"({"bos_token_id":4294967297})"), "c"), Error);  // not token 1
+  EXPECT_THROW(bos_id_field(Json::parse(R"({"bos_token_id":"1"})"), "c"), Error);
+  EXPECT_EQ(generation_eos_ids(Json::parse(R"({"eos_token_id":[1,2]})"), 10, "g"), (std::vector<int32_t>{1, 2}));
+  EXPECT_THROW(generation_eos_ids(Json::parse(R"({"eos_token_id":[1,20]})"), 10, "g"), Error);
+  EXPECT_THROW(generation_eos_ids(Json::parse(R"({"eos_token_id":4294967298})"), 10, "g"), Error);
+}

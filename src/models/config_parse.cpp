@@ -37,6 +37,26 @@ std::vector<int32_t> eos_ids_field(const Json& j, const std::string& what) {
   return out;
 }
 
+int32_t bos_id_field(const Json& j, const std::string& what) {
+  if (!j.is_object()) return -1;
+  auto v = j.find("bos_token_id");
+  if (v == j.end() || v->is_null()) return -1;
+  if (!v->is_number_integer() || (v->is_number_unsigned() && v->get<uint64_t>() > (uint64_t)INT32_MAX) ||
+      v->get<int64_t>() < 0 || v->get<int64_t>() >= ConfigBounds::kMaxVocab)
+    fail("{}: field 'bos_token_id' must be a token id (0 to {}), got {}", what, ConfigBounds::kMaxVocab - 1,
+         json_snippet(*v));
+  return (int32_t)v->get<int64_t>();
+}
+
+std::vector<int32_t> generation_eos_ids(const Json& g, int64_t vocab_size, const std::string& what) {
+  if (!g.is_object()) return {};
+  std::vector<int32_t> ids = eos_ids_field(g, what);
+  for (int32_t id : ids)
+    if (id >= vocab_size)
+      fail("{}: eos_token_id {} is not a token of the vocabulary (0 to {})", what, id, vocab_size - 1);
+  return ids;
+}
+
 std::string architecture_field(const Json& j, const std::string& what) {
   if (!j.is_object()) return "";
   auto a = j.find("architectures");

@@ -27,6 +27,11 @@ struct ConfigBounds {
 int64_t positive_field(const Json& j, const char* key, const std::string& what);
 // eos_token_id may be an int or a list of ints; each a valid token id (0 .. 2^24).
 std::vector<int32_t> eos_ids_field(const Json& j, const std::string& what);
+// bos_token_id: -1 when absent or null, else a token id (0 .. 2^24), checked on the full value (a
+// cast to int32 first would turn 2^32 + 1 into token 1).
+int32_t bos_id_field(const Json& j, const std::string& what);
+// generation_config.json's eos_token_id (an id or a list), each checked against the vocabulary.
+std::vector<int32_t> generation_eos_ids(const Json& generation_config, int64_t vocab_size, const std::string& what);
 // "architectures"[0] when it is a non-empty list, "" when the field is absent or null; any other
 // shape (a string, a list whose first entry is not a string) is an error naming the field.
 std::string architecture_field(const Json& j, const std::string& what);
