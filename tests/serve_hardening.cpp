@@ -82,7 +82,7 @@ TEST(ServeHardening, SlowClientsDoNotLockOthersOut) {
       std::this_thread::sleep_for(200ms);
     }
   });
-  std::this_thread::sleep_for(500ms);
+  std::this_thread::sleep_for(1500ms);  // the tricklers are now older than the eviction grace (1 s)
   auto t0 = std::chrono::steady_clock::now();
   auto c = s.client();
   auto r = c.Get("/health");
@@ -91,19 +91,22 @@ TEST(ServeHardening, SlowClientsDoNotLockOthersOut) {
   trickle.join();
   ASSERT_TRUE(r) << "a normal request was locked out";
   EXPECT_EQ(r->status, 200);
-  EXPECT_LT(took, 3.0);
-  // Every trickler is cut by its deadline (or evicted) rather than served forever.
-  std::this_thread::sleep_for(2500ms);
-  int closed = 0;
-  for (int fd : slow) {
-    char buf[256];
-    struct timeval tv{0, 100000};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    ssize_t n = recv(fd, buf, sizeof buf, 0);
-    closed += n == 0 || (n < 0 && errno == ECONNRESET);
-    close(fd);
+  EXPECT_LT(took, 5.0);  // unguarded, it waits for ever: the tricklers never let a recv() time out
+  // Every trickler is cut by its deadline or evicted, never served for ever.
+  std::vector<bool> closed(slow.size(), false);
+  size_t n_closed = 0;
+  auto t1 = std::chrono::steady_clock::now();
+  while (n_closed < slow.size() && std::chrono::steady_clock::now() - t1 < 15s) {
+    for (size_t i = 0; i < slow.size(); i++) {
+      if (closed[i]) continue;
+      char buf[256];
+      ssize_t n = recv(slow[i], buf, sizeof buf, MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) closed[i] = true, n_closed++;
+    }
+    std::this_thread::sleep_for(100ms);
   }
-  EXPECT_GE(closed, 36) << "trickling connections must be closed by the server";
+  for (int fd : slow) close(fd);
+  EXPECT_EQ(n_closed, slow.size()) << "trickling connections must be closed by the server";
 }
 
 TEST(ServeHardening, BodiesAreBoundedWhateverTheFraming) {
