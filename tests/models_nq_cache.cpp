@@ -92,6 +92,30 @@ TEST(NqCache, CorruptOrStaleFilesAreRebuiltNeverUsed) {
   EXPECT_FALSE(fs::exists(f32.cache_file));
 }
 
+TEST(NqCache, FlippedBytesInsideATensorAreReportedAndRebuilt) {
+  std::string dir = synth("llama");
+  LoadOptions o;
+  o.format = WeightFormat::Q4;
+  o.cache_file = test::temp_dir("cache") + "/m.q4.nq";
+  auto ref = logits_of(*load_model_dir(dir, o));
+  // Flip bytes well inside the data section (tensors start at byte 64): the header is intact, so
+  // only the checksums can tell.
+  {
+    std::fstream f(o.cache_file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(64 + 1000);
+    f.write("\xde\xad\xbe\xef", 4);
+  }
+  LoadReport r;
+  auto m = load_model_dir(dir, o, &r);
+  EXPECT_FALSE(r.from_cache);
+  EXPECT_NE(r.note.find("cache rebuilt"), std::string::npos) << r.note;
+  EXPECT_NE(r.note.find("fails its checksum"), std::string::npos) << r.note;
+  EXPECT_EQ(logits_of(*m), ref);
+  LoadReport again;
+  load_model_dir(dir, o, &again);
+  EXPECT_TRUE(again.from_cache) << again.note;
+}
+
 TEST(NqCache, StampedTensorListKeepsTheGuard) {
   // A cache file whose stamp lists a tensor the model never reads: the guard must name it, as it
   // would for the checkpoint itself.

@@ -118,3 +118,34 @@ TEST(ServeOpenai, ResponsesHaveOpenAIsShape) {
   Json legacy = completion_logprobs_json(lp, true, 4);
   EXPECT_EQ(legacy["text_offset"][0], 4);
 }
+
+// Issue 9: a small body nested deep crashed an HTTP thread (the value was deep-copied
+// recursively); an overflowing number escaped as a 500; the invalid-JSON error echoed the body.
+TEST(ServeOpenai, HostileBodiesAre400s) {
+  std::string deep = std::string(200000, '[') + "1" + std::string(200000, ']');
+  HttpError e(0, "");
+  try {
+    parse_completion_request(R"({"prompt":)" + deep + "}");
+  } catch (const HttpError& x) {
+    e = x;
+  }
+  EXPECT_EQ(e.status, 400);
+  EXPECT_EQ(e.code, "invalid_json");
+  EXPECT_NE(std::string(e.what()).find("nesting deeper than 64"), std::string::npos) << e.what();
+  EXPECT_LT(std::string(e.what()).size(), 600u);
+  EXPECT_EQ(chat_error(std::string("{") + kMsg + R"(,"messages2":)" + deep + "}").status, 400);
+  // Overflowing numbers: a 400 naming the field.
+  HttpError o = chat_error(std::string("{") + kMsg + R"(,"max_tokens":1e999})");
+  EXPECT_EQ(o.status, 400);
+  EXPECT_EQ(o.param, "max_tokens");
+  EXPECT_NE(std::string(o.what()).find("number overflow"), std::string::npos) << o.what();
+  EXPECT_EQ(chat_error(R"({"messages":[{"role":"user","content":"x","n":-1e400}]})").param, "messages[0].n");
+  // The body is not echoed back.
+  std::string secret(100000, 's');
+  HttpError j = chat_error("{\"messages\": \"" + secret + "\" x}");
+  EXPECT_EQ(j.code, "invalid_json");
+  EXPECT_EQ(std::string(j.what()).find(std::string(200, 's')), std::string::npos);
+  EXPECT_LT(std::string(j.what()).size(), 600u);
+  // Up to the bound a nested value parses (a named field error comes later, if any).
+  EXPECT_NO_THROW(parse_request_body("{\"a\":" + std::string(60, '[') + std::string(60, ']') + "}"));
+}

@@ -277,6 +277,27 @@ TEST(ServeServer, CachedPrefixesAreScopedSoOneClientCannotProbeAnothersPrompt) {
   EXPECT_EQ(status, 400);
 }
 
+TEST(ServeServer, ANonStreamingClientThatLeavesCancelsItsGeneration) {
+  Running s(options());
+  {
+    httplib::Client gone("127.0.0.1", s.port);
+    gone.set_read_timeout(0, 400000);  // gives up after 0.4 s and closes the connection
+    auto r = gone.Post("/v1/completions", Json{{"prompt", "hello"}, {"max_tokens", 3000}, {"ignore_eos", true}}.dump(),
+                       "application/json");
+    EXPECT_FALSE(r);
+  }
+  auto c = s.client();
+  bool freed = false;
+  for (int i = 0; i < 150 && !freed; i++) {
+    std::this_thread::sleep_for(20ms);
+    Json k = Json::parse(c.Get("/api/stats")->body);
+    freed = k["engine"]["running"].get<int64_t>() == 0 && k["kv_blocks"]["used"].get<int64_t>() == 0;
+  }
+  EXPECT_TRUE(freed) << "the engine still generated for a client that left 3 s ago";
+  auto m = c.Get("/metrics");
+  EXPECT_NE(m->body.find("kvad_client_disconnects_total 1"), std::string::npos);
+}
+
 TEST(ServeServer, StopCutsAStreamCleanly) {
   std::atomic<bool> never{false};
   auto running = std::make_unique<Running>(options());

@@ -6,9 +6,12 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "cli/common.h"
+#include "core/error.h"
+#include "core/fs.h"
 #include "core/threads.h"
 #include "serve/server.h"
 
@@ -19,13 +22,21 @@ void add_serve(CLI::App& app) {
   struct Args {
     serve::ServeOptions o;
     int threads = 0;
-    std::string kv_memory;
+    std::string kv_memory, api_key_file;
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("-m,--model", a->o.model, "model to load at start (folder or store name); the UI can load another");
   cmd->add_option("--host", a->o.host, "address to listen on (default 127.0.0.1: this machine only)");
   cmd->add_option("--port", a->o.port, "port (default 8080; 0 = any free port, printed at start)")->check(CLI::Range(0, 65535));
-  cmd->add_option("--api-key", a->o.api_key, "require 'Authorization: Bearer KEY' on /v1, /api and /metrics");
+  cmd->add_option("--api-key", a->o.api_key, "require 'Authorization: Bearer KEY' on /v1, /api and /metrics "
+                  "(visible in ps: prefer --api-key-file or $KVAD_API_KEY)");
+  cmd->add_option("--api-key-file", a->api_key_file, "read the API key from this file (first line)");
+  cmd->add_option("--cors", a->o.cors_origins, "an origin (https://app.example, or *) whose pages may call the API from a "
+                  "browser (repeatable; default: only the UI this server serves)");
+  cmd->add_option("--allow-host", a->o.allowed_hosts, "a host name clients may use to reach this server, checked against "
+                  "the Host header against DNS rebinding (repeatable)");
+  cmd->add_option("--request-timeout", a->o.request_seconds, "seconds a client has to send a whole request (default 10)")
+      ->check(CLI::Range(1.0, 3600.0));
   cmd->add_option("--ctx", a->o.ctx, "cap the context at N tokens (default: the model's)")->check(CLI::Range(0, 1 << 24));
   cmd->add_option("--quant", a->o.quant, "weights in memory: auto (as stored), f32, bf16, q8, q4, or q4k / q6k (llama.cpp's "
                   "K-quants; every width a multiple of 256). A .gguf file runs as stored")
@@ -47,6 +58,20 @@ void add_serve(CLI::App& app) {
   cmd->callback([a] {
     set_threads(a->threads);
     if (!a->kv_memory.empty()) a->o.kv_bytes = parse_byte_size(a->kv_memory, "--kv-memory");
+    if (!a->api_key_file.empty()) {
+      if (!a->o.api_key.empty()) fail("give --api-key or --api-key-file, not both");
+      std::string k = read_file(a->api_key_file);
+      k = k.substr(0, k.find_first_of("\r\n"));
+      if (k.empty()) fail("{}: the API key file is empty", a->api_key_file);
+      a->o.api_key = k;
+    } else if (a->o.api_key.empty()) {
+      if (const char* k = std::getenv("KVAD_API_KEY"); k && *k) a->o.api_key = k;
+    }
+    if (!serve::is_loopback_host(a->o.host) && a->o.api_key.empty())
+      std::fprintf(stderr,
+                   "kvad serve: WARNING: listening on %s without an API key: anyone who can reach this address can "
+                   "run, load, train and delete models. Set --api-key-file or KVAD_API_KEY.\n",
+                   a->o.host.c_str());
     // Signals go to one thread that asks the server to stop; every other thread has them blocked.
     // SIGPIPE is ignored: a client that goes away is an error return from write, not a crash.
     signal(SIGPIPE, SIG_IGN);

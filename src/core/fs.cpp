@@ -1,6 +1,7 @@
 #include "core/fs.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -45,6 +46,27 @@ bool file_exists(const std::string& path) {
 bool is_directory(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+size_t remove_stale_temp_files(const std::string& path) {
+  namespace fs = std::filesystem;
+  fs::path p(path);
+  fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
+  std::string prefix = p.filename().string() + ".tmp.";
+  size_t removed = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    std::string pid_text = name.substr(prefix.size());
+    if (pid_text.size() > 10 || pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
+    long pid = std::stol(pid_text);
+    if (pid <= 0 || pid == (long)::getpid()) continue;
+    if (::kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
+    std::error_code rm;
+    if (fs::remove(it->path(), rm)) removed++;
+  }
+  return removed;
 }
 
 void fsync_directory(const std::string& dir) {

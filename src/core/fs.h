@@ -25,6 +25,11 @@ class AtomicFile {
   int fd_ = -1;
 };
 
+// Removes "<path>.tmp.<pid>" files (AtomicFile's temporaries) whose writer is gone: a writer
+// killed mid-write (kill -9, power loss) leaves one behind, and nothing else would ever delete
+// it. A temp of a live process (this one included) is kept. Returns how many were removed.
+size_t remove_stale_temp_files(const std::string& path);
+
 void fsync_directory(const std::string& dir);
 void make_directories(const std::string& path);
 std::string join_path(const std::string& a, const std::string& b);

@@ -731,7 +731,9 @@ GgufTokenizerJson gguf_tokenizer(const GgufFile& f) {
     fail("{}: tokenizer.ggml.model '{}' is not supported: kvad reads byte-level BPE tokenizers ('gpt2')", what, model);
   const std::vector<std::string_view>* tokens = f.get_string_array("tokenizer.ggml.tokens");
   if (!tokens || tokens->empty()) fail("{}: tokenizer.ggml.tokens is missing or empty", what);
-  if (tokens->size() > (size_t)INT32_MAX) fail("{}: {} tokens is too many", what, tokens->size());
+  // The tokenizer's id bound (2^24, tokenizer_json.h): more would only build a vocabulary Json of
+  // ~100 bytes a token (10x the file's 9) for ids the tokenizer then refuses.
+  if (tokens->size() > ((size_t)1 << 24)) fail("{}: {} tokens is too many (at most 2^24)", what, tokens->size());
   const std::vector<std::string_view>* merges = f.get_string_array("tokenizer.ggml.merges");
   if (!merges) fail("{}: tokenizer.ggml.merges is missing (a BPE tokenizer needs its merges)", what);
   std::vector<int64_t> types;

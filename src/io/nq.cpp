@@ -3,12 +3,16 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/checksum.h"
 #include "core/error.h"
 #include "core/fs.h"
 
 namespace kvad {
 
 static const char kMagic[8] = {'K', 'V', 'A', 'D', 'N', 'Q', '\0', '\1'};
+// 2: every tensor entry carries "xxh64", the checksum of its bytes (version 1 caches had none
+// and are rebuilt).
+static constexpr int kNqVersion = 2;
 
 size_t packed_bytes(DType dtype, int64_t rows, int64_t cols) {
   size_t rec = dtype == DType::KQ8 ? 544 : 320;
@@ -32,10 +36,12 @@ void NqWriter::write(const std::string& path, const Json& stamp) const {
       tensors[e.name] = {{"alias_of", e.alias_of}};
       continue;
     }
-    tensors[e.name] = {{"dtype", dtype_name(e.dtype)}, {"shape", e.shape}, {"offset", off}, {"bytes", e.bytes}};
+    tensors[e.name] = {{"dtype", dtype_name(e.dtype)}, {"shape", e.shape}, {"offset", off}, {"bytes", e.bytes},
+                       {"xxh64", hex64(xxh64(e.data, e.bytes))}};
     off += (e.bytes + 63) / 64 * 64;
   }
-  Json header = {{"kvad_nq", 1}, {"stamp", stamp}, {"tensors", tensors}};
+  Json header = {{"kvad_nq", kNqVersion}, {"stamp", stamp}, {"tensors", tensors}};
+  remove_stale_temp_files(path);  // a writer killed mid-write left its temp behind
   AtomicFile f(path);
   std::string pad(64, '\0');
   f.write(std::string_view(kMagic, 8));
@@ -56,6 +62,7 @@ namespace {
 struct Parsed {
   Json header;
   std::vector<TensorView> tensors;
+  std::vector<uint64_t> sums;  // xxh64 of each tensor's bytes
   std::vector<std::pair<std::string, std::string>> aliases;
 };
 
@@ -73,9 +80,13 @@ Parsed parse(const uint8_t* data, size_t size, const std::string& what) {
   if (hoff < 64 || hoff > size - 8) fail("{}: header offset {} out of range: truncated or corrupt", what, hoff);
   Parsed p;
   p.header = parse_json(std::string_view((const char*)data + hoff, size - 8 - hoff), what + " (header)");
-  if (!p.header.is_object() || p.header.value("kvad_nq", 0) != 1 || !p.header.contains("tensors") ||
-      !p.header["tensors"].is_object() || !p.header.contains("stamp"))
-    fail("{}: header is not a kvad .nq v1 header", what);
+  if (!p.header.is_object() || !p.header.contains("kvad_nq") || !p.header["kvad_nq"].is_number_integer())
+    fail("{}: header is not a kvad .nq header", what);
+  if (p.header["kvad_nq"].get<int64_t>() != kNqVersion)
+    fail("{}: a version {} cache (this build writes version {}, with checksums)", what,
+         json_snippet(p.header["kvad_nq"]), kNqVersion);
+  if (!p.header.contains("tensors") || !p.header["tensors"].is_object() || !p.header.contains("stamp"))
+    fail("{}: header is not a kvad .nq v{} header", what, kNqVersion);
   for (auto it = p.header["tensors"].begin(); it != p.header["tensors"].end(); ++it) {
     std::string where = what + ": tensor '" + it.key() + "'";
     const Json& e = *it;
@@ -93,7 +104,7 @@ Parsed parse(const uint8_t* data, size_t size, const std::string& what) {
     if (!e.contains("shape") || !e["shape"].is_array() || e["shape"].empty() || e["shape"].size() > 2)
       fail("{}: shape must have 1 or 2 dimensions", where);
     for (const Json& d : e["shape"]) {
-      if (!d.is_number_unsigned() || d.get<uint64_t>() > (1ull << 32)) fail("{}: bad shape entry {}", where, d.dump());
+      if (!d.is_number_unsigned() || d.get<uint64_t>() > (1ull << 32)) fail("{}: bad shape entry {}", where, json_snippet(d));
       t.shape.push_back(d.get<int64_t>());
     }
     if (!e.contains("offset") || !e["offset"].is_number_unsigned() || !e.contains("bytes") ||
@@ -106,8 +117,13 @@ Parsed parse(const uint8_t* data, size_t size, const std::string& what) {
                   : t.shape.size() == 2 ? packed_bytes(t.dtype, t.shape[0], t.shape[1])
                                         : (size_t)-1;
     if (want != bytes) fail("{}: {} bytes, but its shape needs {}", where, bytes, want);
+    auto sum = e.find("xxh64");
+    if (sum == e.end() || !sum->is_string() || sum->get_ref<const std::string&>().size() != 16 ||
+        sum->get_ref<const std::string&>().find_first_not_of("0123456789abcdef") != std::string::npos)
+      fail("{}: missing or malformed checksum (xxh64)", where);
     t.data = data + off;
     t.nbytes = (size_t)bytes;
+    p.sums.push_back(std::stoull(sum->get<std::string>(), nullptr, 16));
     p.tensors.push_back(std::move(t));
   }
   return p;
@@ -115,17 +131,31 @@ Parsed parse(const uint8_t* data, size_t size, const std::string& what) {
 
 }  // namespace
 
-void NqCheckpoint::validate(const uint8_t* data, size_t size, const std::string& what) { parse(data, size, what); }
+static void verify(const TensorView& t, uint64_t sum, const std::string& what) {
+  uint64_t got = xxh64(t.data, t.nbytes);
+  if (got != sum)
+    fail("{}: tensor '{}' fails its checksum (xxh64 {} recorded, {} found): the cache file is corrupt", what, t.name,
+         hex64(sum), hex64(got));
+}
+
+void NqCheckpoint::validate(const uint8_t* data, size_t size, const std::string& what) {
+  Parsed p = parse(data, size, what);
+  for (size_t i = 0; i < p.tensors.size(); i++) verify(p.tensors[i], p.sums[i], what);
+}
 
 NqCheckpoint::NqCheckpoint(const std::string& path, const Json& expected_stamp) {
   description_ = path;
+  remove_stale_temp_files(path);
   map_ = std::make_unique<MappedFile>(path);
   Parsed p = parse(map_->data(), map_->size(), path);
   if (p.header["stamp"] != expected_stamp) throw NqStale(path + ": made from a different checkpoint or build");
   const Json& names = expected_stamp.at("tensors");
   for (const Json& n : names) names_.push_back(n.get<std::string>());
   std::sort(names_.begin(), names_.end());
-  for (TensorView& t : p.tensors) cached_.emplace(t.name, std::move(t));
+  for (size_t i = 0; i < p.tensors.size(); i++) {
+    std::string name = p.tensors[i].name;
+    cached_.emplace(name, Entry{std::move(p.tensors[i]), p.sums[i], false});
+  }
   for (auto& [name, of] : p.aliases) {
     if (!cached_.count(of)) fail("{}: alias '{}' points at '{}', which is not in the file", path, name, of);
     aliases_[name] = of;
@@ -137,10 +167,26 @@ std::string NqCheckpoint::alias_of(const std::string& name) const {
   return it == aliases_.end() ? "" : it->second;
 }
 
+// Checksums are verified on a tensor's first lookup, i.e. as the loader takes it (all of them at
+// load time), not when the file is opened: a stale cache (a different checkpoint) then costs no
+// hashing, and the pages are read once, by the hash, just before the model needs them.
+const TensorView* NqCheckpoint::verified(const Entry& e) const {
+  std::lock_guard<std::mutex> lock(verify_mu_);
+  if (!e.verified) {
+    verify(e.view, e.sum, description_);
+    e.verified = true;
+  }
+  return &e.view;
+}
+
+void NqCheckpoint::verify_all() const {
+  for (const auto& [name, e] : cached_) verified(e);
+}
+
 const TensorView* NqCheckpoint::lookup(const std::string& name) const {
   auto it = cached_.find(name);
-  if (it != cached_.end()) return &it->second;
-  if (aliases_.count(name)) return &cached_.at(aliases_.at(name));
+  if (it != cached_.end()) return verified(it->second);
+  if (aliases_.count(name)) return verified(cached_.at(aliases_.at(name)));
   // In the checkpoint but not in the cache: this build wants a tensor the cache was made without.
   if (std::binary_search(names_.begin(), names_.end(), name))
     throw NqStale(description_ + ": does not hold '" + name + "', which this build reads");

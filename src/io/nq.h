@@ -3,6 +3,11 @@
 //
 //   [ "KVADNQ\0\1" ][ data: tensors, each 64-byte aligned ][ JSON header ][ u64: header offset ]
 //
+// Each tensor entry carries the xxh64 checksum of its bytes, verified before the tensor is first
+// used (a corrupt cache is an Error: the loader removes and rebuilds it). Writing goes through a
+// temp file and rename; a writer killed mid-write leaves "<file>.tmp.<pid>", removed by the next
+// open or write of that cache.
+//
 // The header carries a stamp of the source checkpoint: its files (size, mtime) and its ENTIRE
 // tensor list, so the unread-tensor guard still sees every name the checkpoint holds, and a
 // changed checkpoint or a build that wants a tensor the cache lacks is a miss (rebuild), never a
@@ -10,6 +15,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -56,14 +62,25 @@ class NqCheckpoint : public Checkpoint {
   std::vector<std::string> names() const override { return names_; }
   // The alias recorded for `name`, or "" (see NqWriter::alias).
   std::string alias_of(const std::string& name) const;
+  // Checks every tensor's checksum now (lookup checks each on first use); throws Error naming the
+  // first corrupt tensor.
+  void verify_all() const;
 
  protected:
   const TensorView* lookup(const std::string& name) const override;
 
  private:
+  struct Entry {
+    TensorView view;
+    uint64_t sum;                   // xxh64 of its bytes, from the header
+    mutable bool verified = false;  // checked once, on first lookup
+  };
+  const TensorView* verified(const Entry& e) const;
+
   std::unique_ptr<MappedFile> map_;
   std::vector<std::string> names_;
-  std::unordered_map<std::string, TensorView> cached_;
+  std::unordered_map<std::string, Entry> cached_;
+  mutable std::mutex verify_mu_;
   std::unordered_map<std::string, std::string> aliases_;
 };
 

@@ -43,6 +43,7 @@ std::vector<TensorView> SafetensorsFile::parse(const uint8_t* data, size_t size,
       continue;
     }
     const Json& e = *it;
+    if (name.size() > 1024) fail("{}: a tensor name of {} bytes (at most 1024): corrupt header", what, name.size());
     std::string where = what + ": tensor '" + name + "'";
     if (!e.is_object()) fail("{}: entry is not an object", where);
     auto dt = e.find("dtype");
@@ -58,7 +59,7 @@ std::vector<TensorView> SafetensorsFile::parse(const uint8_t* data, size_t size,
     if (sh->size() > 8) fail("{}: {} dimensions is too many", where, sh->size());
     uint64_t numel = 1;
     for (const Json& d : *sh) {
-      if (!d.is_number_unsigned()) fail("{}: shape entries must be non-negative integers, got {}", where, d.dump());
+      if (!d.is_number_unsigned()) fail("{}: shape entries must be non-negative integers, got {}", where, json_snippet(d));
       uint64_t v = d.get<uint64_t>();
       if (mul_overflows(numel, v, &numel)) fail("{}: shape overflows", where);
       t.shape.push_back((int64_t)v);

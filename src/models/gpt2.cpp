@@ -36,7 +36,7 @@ ModelConfig parse_gpt2_config(const Json& j, const std::string& what) {
   c.tie_embeddings = json_bool_or(j, "tie_word_embeddings", true, what);
   c.qkv_bias = c.o_bias = c.mlp_bias = true;
   c.eos_ids = eos_ids_field(j, what);
-  c.bos_id = (int32_t)json_int_or(j, "bos_token_id", -1, what);
+  c.bos_id = bos_id_field(j, what);
   validate_config(c, what);
   return c;
 }

@@ -16,9 +16,7 @@ namespace kvad {
 
 ModelConfig parse_llama_config(const Json& j, const std::string& what) {
   ModelConfig c;
-  c.architecture = j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty()
-                       ? j["architectures"][0].get<std::string>()
-                       : "";
+  c.architecture = architecture_field(j, what);
   c.model_type = json_str_or(j, "model_type", "llama", what);
   c.hidden = positive_field(j, "hidden_size", what);
   c.n_layers = positive_field(j, "num_hidden_layers", what);
@@ -83,7 +81,7 @@ ModelConfig parse_llama_config(const Json& j, const std::string& what) {
     if (w > 0 && w < c.max_positions) c.max_positions = w;
   }
   c.eos_ids = eos_ids_field(j, what);
-  c.bos_id = (int32_t)json_int_or(j, "bos_token_id", -1, what);
+  c.bos_id = bos_id_field(j, what);
   validate_config(c, what);
   return c;
 }

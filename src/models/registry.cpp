@@ -48,8 +48,8 @@ std::string supported_architectures() {
 const Architecture& require_architecture(const Json& config, const std::string& what) {
   if (const Architecture* a = find_architecture(config)) return *a;
   std::string named;
-  if (config.is_object() && config.contains("architectures")) named = config["architectures"].dump();
-  else if (config.is_object() && config.contains("model_type")) named = config["model_type"].dump();
+  if (config.is_object() && config.contains("architectures")) named = json_snippet(config["architectures"]);
+  else if (config.is_object() && config.contains("model_type")) named = json_snippet(config["model_type"]);
   if (named.empty()) fail("{}: no 'architectures' or 'model_type' field; supported: {}", what, supported_architectures());
   fail("{}: unsupported architecture {}; supported: {}", what, named, supported_architectures());
 }

@@ -1,5 +1,7 @@
 #include "runtime/loader.h"
 
+#include "models/config_parse.h"
+
 #include <algorithm>
 #include <chrono>
 
@@ -48,13 +50,6 @@ ResolvedModel resolve_model(const std::string& name) {
 
 std::string resolve_model_path(const std::string& name) { return resolve_model(name).path; }
 
-static void add_ids(std::vector<int32_t>& out, const Json& v) {
-  if (v.is_number_integer()) out.push_back(v.get<int32_t>());
-  else if (v.is_array())
-    for (const Json& x : v)
-      if (x.is_number_integer()) out.push_back(x.get<int32_t>());
-}
-
 void finish_loaded_model(LoadedModel& m, const std::string& template_what, const std::vector<int32_t>& more_eos) {
   if (m.tokenizer->vocab_size() > m.model->config().vocab_size)
     fail("{}: the tokenizer has {} tokens but the model's vocabulary (embedding rows) is {}", m.path,
@@ -93,9 +88,8 @@ LoadedModel load_model(const std::string& name, const LoadOptions& opts) {
   m.tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(tj, file_exists(tc) ? tc : ""));
   std::string gc = join_path(m.path, "generation_config.json");
   if (file_exists(gc)) m.generation_config = read_json_file(gc);
-  std::vector<int32_t> gen_eos;
-  if (m.generation_config.is_object() && m.generation_config.contains("eos_token_id"))
-    add_ids(gen_eos, m.generation_config["eos_token_id"]);
+  // generation_config's end-of-sequence ids, each checked against the vocabulary.
+  std::vector<int32_t> gen_eos = generation_eos_ids(m.generation_config, m.model->config().vocab_size, gc);
   finish_loaded_model(m, tc + ": chat_template", gen_eos);
   m.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   record_model_use(where.key);  // for `kvad ls` (best effort)

@@ -1,5 +1,7 @@
 #include "serve/openai.h"
 
+#include "serve/conn_guard.h"
+
 #include <chrono>
 #include <cmath>
 #include <random>
@@ -61,17 +63,32 @@ std::string get_string(const Json& j, const char* k) {
   return j[k].get<std::string>();
 }
 
-Json parse_body(const std::string& body) {
+}  // namespace
+
+// Bounded depth (parse_json): nothing below ever recurses deeper than kRequestJsonDepth. The
+// error names the place ("number overflow parsing '1e999' at 'max_tokens'") and quotes no more
+// of the body than a short token.
+Json parse_request_body(const std::string& body) {
+  GuardedHttp::request_read();  // the whole body is in: the connection's read deadline is over
   Json j;
   try {
-    j = Json::parse(body);
-  } catch (const Json::parse_error& e) {
-    throw HttpError(400, fmt::format("the request body is not valid JSON: {}", e.what()), "invalid_request_error", "",
-                    "invalid_json");
+    j = parse_json(body, "the request body", JsonLimits{kRequestJsonDepth, body.size()});
+  } catch (const Error& e) {
+    std::string m = e.what();
+    const std::string prefix = "the request body: invalid JSON: ";
+    if (m.rfind(prefix, 0) == 0) m = "the request body is not valid JSON: " + m.substr(prefix.size());
+    else if (m.rfind("the request body: ", 0) == 0) m = "the request body " + m.substr(18);
+    std::string param;
+    if (auto at = m.rfind(" at '"); at != std::string::npos && m.back() == '\'') param = m.substr(at + 5, m.size() - at - 6);
+    throw HttpError(400, m, "invalid_request_error", param, "invalid_json");
   }
-  if (!j.is_object()) throw HttpError(400, "the request body must be a JSON object", "invalid_request_error");
+  if (!j.is_object()) throw HttpError(400, "the request body must be a JSON object", "invalid_request_error", "", "invalid_json");
   return j;
 }
+
+namespace {
+
+Json parse_body(const std::string& body) { return parse_request_body(body); }
 
 // Fields both endpoints share.
 void parse_common(const Json& j, GenRequest& r) {
@@ -211,8 +228,10 @@ GenRequest parse_completion_request(const std::string& body) {
   GenRequest r;
   r.chat = false;
   if (!j.contains("prompt") || j["prompt"].is_null()) bad("prompt", "'prompt' is required");
-  Json p = j["prompt"];
-  if (p.is_array() && p.size() == 1 && (p[0].is_string() || p[0].is_array())) p = Json(p[0]);
+  // A pointer, not a copy: the value is the client's.
+  const Json* pp = &j["prompt"];
+  if (pp->is_array() && pp->size() == 1 && ((*pp)[0].is_string() || (*pp)[0].is_array())) pp = &(*pp)[0];
+  const Json& p = *pp;
   if (p.is_string()) {
     r.prompt = p.get<std::string>();
   } else if (p.is_array() && !p.empty() && p[0].is_number()) {

@@ -48,6 +48,12 @@ struct GenRequest {
   std::string user;
 };
 
+// Every request body of every route is parsed by parse_request_body: a JSON object nested at most
+// kRequestJsonDepth levels (real requests nest ~8 with tool schemas), numbers in range; otherwise
+// HttpError(400, code invalid_json) naming the place and never echoing the body.
+inline constexpr size_t kRequestJsonDepth = 64;
+Json parse_request_body(const std::string& body);
+
 // Parse a body (JSON text); throws HttpError(400) naming the field.
 GenRequest parse_chat_request(const std::string& body);
 GenRequest parse_completion_request(const std::string& body);

@@ -53,9 +53,7 @@ Json run_and_wait(Server::Impl& s, std::shared_ptr<J> job) {
 
 Json body_json(const httplib::Request& req) {
   if (req.body.empty()) return Json::object();
-  Json j = Json::parse(req.body, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) throw HttpError(400, "the request body must be a JSON object", "invalid_request_error", "", "invalid_json");
-  return j;
+  return parse_request_body(req.body);
 }
 
 Json loaded_json(Server::Impl& s) {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <random>
 
+#include "serve/conn_guard.h"
 #include "serve/gen_job.h"
 #include "serve/server_impl.h"
 
@@ -86,9 +87,19 @@ void answer_whole(Server::Impl& s, const GenRequest& r, const std::shared_ptr<Ge
                   httplib::Response& res) {
   std::vector<TokenOut> toks;
   std::string text;
+  auto checked = std::chrono::steady_clock::now();
   for (;;) {
     GenEvent ev;
-    if (!job->next(ev, std::chrono::milliseconds(1000))) continue;
+    bool got = job->next(ev, std::chrono::milliseconds(200));
+    // A client that went away cancels its generation, as a stream's failed write does.
+    if (std::chrono::steady_clock::now() - checked > std::chrono::milliseconds(200)) {
+      checked = std::chrono::steady_clock::now();
+      if (!job->cancelled() && GuardedHttp::client_gone()) {
+        job->cancel();
+        s.metrics.disconnects++;
+      }
+    }
+    if (!got) continue;
     if (ev.kind == GenEvent::Token) {
       text += ev.tok.text;
       if (ev.tok.id >= 0) toks.push_back(std::move(ev.tok));

@@ -1,5 +1,7 @@
 #include "serve/server.h"
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -37,23 +39,130 @@ static bool needs_key(const std::string& path) {
   return path.rfind("/v1/", 0) == 0 || path.rfind("/api/", 0) == 0 || path == "/metrics";
 }
 
+bool is_loopback_host(const std::string& host) {
+  return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
+}
+
+namespace {
+
+std::string lower(std::string s) {
+  for (char& c : s) c = (char)std::tolower((unsigned char)c);
+  return s;
+}
+
+// "example.com:8080" -> "example.com", "[::1]:80" -> "[::1]".
+std::string host_part(const std::string& h) {
+  if (!h.empty() && h[0] == '[') return lower(h.substr(0, h.find(']') + 1));
+  return lower(h.substr(0, h.find(':')));
+}
+
+// Compares every byte whatever the first difference: the time taken says nothing about the key.
+bool same_secret(const std::string& a, const std::string& b) {
+  volatile unsigned char d = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); i++) d |= (unsigned char)a[i] ^ (unsigned char)(i < b.size() ? b[i] : 0);
+  return d == 0;
+}
+
+bool state_changing(const std::string& m) { return m == "POST" || m == "PUT" || m == "PATCH" || m == "DELETE"; }
+
+}  // namespace
+
+// Whether the Host header names this server (DNS rebinding: a page on evil.example resolving
+// to 127.0.0.1 sends Host: evil.example).
+static bool host_allowed(const ServeOptions& o, const std::string& host_header) {
+  std::string h = host_part(host_header);
+  if (h.empty()) return false;
+  for (const std::string& a : o.allowed_hosts)
+    if (host_part(a) == h) return true;
+  bool any = o.host == "0.0.0.0" || o.host == "::" || o.host.empty();
+  if (any) return o.allowed_hosts.empty();
+  std::string bound = o.host.find(':') != std::string::npos && o.host[0] != '[' ? "[" + o.host + "]" : o.host;
+  if (h == lower(bound)) return true;
+  return is_loopback_host(o.host) && (h == "localhost" || h == "127.0.0.1" || h == "[::1]");
+}
+
+static bool origin_allowed(const ServeOptions& o, const std::string& origin, const std::string& host_header) {
+  for (const std::string& c : o.cors_origins)
+    if (c == "*" || lower(c) == lower(origin)) return true;
+  // Same origin: the page was served by this server under the Host the request names.
+  // (https: behind a TLS-terminating proxy that keeps the Host.)
+  return lower(origin) == "http://" + lower(host_header) || lower(origin) == "https://" + lower(host_header);
+}
+
+static bool cors_listed(const ServeOptions& o, const std::string& origin) {
+  for (const std::string& c : o.cors_origins)
+    if (c == "*" || lower(c) == lower(origin)) return true;
+  return false;
+}
+
 Server::Server(ServeOptions opts) : impl_(std::make_unique<Impl>(std::move(opts))) {
   Impl& s = *impl_;
-  httplib::Server& h = s.http;
+  GuardedHttp& h = s.http;
   int threads = std::max(4, s.opts.http_threads);
-  h.new_task_queue = [threads] { return new httplib::ThreadPool((size_t)threads); };
   h.set_payload_max_length(s.opts.max_body);
   h.set_tcp_nodelay(true);
   h.set_keep_alive_timeout(5);
-  h.set_read_timeout(30);
+  h.set_keep_alive_max_count(100);
+  h.set_read_timeout((time_t)std::clamp(s.opts.request_seconds, 1.0, 30.0));
   h.set_write_timeout(30);
+  GuardedHttp::Limits gl;
+  gl.request_seconds = s.opts.request_seconds;
+  gl.per_client = (size_t)std::max(1, std::min(s.opts.pending_per_client, threads / 2));
+  gl.total_pending = (size_t)std::max(2, threads * 3 / 4);  // a quarter of the workers always free for requests
+  h.set_guard_limits(gl, (size_t)threads);
 
   h.set_pre_routing_handler([&s](const httplib::Request& req, httplib::Response& res) {
+    auto refuse = [&](int status, const std::string& msg, const std::string& code) {
+      res.set_header("Connection", "close");
+      reply_error(res, HttpError(status, msg, "invalid_request_error", "", code));
+      return httplib::Server::HandlerResponse::Handled;
+    };
+    uint64_t body = 0;
+    if (req.has_header("Content-Length")) {
+      try {
+        body = std::stoull(req.get_header_value("Content-Length"));
+      } catch (...) {
+        return refuse(400, "bad Content-Length", "invalid_request");
+      }
+    }
+    GuardedHttp::headers_read(body);
+    // Body limits hold for every framing: httplib bounds Content-Length bodies by --max-body but
+    // reads a chunked body whole and inflates a gzip/deflate body without limit. Neither is
+    // needed by an API client; both are refused before a byte of the body is read.
+    if (req.has_header("Transfer-Encoding"))
+      return refuse(411, "chunked request bodies are not accepted: send Content-Length", "length_required");
+    if (req.has_header("Content-Encoding") && lower(req.get_header_value("Content-Encoding")) != "identity")
+      return refuse(415, "compressed request bodies are not accepted", "unsupported_media_type");
+    if (!host_allowed(s.opts, req.get_header_value("Host")))
+      return refuse(421, "the Host header does not name this server (see --allow-host)", "misdirected_request");
+    std::string origin = req.get_header_value("Origin");
+    if (!origin.empty() && cors_listed(s.opts, origin)) {
+      res.set_header("Access-Control-Allow-Origin", origin);
+      res.set_header("Vary", "Origin");
+      if (req.method == "OPTIONS") {  // a preflight
+        res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
+        res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+        res.set_header("Access-Control-Max-Age", "600");
+        res.status = 204;
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
+    // Cross-site requests: a page elsewhere in the user's browser must not drive this server.
+    // A browser names the page's origin on every cross-origin request; API clients send none.
+    if (state_changing(req.method)) {
+      if (!origin.empty() && !origin_allowed(s.opts, origin, req.get_header_value("Host")))
+        return refuse(403, "cross-origin request refused (allow the origin with --cors ORIGIN)", "forbidden_origin");
+      if (req.get_header_value("Sec-Fetch-Site") == "cross-site" && origin.empty())
+        return refuse(403, "cross-site request refused", "forbidden_origin");
+      std::string ct = lower(req.get_header_value("Content-Type"));
+      if (body > 0 && ct.rfind("application/json", 0) != 0)
+        return refuse(415, "request bodies must be JSON (Content-Type: application/json)", "unsupported_media_type");
+    }
     if (!s.opts.api_key.empty() && needs_key(req.path) && req.method != "OPTIONS") {
       std::string auth = req.get_header_value("Authorization");
       const std::string prefix = "Bearer ";
       bool ok = auth.size() > prefix.size() && auth.compare(0, prefix.size(), prefix) == 0 &&
-                auth.substr(prefix.size()) == s.opts.api_key;
+                same_secret(auth.substr(prefix.size()), s.opts.api_key);
       if (!ok) {
         reply_error(res, HttpError(401,
                                    auth.empty() ? "You didn't provide an API key: send 'Authorization: Bearer KEY'."
@@ -85,6 +194,7 @@ Server::Server(ServeOptions opts) : impl_(std::make_unique<Impl>(std::move(opts)
     reply_json(res, error_json(what, "server_error"), 500);
   });
   h.set_logger([&s](const httplib::Request& req, const httplib::Response& res) {
+    GuardedHttp::response_done();  // waiting for the connection's next request begins
     s.metrics.count_request(endpoint_label(req.method, req.path), res.status);
     if (!s.opts.quiet && (req.path.rfind("/v1/", 0) == 0 || res.status >= 400))
       std::fprintf(stderr, "kvad serve: %s %s -> %d\n", req.method.c_str(), req.path.c_str(), res.status);
@@ -121,6 +231,7 @@ int Server::start() {
       fail("cannot listen on {}:{} (in use, or not an address of this machine)", s.opts.host, s.opts.port);
     s.port = s.opts.port;
   }
+  s.http.set_port(s.port);
   s.load_runner.set_target(s.opts.host == "0.0.0.0" || s.opts.host == "::" ? "127.0.0.1" : s.opts.host, s.port,
                            s.opts.api_key);
   return s.port;

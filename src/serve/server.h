@@ -27,7 +27,21 @@ struct ServeOptions {
   double shutdown_grace = 3.0;         // seconds in-flight generations get to finish on SIGTERM
   std::string self_exe;                // the kvad binary (training jobs run it); "" = /proc/self/exe
   bool quiet = false;                  // no request log on stderr
+  // Browser-facing protection (issue 9). Host names (besides the bound address and, on loopback,
+  // localhost / 127.0.0.1 / [::1]) a request's Host header may name: DNS rebinding. Bound to
+  // 0.0.0.0 / :: with none given, any Host is accepted.
+  std::vector<std::string> allowed_hosts;
+  // Origins ("https://app.example") allowed to call the API from a browser: they get CORS
+  // headers and may send state-changing requests. Other Origins get 403 on those.
+  std::vector<std::string> cors_origins;
+  // Slow clients: seconds to send a whole request (headers + body; an idle keep-alive wait
+  // counts), and pending connections per client address (see conn_guard.h).
+  double request_seconds = 10;
+  int pending_per_client = 8;
 };
+
+// Binding there exposes the server beyond this machine.
+bool is_loopback_host(const std::string& host);
 
 class Server {
  public:

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/json.h"
+#include "serve/conn_guard.h"
 #include "serve/bench.h"
 #include "serve/metrics.h"
 #include "serve/openai.h"
@@ -21,7 +22,7 @@ struct Server::Impl {
   ServeOptions opts;
   EngineThread sched;
   Metrics metrics;
-  httplib::Server http;
+  GuardedHttp http;
   LoadRunner load_runner;
   TrainJobs train;
   PullJobs pull;

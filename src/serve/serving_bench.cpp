@@ -80,8 +80,12 @@ RequestOutcome send_one(const ServingBenchParams& p, const std::vector<int32_t>&
       std::string ev = buf.substr(0, pos);
       buf.erase(0, pos + 2);
       if (ev.rfind("data: {", 0) != 0) continue;
-      Json j = Json::parse(ev.substr(6), nullptr, false);
-      if (j.is_discarded()) continue;
+      Json j;
+      try {  // the server is outside input too: depth and size bounded
+        j = parse_json(std::string_view(ev).substr(6), "server event", JsonLimits{16, 1 << 20, 0});
+      } catch (const std::exception&) {
+        continue;
+      }
       if (j.contains("usage") && j["usage"].is_object() && j["usage"].contains("completion_tokens"))
         usage = j["usage"]["completion_tokens"].get<int64_t>();
       if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty()) continue;

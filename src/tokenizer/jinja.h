@@ -192,7 +192,11 @@ struct RenderOptions {
   // The time strftime_now() formats; unset: the current local time (Python's datetime.now()).
   std::optional<std::tm> now;
   size_t max_output = size_t(64) << 20;  // bytes of output (and of any one string built)
-  uint64_t max_steps = 20'000'000;         // evaluation steps, so no template can run forever
+  // Evaluation steps, so no template can run forever. Building a string or container charges one
+  // step per 32 bytes/items, so the steps also bound the bytes built in total (~640 MB).
+  uint64_t max_steps = 20'000'000;
+  // Wall-clock limit on one render; real chat templates render in well under 10 ms.
+  double max_seconds = 10;
 };
 
 class Template {

@@ -1,6 +1,7 @@
 // Internals of the Jinja engine shared by its .cpp files: tokens, the AST, the evaluator's
 // interface used by filters and methods, and Python string helpers. Not for use outside jinja_*.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -20,6 +21,23 @@ struct JinjaError {
   std::string msg;
 };
 [[noreturn]] void raise(int line, std::string msg);
+
+// The render's one budget of steps, bytes and time. Template::render installs it for its thread
+// so that value-level code without an Evaluator (printing, tojson, comparisons, repr) charges the
+// same budget as statements do: shared structure printed or compared many times over, a huge
+// indent or separator, ... all end with "template evaluation exceeded its ... budget". Outside a
+// render (no budget installed) these calls do nothing.
+struct Budget {
+  uint64_t steps = 0, max_steps = 0;
+  size_t max_output = 0;
+  std::chrono::steady_clock::time_point deadline;
+  uint32_t until_clock = 0;  // steps charged before the clock is read again
+};
+Budget*& current_budget();
+// units: bytes produced or items visited; costs 1 + units / 32 steps.
+void budget_charge(size_t units);
+// A string of `size` bytes is about to exist: over the output limit it is an error.
+void budget_check_size(size_t size);
 
 // ---- lexer ----
 enum class Tok : uint8_t { Data, VarBegin, VarEnd, BlockBegin, BlockEnd, Name, String, Int, Float, Op, Eof };

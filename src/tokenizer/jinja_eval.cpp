@@ -13,6 +13,35 @@ namespace kvad::jinja {
 
 using namespace detail;
 
+namespace detail {
+
+Budget*& current_budget() {
+  thread_local Budget* b = nullptr;
+  return b;
+}
+
+void budget_charge(size_t units) {
+  Budget* b = current_budget();
+  if (!b) return;
+  uint64_t cost = 1 + units / 32;
+  b->steps += cost;
+  if (b->steps > b->max_steps) raise(0, fmt::format("template evaluation exceeded its step budget ({} steps)", b->max_steps));
+  if (cost >= b->until_clock) {
+    b->until_clock = 1024;
+    if (std::chrono::steady_clock::now() > b->deadline) raise(0, "template evaluation exceeded its time limit");
+  } else {
+    b->until_clock -= uint32_t(cost);
+  }
+}
+
+void budget_check_size(size_t size) {
+  Budget* b = current_budget();
+  if (b && size > b->max_output)
+    raise(0, fmt::format("string of {} bytes exceeds the output limit of {} bytes", size, b->max_output));
+}
+
+}  // namespace detail
+
 namespace {
 
 constexpr int kMaxCallDepth = 100;  // nested macro calls / evaluation recursion
@@ -40,6 +69,21 @@ struct Frame : std::enable_shared_from_this<Frame> {
 };
 
 enum class Flow { Normal, Break, Continue };
+
+// Installs a budget for this thread for the life of a render (and restores the previous one).
+struct BudgetScope {
+  Budget b;
+  Budget* saved;
+  explicit BudgetScope(const RenderOptions& o) : saved(current_budget()) {
+    b.max_steps = o.max_steps;
+    b.max_output = o.max_output;
+    b.deadline = std::chrono::steady_clock::now() +
+                 std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(o.max_seconds));
+    b.until_clock = 1024;
+    current_budget() = &b;
+  }
+  ~BudgetScope() { current_budget() = saved; }
+};
 
 class Eval final : public Evaluator {
  public:
@@ -95,6 +139,7 @@ class Eval final : public Evaluator {
       case Value::Type::List:
       case Value::Type::String: {
         if (key.is_int() || key.is_bool()) {
+          if (obj.is_string()) charge(obj.str().size());  // decoding is linear in the string
           int64_t n = obj.is_string() ? int64_t(cp_count(obj.str())) : int64_t(obj.list().items.size());
           int64_t i = key.as_int();
           if (i < 0) i += n;
@@ -136,20 +181,14 @@ class Eval final : public Evaluator {
     return t(*this, base, args);
   }
 
-  void charge(size_t units) override {
-    steps_ += 1 + units / 32;
-    if (steps_ > opts_.max_steps) raise(0, "template evaluation exceeded its step budget");
-  }
+  void charge(size_t units) override { budget_charge(units); }
 
-  void check_size(size_t size) override {
-    if (size > opts_.max_output) raise(0, fmt::format("string of {} bytes exceeds the output limit", size));
-  }
+  void check_size(size_t size) override { budget_check_size(size); }
 
   const RenderOptions& options() const override { return opts_; }
 
  private:
   const RenderOptions& opts_;
-  uint64_t steps_ = 0;
   int depth_ = 0;
   std::vector<std::shared_ptr<Object>> objects_;
 
@@ -179,6 +218,7 @@ class Eval final : public Evaluator {
     std::u32string u;
     int64_t n;
     if (obj.is_string()) {
+      charge(obj.str().size());
       u = to_u32(obj.str());
       n = int64_t(u.size());
     } else {
@@ -196,12 +236,13 @@ class Eval final : public Evaluator {
     };
     int64_t start = clamp(parts[0], step < 0 ? n - 1 : 0);
     int64_t stop = clamp(parts[1], step < 0 ? -1 : n);
+    int64_t span = step > 0 ? std::max<int64_t>(0, stop - start) : std::max<int64_t>(0, start - stop);
+    charge(size_t(span / (step > 0 ? step : -step)) * 4);  // before the index list is built
     std::vector<int64_t> idx;
     if (step > 0)
       for (int64_t i = start; i < stop; i += step) idx.push_back(i);
     else
       for (int64_t i = start; i > stop; i += step) idx.push_back(i);
-    charge(idx.size() * 4);
     if (obj.is_string()) {
       std::u32string r;
       for (int64_t i : idx) r += u[size_t(i)];
@@ -590,6 +631,7 @@ std::string Template::render(const std::vector<std::pair<std::string, Value>>& v
   auto root = std::make_shared<Frame>();
   root->parent = globals;
   for (const auto& n : impl_->root_missing) root->vars.emplace_back(n, Value::undefined(fmt::format("'{}' is undefined", n)));
+  BudgetScope budget(opts);
   Eval ev(opts);
   std::string out;
   try {

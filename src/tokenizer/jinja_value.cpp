@@ -226,6 +226,10 @@ void repr_seq(const std::vector<Value>& items, std::string& out, int depth) {
 
 void repr_into(const Value& v, std::string& out, int depth) {
   if (depth > 500) raise(0, "maximum recursion depth exceeded while getting the repr of an object");
+  // Shared structure ([a, a] with a = [b, b] ...) prints exponentially more than it holds: each
+  // element printed is charged, and the output checked as it grows.
+  detail::budget_charge(v.is_string() ? v.str().size() : 0);
+  detail::budget_check_size(out.size());
   switch (v.type()) {
     case Value::Type::Undefined: out += "Undefined"; return;
     case Value::Type::String: out += detail::py_str_repr(v.str()); return;
@@ -307,6 +311,8 @@ std::string Value::repr() const {
 
 bool py_equals(const Value& a, const Value& b) {
   using T = Value::Type;
+  // Comparing shared structure visits every path: each visit is charged.
+  detail::budget_charge(a.is_string() && b.is_string() ? std::min(a.str().size(), b.str().size()) : 0);
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return a.as_double() == b.as_double();
     return a.as_int() == b.as_int();
@@ -341,6 +347,7 @@ bool py_equals(const Value& a, const Value& b) {
 namespace detail {
 
 int py_compare(const Value& a, const Value& b) {
+  detail::budget_charge(a.is_string() && b.is_string() ? std::min(a.str().size(), b.str().size()) : 0);
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) {
       double x = a.as_double(), y = b.as_double();
@@ -534,12 +541,18 @@ struct JsonWriter {
   std::string out;
 
   void newline(int level) {
+    size_t add = 1 + size_t(level) * indent->size();  // an indent can be any string: check first
+    detail::budget_check_size(out.size() + add);
+    detail::budget_charge(add);
     out += '\n';
     for (int i = 0; i < level; ++i) out += *indent;
   }
 
   void write(const Value& v, int level) {
     if (level > 500) raise(0, "maximum recursion depth exceeded while encoding a JSON object");
+    // As repr_into: shared structure and long separators cost what they produce.
+    detail::budget_charge(item_sep.size() + key_sep.size() + (v.is_string() ? v.str().size() : 0));
+    detail::budget_check_size(out.size() + item_sep.size() + key_sep.size());
     switch (v.type()) {
       case Value::Type::None: out += "null"; return;
       case Value::Type::Bool: out += v.as_bool() ? "true" : "false"; return;

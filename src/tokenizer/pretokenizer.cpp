@@ -14,13 +14,15 @@ Normalizer Normalizer::from_json(const Json* j, const Field& f) {
   return n;
 }
 
-void Normalizer::add(const Json& j, const Field& f) {
+void Normalizer::add(const Json& j, const Field& f, size_t depth) {
   require_object(j, f);
   std::string type = read_string_or(j, "type", "", f);
   if (type == "Sequence") {
+    check_sequence_depth(depth + 1, f);
     const Json* list = find_field(j, "normalizers");
     if (!list || !list->is_array()) f.at("normalizers").fail("expected an array");
-    for (size_t i = 0; i < list->size(); i++) add((*list)[i], f.at("normalizers").at(i));
+    check_step_count(forms_.size() + list->size(), f.at("normalizers"));
+    for (size_t i = 0; i < list->size(); i++) add((*list)[i], f.at("normalizers").at(i), depth + 1);
     return;
   }
   int opts = UTF8PROC_STABLE;
@@ -29,6 +31,7 @@ void Normalizer::add(const Json& j, const Field& f) {
   else if (type == "NFKC") opts |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT;
   else if (type == "NFKD") opts |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT;
   else f.at("type").fail("normalizer '{}' is not supported (only NFC/NFD/NFKC/NFKD and Sequence)", type);
+  check_step_count(forms_.size() + 1, f);
   forms_.push_back(opts);
 }
 
@@ -126,14 +129,17 @@ PreTokenizer PreTokenizer::from_json(const Json* j, const Field& f) {
   return p;
 }
 
-void PreTokenizer::add(const Json& j, const Field& f) {
+void PreTokenizer::add(const Json& j, const Field& f, size_t depth) {
   require_object(j, f);
   std::string type = read_string_or(j, "type", "", f);
   Step step;
   if (type == "Sequence") {
+    // run_from recurses once per step for every piece: the step count bounds its stack.
+    check_sequence_depth(depth + 1, f);
     const Json* list = find_field(j, "pretokenizers");
     if (!list || !list->is_array()) f.at("pretokenizers").fail("expected an array");
-    for (size_t i = 0; i < list->size(); i++) add((*list)[i], f.at("pretokenizers").at(i));
+    check_step_count(steps_.size() + list->size(), f.at("pretokenizers"));
+    for (size_t i = 0; i < list->size(); i++) add((*list)[i], f.at("pretokenizers").at(i), depth + 1);
     return;
   } else if (type == "ByteLevel") {
     // HF's defaults when the fields are missing: add_prefix_space true, use_regex true.
@@ -162,6 +168,7 @@ void PreTokenizer::add(const Json& j, const Field& f) {
   } else {
     f.at("type").fail("pre-tokenizer '{}' is not supported (only ByteLevel, Split, Digits, Sequence)", type);
   }
+  check_step_count(steps_.size() + 1, f);
   steps_.push_back(std::move(step));
 }
 

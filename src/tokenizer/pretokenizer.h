@@ -23,7 +23,7 @@ class Normalizer {
   std::string apply(std::string_view text) const;
 
  private:
-  void add(const Json& j, const Field& f);
+  void add(const Json& j, const Field& f, size_t depth = 0);
   std::vector<int> forms_;  // utf8proc option sets, applied in order
 };
 
@@ -55,7 +55,7 @@ class PreTokenizer {
     bool invert = false;
     bool add_prefix_space = false;
   };
-  void add(const Json& j, const Field& f);
+  void add(const Json& j, const Field& f, size_t depth = 0);
   void run_from(size_t step, std::string_view text, const FnRef& emit) const;
   std::vector<Step> steps_;
 };

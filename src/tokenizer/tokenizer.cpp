@@ -91,22 +91,25 @@ std::vector<tok::AddedToken> read_added_tokens(const Json& tj, const Field& doc)
   return out;
 }
 
-void check_decoder(const Json* d, const Field& f) {
+void check_decoder(const Json* d, const Field& f, size_t depth = 0) {
   if (!d) return;  // no decoder: our byte-level decoding is still the only sensible one
   tok::require_object(*d, f);
   std::string type = tok::read_string_or(*d, "type", "", f);
   if (type == "ByteLevel") return;
   if (type == "Sequence") {
+    tok::check_sequence_depth(depth + 1, f);
     const Json* list = find_field(*d, "decoders");
     if (!list || !list->is_array()) f.at("decoders").fail("expected an array");
-    for (size_t i = 0; i < list->size(); i++) check_decoder(&(*list)[i], f.at("decoders").at(i));
+    tok::check_step_count(list->size(), f.at("decoders"));
+    for (size_t i = 0; i < list->size(); i++) check_decoder(&(*list)[i], f.at("decoders").at(i), depth + 1);
     return;
   }
   f.at("type").fail("decoder '{}' is not supported (only ByteLevel)", type);
 }
 
 // Special-token ids a post-processor puts before and after a single sequence.
-void read_post_processor(const Json* p, const Field& f, std::vector<int32_t>& prefix, std::vector<int32_t>& suffix) {
+void read_post_processor(const Json* p, const Field& f, std::vector<int32_t>& prefix, std::vector<int32_t>& suffix,
+                         size_t depth = 0) {
   if (!p) return;
   tok::require_object(*p, f);
   std::string type = tok::read_string_or(*p, "type", "", f);
@@ -115,8 +118,11 @@ void read_post_processor(const Json* p, const Field& f, std::vector<int32_t>& pr
     return;  // offsets only
   } else if (type == "Sequence") {
     const Json* list = find_field(*p, "processors");
+    tok::check_sequence_depth(depth + 1, f);
     if (!list || !list->is_array()) f.at("processors").fail("expected an array");
-    for (size_t i = 0; i < list->size(); i++) read_post_processor(&(*list)[i], f.at("processors").at(i), prefix, suffix);
+    tok::check_step_count(list->size(), f.at("processors"));
+    for (size_t i = 0; i < list->size(); i++)
+      read_post_processor(&(*list)[i], f.at("processors").at(i), prefix, suffix, depth + 1);
     return;
   } else if (type == "TemplateProcessing") {
     const Json* single = find_field(*p, "single");
@@ -140,6 +146,7 @@ void read_post_processor(const Json* p, const Field& f, std::vector<int32_t>& pr
       if (!def) df.fail("missing (used by single[{}])", i);
       const Json* ids = find_field(*def, "ids");
       if (!ids || !ids->is_array()) df.at("ids").fail("expected an array of ids");
+      if (ids->size() > tok::kMaxPipelineSteps) df.at("ids").fail("more than {} ids", tok::kMaxPipelineSteps);
       for (size_t k = 0; k < ids->size(); k++) (seen_sequence ? post : pre).push_back(tok::read_id((*ids)[k], df.at("ids").at(k)));
     }
   } else if (type == "RobertaProcessing" || type == "BertProcessing") {
@@ -157,6 +164,8 @@ void read_post_processor(const Json* p, const Field& f, std::vector<int32_t>& pr
   // A later processor wraps what the earlier ones produced.
   prefix.insert(prefix.begin(), pre.begin(), pre.end());
   suffix.insert(suffix.end(), post.begin(), post.end());
+  if (prefix.size() + suffix.size() > tok::kMaxPipelineSteps)
+    f.fail("adds {} special tokens to every text (at most {})", prefix.size() + suffix.size(), tok::kMaxPipelineSteps);
 }
 
 // bos_token / eos_token in tokenizer_config: a string, {"content": ...} (AddedToken form) or null.

@@ -63,12 +63,25 @@ inline std::string read_string_or(const Json& obj, const char* key, const std::s
   return v ? read_string(*v, f.at(key)) : dflt;
 }
 
+// Bounds on the pipeline a tokenizer.json describes. Real files nest Sequence at most twice and
+// have a handful of steps; each step costs a pass (and a stack frame) over every encoded text,
+// so a file listing thousands would turn every encode into a stack overflow or a crawl.
+constexpr size_t kMaxSequenceDepth = 8;
+constexpr size_t kMaxPipelineSteps = 64;
+
+inline void check_sequence_depth(size_t depth, const Field& f) {
+  if (depth > kMaxSequenceDepth) f.fail("Sequence nested deeper than {} levels", kMaxSequenceDepth);
+}
+inline void check_step_count(size_t steps, const Field& f) {
+  if (steps > kMaxPipelineSteps) f.fail("more than {} steps in total", kMaxPipelineSteps);
+}
+
 // Token ids: non-negative and below a bound that keeps the per-id tables small (the largest real
 // vocabularies are ~262k; 2^24 leaves room without letting a hostile file allocate gigabytes).
 constexpr int64_t kMaxTokenId = (int64_t{1} << 24) - 1;
 
 inline int32_t read_id(const Json& j, const Field& f) {
-  if (!j.is_number_integer()) f.fail("expected an integer token id, got {}", j.is_number() ? j.dump() : json_type(j));
+  if (!j.is_number_integer()) f.fail("expected an integer token id, got {}", j.is_number() ? json_snippet(j) : json_type(j));
   int64_t v = j.is_number_unsigned() ? (int64_t)std::min<uint64_t>(j.get<uint64_t>(), INT64_MAX) : j.get<int64_t>();
   if (v < 0 || v > kMaxTokenId) f.fail("token id {} is out of range (0..{})", v, kMaxTokenId);
   return (int32_t)v;

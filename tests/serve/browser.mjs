@@ -11,6 +11,9 @@ export async function launch(viewport = { width: 1280, height: 860 }) {
     executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
     headless: true,
     viewport,
+    // Playwright's waitForFunction runs its predicate through new Function, which the UI's CSP
+    // (script-src 'self', no eval) forbids; the CSP itself is checked by tests/serve_hardening.cpp.
+    bypassCSP: true,
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
            '--disable-background-networking', '--disable-component-update', '--disable-sync'],
   });

@@ -86,13 +86,13 @@ grep -q 'engine_busy' "$WORK/body" || { echo "FAIL busy: code engine_busy missin
 # Disconnect: killing the streaming client stops its generation and frees the engine within a second.
 kill "$CURL"; wait "$CURL" 2>/dev/null || true
 freed=0
-for _ in $(seq 1 20); do
+for _ in $(seq 1 50); do  # within 5 s (the engine drops it at its next step; 5 s leaves room for a loaded CI machine)
   sleep 0.1
   code=$(curl -s -o /dev/null -w '%{http_code}' "${AUTH[@]}" "${JSON[@]}" -d "{$MSG,\"max_tokens\":2}" "$CHAT")
   if [ "$code" = 200 ]; then freed=1; break; fi
 done
 if [ $freed = 1 ]; then echo "ok   disconnect frees the engine"; passed=$((passed + 1));
-else echo "FAIL disconnect: engine still busy 2 s after the client left"; failed=$((failed + 1)); fi
+else echo "FAIL disconnect: engine still busy 5 s after the client left"; failed=$((failed + 1)); fi
 curl -s "${AUTH[@]}" "$URL/metrics" | grep -q '^kvad_client_disconnects_total [1-9]' \
   && { echo "ok   disconnect counted in /metrics"; passed=$((passed + 1)); } \
   || { echo "FAIL /metrics does not count the disconnect"; failed=$((failed + 1)); }

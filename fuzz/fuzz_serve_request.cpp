@@ -1,0 +1,26 @@
+// libFuzzer: arbitrary bytes as the request body of every route: the OpenAI parsers
+// (/v1/chat/completions, /v1/completions) and parse_request_body, which every /api route's body
+// goes through. A body is accepted or refused with HttpError; never a crash, a hang, a deep copy.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "serve/openai.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::string body(reinterpret_cast<const char*>(data), size);
+  try {
+    kvad::serve::parse_chat_request(body);
+  } catch (const kvad::Error&) {
+  }
+  try {
+    kvad::serve::parse_completion_request(body);
+  } catch (const kvad::Error&) {
+  }
+  try {
+    kvad::Json j = kvad::serve::parse_request_body(body);
+    (void)kvad::json_snippet(j, 80);
+  } catch (const kvad::Error&) {
+  }
+  return 0;
+}

@@ -1,0 +1,197 @@
+// kvad serve under hostile clients (issue 9): slow clients cannot lock others out; bodies are
+// bounded whatever their framing; a web page elsewhere cannot drive the server (Host, Origin,
+// content type); the UI cannot be framed.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "core/json.h"
+#include "serve/server.h"
+
+using namespace kvad;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct Running {
+  explicit Running(serve::ServeOptions o) : server(std::move(o)) {
+    port = server.start();
+    thread = std::thread([this] { server.run(); });
+  }
+  ~Running() {
+    server.stop();
+    thread.join();
+  }
+  httplib::Client client() {
+    httplib::Client c("127.0.0.1", port);
+    c.set_connection_timeout(5);
+    c.set_read_timeout(10);
+    return c;
+  }
+  serve::Server server;
+  int port = 0;
+  std::thread thread;
+};
+
+serve::ServeOptions options() {  // no model: the routes answer without one
+  serve::ServeOptions o;
+  o.port = 0;
+  o.quiet = true;
+  o.http_threads = 8;
+  o.shutdown_grace = 0.1;
+  return o;
+}
+
+int connect_to(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons((uint16_t)port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, (sockaddr*)&a, sizeof a) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+}  // namespace
+
+TEST(ServeHardening, SlowClientsDoNotLockOthersOut) {
+  serve::ServeOptions o = options();
+  o.request_seconds = 2;
+  Running s(o);
+  // 40 connections (5x the workers) trickling header bytes: each would hold a worker for ever.
+  std::vector<int> slow;
+  for (int i = 0; i < 40; i++) {
+    int fd = connect_to(s.port);
+    ASSERT_GE(fd, 0);
+    (void)!write(fd, "GET /health HTTP/1.1\r\nX-A: ", 27);
+    slow.push_back(fd);
+  }
+  std::atomic<bool> stop{false};
+  std::thread trickle([&] {
+    while (!stop) {
+      for (int fd : slow) (void)!send(fd, "a", 1, MSG_NOSIGNAL);
+      std::this_thread::sleep_for(200ms);
+    }
+  });
+  std::this_thread::sleep_for(1500ms);  // the tricklers are now older than the eviction grace (1 s)
+  auto t0 = std::chrono::steady_clock::now();
+  auto c = s.client();
+  auto r = c.Get("/health");
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  stop = true;
+  trickle.join();
+  ASSERT_TRUE(r) << "a normal request was locked out";
+  EXPECT_EQ(r->status, 200);
+  EXPECT_LT(took, 5.0);  // unguarded, it waits for ever: the tricklers never let a recv() time out
+  // Every trickler is cut by its deadline or evicted, never served for ever.
+  std::vector<bool> closed(slow.size(), false);
+  size_t n_closed = 0;
+  auto t1 = std::chrono::steady_clock::now();
+  while (n_closed < slow.size() && std::chrono::steady_clock::now() - t1 < 15s) {
+    for (size_t i = 0; i < slow.size(); i++) {
+      if (closed[i]) continue;
+      char buf[256];
+      ssize_t n = recv(slow[i], buf, sizeof buf, MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) closed[i] = true, n_closed++;
+    }
+    std::this_thread::sleep_for(100ms);
+  }
+  for (int fd : slow) close(fd);
+  EXPECT_EQ(n_closed, slow.size()) << "trickling connections must be closed by the server";
+}
+
+TEST(ServeHardening, BodiesAreBoundedWhateverTheFraming) {
+  serve::ServeOptions o = options();
+  o.max_body = 4096;
+  Running s(o);
+  // Chunked: refused before a byte is read (it used to be read whole, past --max-body).
+  int fd = connect_to(s.port);
+  std::string req = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                    "Transfer-Encoding: chunked\r\n\r\n";
+  (void)!write(fd, req.data(), req.size());
+  char buf[4096];
+  ssize_t n = recv(fd, buf, sizeof buf - 1, 0);
+  ASSERT_GT(n, 0);
+  buf[n] = 0;
+  EXPECT_NE(std::string(buf).find("411"), std::string::npos) << buf;
+  close(fd);
+  // gzip: a small body could inflate to gigabytes.
+  auto c = s.client();
+  httplib::Headers h = {{"Content-Encoding", "gzip"}};
+  auto r = c.Post("/v1/completions", h, std::string(100, 'x'), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 415);
+}
+
+TEST(ServeHardening, CrossSiteAndRebindingAreRefused) {
+  Running s(options());
+  auto c = s.client();
+  std::string body = R"({"prompt":"x"})";
+  // A foreign page's text/plain POST (no preflight needed in a browser).
+  httplib::Headers foreign = {{"Origin", "http://evil.example"}};
+  auto r = c.Post("/api/unload", foreign, "", "text/plain");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 403) << r->body;
+  r = c.Post("/v1/completions", foreign, body, "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 403);
+  // A JSON body must say so.
+  r = c.Post("/v1/completions", body, "text/plain");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 415);
+  // DNS rebinding: the Host is the attacker's name.
+  httplib::Headers rebound = {{"Host", "evil.example"}};
+  r = c.Delete("/api/models/x", rebound);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 421);
+  // Same origin (the UI) and plain API clients (no Origin) pass the checks.
+  httplib::Headers same = {{"Origin", "http://127.0.0.1:" + std::to_string(s.port)}};
+  r = c.Post("/v1/completions", same, body, "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_NE(r->status, 403);
+  EXPECT_NE(r->status, 421);
+  EXPECT_TRUE(r->get_header_value("Access-Control-Allow-Origin").empty()) << "CORS only for --cors origins";
+  // The UI is not frameable and runs only its own scripts.
+  r = c.Get("/");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->get_header_value("X-Frame-Options"), "DENY");
+  EXPECT_NE(r->get_header_value("Content-Security-Policy").find("frame-ancestors 'none'"), std::string::npos);
+}
+
+TEST(ServeHardening, ConfiguredCorsOriginsAndKeys) {
+  serve::ServeOptions o = options();
+  o.cors_origins = {"https://app.example"};
+  o.api_key = "secret-key";
+  Running s(o);
+  auto c = s.client();
+  httplib::Headers pre = {{"Origin", "https://app.example"}, {"Access-Control-Request-Method", "POST"}};
+  auto r = c.Options("/v1/chat/completions", pre);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 204);
+  EXPECT_EQ(r->get_header_value("Access-Control-Allow-Origin"), "https://app.example");
+  httplib::Headers other = {{"Origin", "https://other.example"}};
+  r = c.Options("/v1/chat/completions", other);
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(r->get_header_value("Access-Control-Allow-Origin").empty());
+  // The key guards the UI's API too; a wrong key of the right length is refused.
+  r = c.Get("/api/models");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
+  c.set_bearer_token_auth("secret-kez");
+  r = c.Get("/v1/models");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
+  c.set_bearer_token_auth("secret-key");
+  r = c.Get("/v1/models");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+}
