@@ -10,6 +10,7 @@
 #include "core/threads.h"
 #include "runtime/bench.h"
 #include "serve/openai.h"
+#include "serve/sse_events.h"
 
 namespace kvad::serve {
 
@@ -139,7 +140,7 @@ void LoadRunner::client(int index) {
     if (wanted < 0) wanted = s.t_start;
     auto start = clock_type::now();
     double last = -1;
-    std::string buf;
+    SseJsonEvents events;
     httplib::Request req;
     req.method = "POST";
     req.path = "/v1/chat/completions";
@@ -147,25 +148,18 @@ void LoadRunner::client(int index) {
     req.body = body.dump();
     req.set_header("Content-Type", "application/json");
     req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
-      buf.append(data, len);
-      size_t pos;
-      while ((pos = buf.find("\n\n")) != std::string::npos) {
-        std::string ev = buf.substr(0, pos);
-        buf.erase(0, pos + 2);
-        if (ev.rfind("data: {", 0) != 0) continue;
-        Json j = Json::parse(ev.substr(6), nullptr, false);
-        if (j.is_discarded()) continue;
+      events.feed(data, len, [&](const Json& j) {
         if (j.contains("usage") && j["usage"].is_object()) s.tokens = j["usage"]["completion_tokens"].get<int>();
-        if (!j.contains("choices") || j["choices"].empty()) continue;
+        if (!j.contains("choices") || j["choices"].empty()) return;
         const Json& d = j["choices"][0]["delta"];
-        if (!d.contains("content") || !d["content"].is_string() || d["content"].get<std::string>().empty()) continue;
+        if (!d.contains("content") || !d["content"].is_string() || d["content"].get<std::string>().empty()) return;
         double t = since(start);
         if (last < 0) s.ttft = t;
         else s.itl.push_back(t - last);
         last = t;
         std::lock_guard<std::mutex> lk(mu_);
         token_times_.push_back({since(t0_), index});
-      }
+      });
       return !cancel_.load();
     };
     auto res = cli.send(req);

@@ -1,5 +1,7 @@
 #include "serve/serving_bench.h"
 
+#include "serve/sse_events.h"
+
 #include <httplib.h>
 
 #include <algorithm>
@@ -69,39 +71,28 @@ RequestOutcome send_one(const ServingBenchParams& p, const std::vector<int32_t>&
   req.body = body.dump();
   req.set_header("Content-Type", "application/json");
   if (!p.api_key.empty()) req.set_header("Authorization", "Bearer " + p.api_key);
-  std::string buf;
+  SseJsonEvents events;
   auto t0 = Clock::now();
   double last = -1;
   int64_t usage = -1, chunks = 0;
   req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
-    buf.append(data, len);
-    size_t pos;
-    while ((pos = buf.find("\n\n")) != std::string::npos) {
-      std::string ev = buf.substr(0, pos);
-      buf.erase(0, pos + 2);
-      if (ev.rfind("data: {", 0) != 0) continue;
-      Json j;
-      try {  // the server is outside input too: depth and size bounded
-        j = parse_json(std::string_view(ev).substr(6), "server event", JsonLimits{16, 1 << 20, 0});
-      } catch (const std::exception&) {
-        continue;
-      }
+    events.feed(data, len, [&](const Json& j) {
       if (j.contains("usage") && j["usage"].is_object() && j["usage"].contains("completion_tokens"))
         usage = j["usage"]["completion_tokens"].get<int64_t>();
-      if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty()) continue;
+      if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty()) return;
       const Json& c = j["choices"][0];
       std::string text;
       if (c.contains("text") && c["text"].is_string()) text = c["text"].get<std::string>();
       else if (c.contains("delta") && c["delta"].contains("content") && c["delta"]["content"].is_string())
         text = c["delta"]["content"].get<std::string>();
-      if (text.empty()) continue;
+      if (text.empty()) return;
       double t = std::chrono::duration<double>(Clock::now() - t0).count();
       if (last < 0) o.ttft = t;
       else o.itl.push_back(t - last);
       last = t;
       chunks++;
       o.token_times.push_back(std::chrono::duration<double>(Clock::now() - bench_t0).count());
-    }
+    });
     return true;
   };
   auto res = cli.send(req);
