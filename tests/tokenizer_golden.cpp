@@ -58,6 +58,23 @@ TEST_P(Golden, EncodeMatchesHuggingFace) {
   EXPECT_GE(n, 30u);
 }
 
+// encode(..., max_tokens) stops once over the limit: max_tokens + 1 ids, the start of the full
+// encoding (how the server refuses a prompt far over its context without tokenizing all of it).
+TEST_P(Golden, EncodeStopsPastTheLimit) {
+  const Tokenizer& tok = fixture(GetParam());
+  for (const Json& c : goldens()["cases"]) {
+    std::string text = case_text(c);
+    bool parse_special = c["parse_special"].get<bool>(), add_special = c["add_special"].get<bool>();
+    auto want = c["ids"][GetParam()].get<std::vector<int32_t>>();
+    for (size_t limit : {size_t{0}, size_t{1}, want.size() / 2, want.size() - 1, want.size(), want.size() + 3}) {
+      if (limit > want.size() + 3) continue;  // want.size() - 1 of an empty case
+      auto got = tok.encode(text, parse_special, add_special, limit);
+      std::vector<int32_t> expect(want.begin(), want.begin() + (long)std::min(want.size(), limit + 1));
+      EXPECT_EQ(got, expect) << "case " << c["name"].get<std::string>() << " limit " << limit;
+    }
+  }
+}
+
 TEST_P(Golden, DecodeRoundTrips) {
   const Tokenizer& tok = fixture(GetParam());
   for (const Json& c : goldens()["cases"]) {

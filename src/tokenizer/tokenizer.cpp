@@ -296,7 +296,12 @@ Tokenizer Tokenizer::from_json(const Json& tokenizer_json, const Json& tokenizer
   return Tokenizer(std::move(impl));
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special, bool add_special) const {
+namespace {
+struct EncodeLimitReached {};  // unwinds out of the pre-tokenizer's callback once over max_tokens
+}  // namespace
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special, bool add_special,
+                                       size_t max_tokens) const {
   const Impl& m = *impl_;
   std::string cleaned;
   if (!is_valid_utf8(text)) {
@@ -305,13 +310,23 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
   }
   std::vector<int32_t> out;
   if (add_special) out = m.prefix;
-  auto bpe = [&](std::string_view word) { m.model->encode(word, out); };
+  auto over = [&] { return out.size() > max_tokens; };
+  auto bpe = [&](std::string_view word) {
+    m.model->encode(word, out);
+    if (over()) throw EncodeLimitReached{};
+  };
+  auto limited = [&] {
+    out.resize(max_tokens + 1);
+    return out;
+  };
+  if (over()) return limited();
 
   std::vector<tok::Span> raw, normed;
   m.added.split(text, /*normalized_kind=*/false, parse_special, raw);
   for (const tok::Span& s : raw) {
     if (s.id >= 0) {
       out.push_back(s.id);
+      if (over()) return limited();
       continue;
     }
     std::string_view piece = text.substr(s.start, s.end - s.start);
@@ -323,11 +338,20 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
     normed.clear();
     m.added.split(piece, /*normalized_kind=*/true, parse_special, normed);
     for (const tok::Span& n : normed) {
-      if (n.id >= 0) out.push_back(n.id);
-      else m.pretokenizer.run(piece.substr(n.start, n.end - n.start), bpe);
+      if (n.id >= 0) {
+        out.push_back(n.id);
+      } else {
+        try {
+          m.pretokenizer.run(piece.substr(n.start, n.end - n.start), bpe);
+        } catch (const EncodeLimitReached&) {
+          return limited();
+        }
+      }
+      if (over()) return limited();
     }
   }
   if (add_special) out.insert(out.end(), m.suffix.begin(), m.suffix.end());
+  if (over()) return limited();
   return out;
 }
 

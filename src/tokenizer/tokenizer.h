@@ -28,7 +28,11 @@ class Tokenizer {
   // "replace" decode would). parse_special: added tokens written in the text become their ids
   // (HF's behaviour); when false they are tokenised as plain text. add_special: prepend BOS when
   // the tokenizer adds it (tokenizer_config add_bos_token / the post_processor's template).
-  std::vector<int32_t> encode(std::string_view text, bool parse_special = true, bool add_special = false) const;
+  // max_tokens: stop once the ids outnumber it (the result then holds max_tokens + 1 ids, a prefix
+  // of the full encoding), so a server refuses a prompt far over its context without tokenizing
+  // all of it.
+  std::vector<int32_t> encode(std::string_view text, bool parse_special = true, bool add_special = false,
+                              size_t max_tokens = SIZE_MAX) const;
 
   // Raw bytes a token stands for (byte-level decoded; added tokens as their content).
   const std::string& token_bytes(int32_t id) const;
