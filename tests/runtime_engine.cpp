@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <random>
 
+#include "core/error.h"
 #include "models/synth.h"
 #include "runtime/engine.h"
 #include "runtime/loader.h"
@@ -112,6 +113,83 @@ TEST(Engine, SameSeedSameTextWhateverElseIsInTheBatch) {
     e.submit(request(i == 3 ? p : random_prompt(rng, 5 + i), opts(16, 0.9f, i == 3 ? 77 : (uint64_t)i), out[(size_t)i]));
   drain(e);
   EXPECT_EQ(out[3].result.tokens, want);
+}
+
+// n choices of one prompt: the prompt is computed once and its blocks are shared by all n; choice
+// i is the text the same request alone gives with seed + i, and each choice ends on its own.
+TEST(Engine, ChoicesShareThePromptAndEachIsItsSeedsTextAlone) {
+  std::mt19937 rng(12);
+  const int64_t bs = 8;
+  std::vector<int32_t> p = random_prompt(rng, 45);  // 5 full blocks and a partial one
+  EngineOptions eo;
+  eo.block_size = bs;
+  eo.max_running = 4;
+  Engine e(*tiny().model, eo);
+  std::vector<Outcome> out(4);
+  std::vector<int> tokens_seen(4, 0);
+  GenerationRequest r;
+  r.prompt = p;
+  r.opts = opts(12, 0.9f, 500);
+  r.tokenizer = tiny().tokenizer.get();
+  r.n = 4;
+  r.on_token = [&](const TokenEvent& ev) {
+    tokens_seen[(size_t)ev.choice]++;
+    return true;
+  };
+  r.on_done = [&](GenerateResult&& res, const std::string& err) {
+    Outcome& o = out[(size_t)res.choice];
+    EXPECT_FALSE(o.done) << "choice " << res.choice << " ended twice";
+    o.result = std::move(res);
+    o.error = err;
+    o.done = true;
+  };
+  e.submit(std::move(r));
+  e.step();  // the prompt (45 rows, under the 256-row budget) and every choice's first token
+  EngineStats st = e.stats();
+  EXPECT_EQ(st.running, 4);
+  // 5 shared full blocks + the shared partial one, then a private copy per writing choice: far
+  // from the 4 x 6 that four separate prompts would hold.
+  EXPECT_LE(st.blocks.used, 5 + 4 + 1);
+  drain(e);
+  for (int i = 0; i < 4; i++) {
+    ASSERT_TRUE(out[(size_t)i].done) << i;
+    EXPECT_EQ(out[(size_t)i].error, "");
+    EXPECT_EQ(out[(size_t)i].result.tokens, alone(p, opts(12, 0.9f, 500 + (uint64_t)i))) << "choice " << i;
+    EXPECT_EQ((int)out[(size_t)i].result.tokens.size(), tokens_seen[(size_t)i]);
+    EXPECT_EQ(out[(size_t)i].result.prompt_tokens, 45);
+  }
+  EXPECT_NE(out[0].result.tokens, out[1].result.tokens);  // different seeds, different text
+  EXPECT_EQ(e.stats().blocks.used, 0);
+}
+
+TEST(Engine, ChoicesBeyondTheRunningLimitAreRefusedAndUnforkedOnesStillEnd) {
+  std::mt19937 rng(13);
+  EngineOptions eo;
+  eo.max_running = 2;
+  Engine e(*tiny().model, eo);
+  Outcome o;
+  GenerationRequest big = request(random_prompt(rng, 10), opts(5), o);
+  big.n = 3;
+  try {
+    e.submit(std::move(big));
+    ADD_FAILURE() << "n = 3 over max_running 2 was accepted";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("--parallel"), std::string::npos) << err.what();
+  }
+  // Cancelled while waiting, before its prompt ran: both choices still hear the end.
+  int ended = 0;
+  GenerationRequest r = request(random_prompt(rng, 10), opts(5), o);
+  r.n = 2;
+  r.cancelled = [] { return true; };
+  r.on_done = [&](GenerateResult&& res, const std::string&) {
+    EXPECT_EQ(res.finish_reason, "cancelled");
+    EXPECT_EQ(res.choice, ended);
+    ended++;
+  };
+  e.submit(std::move(r));
+  e.step();
+  EXPECT_EQ(ended, 2);
+  EXPECT_FALSE(e.has_work());
 }
 
 TEST(Engine, PreemptedSequencesAreRecomputedAndNobodyIsCorrupted) {

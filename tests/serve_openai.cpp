@@ -69,7 +69,9 @@ TEST(ServeOpenai, ChatErrorsNameTheField) {
   EXPECT_EQ(chat_error(m + R"(,"max_tokens":1.5})").param, "max_tokens");
   EXPECT_EQ(chat_error(m + R"(,"stop":["a","b","c","d","e"]})").param, "stop");
   EXPECT_EQ(chat_error(m + R"(,"stop":[1]})").param, "stop");
-  EXPECT_EQ(chat_error(m + R"(,"n":2})").param, "n");
+  EXPECT_EQ(chat_error(m + R"(,"n":0})").param, "n");
+  EXPECT_EQ(chat_error(m + R"(,"n":129})").param, "n");
+  EXPECT_EQ(parse_chat_request(m + R"(,"n":3})").n, 3);
   EXPECT_EQ(chat_error(m + R"(,"top_logprobs":2})").param, "top_logprobs");
   EXPECT_EQ(chat_error(m + R"(,"stream_options":{"include_usage":true}})").param, "stream_options");
   EXPECT_EQ(chat_error(m + R"(,"tools":[{"type":"function"}]})").param, "tools");
@@ -94,9 +96,13 @@ TEST(ServeOpenai, CompletionPrompts) {
 TEST(ServeOpenai, ResponsesHaveOpenAIsShape) {
   ResponseMeta m{"chatcmpl-x", "tiny", 123};
   Usage u{10, 3, 8};
-  Json r = chat_response(m, "hi", "stop", nullptr, false, u);
+  Json r = chat_response(m, {{"hi", "stop"}, {"ho", "length"}}, false, u);
   EXPECT_EQ(r["object"], "chat.completion");
   EXPECT_EQ(r["choices"][0]["message"]["role"], "assistant");
+  ASSERT_EQ(r["choices"].size(), 2u);
+  EXPECT_EQ(r["choices"][1]["index"], 1);
+  EXPECT_EQ(r["choices"][1]["message"]["content"], "ho");
+  EXPECT_EQ(r["choices"][1]["finish_reason"], "length");
   EXPECT_EQ(r["usage"]["total_tokens"], 13);
   EXPECT_EQ(r["usage"]["prompt_tokens_details"]["cached_tokens"], 8);
   TokenOut t;
@@ -106,7 +112,8 @@ TEST(ServeOpenai, ResponsesHaveOpenAIsShape) {
   t.logprob = -0.5f;
   t.top = {{"a", -0.1f}};
   std::vector<TokenOut> lp{t};
-  Json c = chat_chunk(m, std::nullopt, std::string("x"), std::nullopt, &lp, true, true);
+  Json c = chat_chunk(m, 3, std::nullopt, std::string("x"), std::nullopt, &lp, true, true);
+  EXPECT_EQ(c["choices"][0]["index"], 3);
   EXPECT_EQ(c["object"], "chat.completion.chunk");
   EXPECT_TRUE(c["usage"].is_null());
   EXPECT_EQ(c["choices"][0]["logprobs"]["content"][0]["bytes"], Json::array({0xE4, 0xBD}));

@@ -48,6 +48,8 @@ void add_serve(CLI::App& app) {
       ->check(CLI::Range(1, 256));
   cmd->add_option("--queue", a->o.queue, "requests that may wait beyond --parallel; past it, 429 (default 64)")
       ->check(CLI::Range(0, 100000));
+  cmd->add_option("--max-choices", a->o.max_choices, "most choices (n) one request may ask for; at most --parallel (default 8)")
+      ->check(CLI::Range(1, 128));
   cmd->add_option("--kv-memory", a->kv_memory, "KV block pool size, e.g. 2GiB or 512MiB (default: the context x --parallel)");
   cmd->add_flag("--shared-prefix-cache", a->o.shared_prefix_cache,
                "let every client reuse every other client's cached prompt prefixes (default: per client address and "

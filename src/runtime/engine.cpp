@@ -19,6 +19,8 @@ struct Engine::Sequence {
   BlockTable table;
   std::unique_ptr<TokenGenerator> gen;
   int64_t chunk = 0;            // rows scheduled in the current step
+  int64_t forks = 0;            // sibling choices still to fork off once the prompt is computed
+  int32_t choice = 0;
   bool admitted_once = false, done = false, has_first = false;
   Clock::time_point t_submit, t_admit, t_first;
 };
@@ -140,7 +142,11 @@ int32_t Engine::submit(GenerationRequest req) {
     fail("the prompt has {} tokens but the context is {} tokens (leave room for at least one new token)",
          req.prompt.size(), ctx_);
   if (!req.tokenizer) fail("Engine::submit: no tokenizer");
+  if (req.n < 1 || req.n > opts_.max_running)
+    fail("n = {} choices: the engine runs at most {} sequences at once (--parallel), and n must be 1 or more", req.n,
+         opts_.max_running);
   auto s = std::make_unique<Sequence>();
+  s->forks = req.n - 1;
   s->id = next_id_++;
   s->tokens = req.prompt;
   s->table.salt = req.cache_salt;
@@ -158,6 +164,7 @@ void Engine::finish(Sequence& s, const std::string& error) {
   std::string rest = s.gen->flush();
   if (!rest.empty() && error.empty() && s.req.on_token) {
     TokenEvent last;
+    last.choice = s.choice;
     last.id = -1;
     last.text = rest;
     s.req.on_token(last);
@@ -165,6 +172,7 @@ void Engine::finish(Sequence& s, const std::string& error) {
   blocks_->release(s.table);
   s.computed = 0;
   GenerateResult r = std::move(s.gen->result());
+  r.choice = s.choice;
   Clock::time_point now = Clock::now();
   if (s.admitted_once) {
     r.queue_seconds = seconds(s.t_submit, s.t_admit);
@@ -173,7 +181,22 @@ void Engine::finish(Sequence& s, const std::string& error) {
   } else {
     r.queue_seconds = seconds(s.t_submit, now);
   }
-  if (s.req.on_done) s.req.on_done(std::move(r), error);
+  // Choices not forked yet (cancelled or failed before the prompt was computed) end with it.
+  std::vector<GenerateResult> unborn;
+  for (int64_t i = 1; i <= s.forks; i++) {
+    GenerateResult u;
+    u.choice = (int32_t)i;
+    u.prompt_tokens = r.prompt_tokens;
+    u.cached_tokens = r.cached_tokens;
+    u.queue_seconds = r.queue_seconds;
+    u.finish_reason = r.finish_reason;
+    unborn.push_back(std::move(u));
+  }
+  s.forks = 0;
+  if (s.req.on_done) {
+    s.req.on_done(std::move(r), error);
+    for (GenerateResult& u : unborn) s.req.on_done(std::move(u), error);
+  }
 }
 
 void Engine::preempt(Sequence& s) {
@@ -259,8 +282,9 @@ void Engine::step() {
     Sequence* s = running_[i].get();
     if (!schedule_rows(*s, budget)) break;  // s was preempted (it was the newest): nothing after it runs
   }
-  // Admit waiting sequences while there is room and budget.
-  while (!waiting_.empty() && (int64_t)running_.size() < opts_.max_running && budget > 0) {
+  // Admit waiting sequences while there is room and budget (a request of n choices needs n places).
+  while (!waiting_.empty() && (int64_t)running_.size() + 1 + waiting_.front()->forks <= opts_.max_running &&
+         budget > 0) {
     budget_left_ = budget;
     if (!admit(*waiting_.front())) break;
     running_.push_back(std::move(waiting_.front()));
@@ -274,7 +298,7 @@ void Engine::step() {
 
   const int64_t V = model_.config().vocab_size;
   int64_t row = 0;
-  TokenEvent ev;
+  std::vector<std::unique_ptr<Sequence>> born;  // stays empty (no allocation) unless a request forks
   for (Sequence* s : in_batch_) {
     s->computed += s->chunk;
     s->chunk = 0;
@@ -284,16 +308,50 @@ void Engine::step() {
       s->has_first = true;
       s->t_first = Clock::now();
     }
-    bool end = s->gen->next(&logits_[(size_t)(row++ * V)], V, ev);
-    if (s->req.on_token && !s->req.on_token(ev)) {
-      s->gen->set_finish("cancelled");
-      end = true;
-    }
-    if (!end && s->computed + 1 > ctx_) end = true;  // context full: "length"
-    if (end) finish(*s);
-    else s->tokens.push_back(ev.id);
+    const float* r = &logits_[(size_t)(row++ * V)];
+    if (s->forks > 0) fork_choices(*s, r, born);
+    advance(*s, r);
   }
+  for (auto& b : born)
+    if (!b->done) running_.push_back(std::move(b));
   running_.erase(std::remove_if(running_.begin(), running_.end(), gone), running_.end());
+}
+
+bool Engine::advance(Sequence& s, const float* row) {
+  TokenEvent& ev = event_;
+  bool end = s.gen->next(row, model_.config().vocab_size, ev);
+  ev.choice = s.choice;
+  if (s.req.on_token && !s.req.on_token(ev)) {
+    s.gen->set_finish("cancelled");
+    end = true;
+  }
+  if (!end && s.computed + 1 > ctx_) end = true;  // context full: "length"
+  if (end) finish(s);
+  else s.tokens.push_back(ev.id);
+  return !end;
+}
+
+void Engine::fork_choices(Sequence& parent, const float* row, std::vector<std::unique_ptr<Sequence>>& born) {
+  for (int64_t i = 1; i <= parent.forks; i++) {
+    auto c = std::make_unique<Sequence>();
+    c->id = next_id_++;
+    c->choice = (int32_t)i;
+    c->req = parent.req;  // the callbacks are shared: they tell the choices apart by index
+    c->req.opts.sampling.seed = parent.req.opts.sampling.seed + (uint64_t)i;
+    c->tokens = parent.tokens;
+    c->computed = parent.computed;
+    blocks_->fork(parent.table, c->table);
+    c->gen = std::make_unique<TokenGenerator>(*c->req.tokenizer, c->req.prompt, c->req.opts);
+    c->gen->result().cached_tokens = parent.gen->result().cached_tokens;
+    c->gen->result().choice = (int32_t)i;
+    c->admitted_once = c->has_first = true;
+    c->t_submit = parent.t_submit;
+    c->t_admit = parent.t_admit;
+    c->t_first = parent.t_first;
+    advance(*c, row);  // every choice's first token from the prompt's one logits row
+    born.push_back(std::move(c));
+  }
+  parent.forks = 0;
 }
 
 void Engine::cancel_all() {

@@ -38,6 +38,11 @@ struct EngineOptions {
 struct GenerationRequest {
   std::vector<int32_t> prompt;
   GenerateOptions opts;
+  // Choices of this prompt (OpenAI's n): the prompt is computed once, then the sequence forks
+  // into n that share its blocks (the partial last one copied on first write). Choice i samples
+  // with seed + i; TokenEvent::choice / GenerateResult::choice say whose, and on_done runs once
+  // per choice. The n count toward max_running together (admitted when all fit).
+  int64_t n = 1;
   const Tokenizer* tokenizer = nullptr;
   uint64_t cache_salt = 0;  // prefix reuse only among requests with the same salt
   // Each token as it is produced; return false to cancel.
@@ -99,6 +104,11 @@ class Engine {
   // Takes s's cached prefix and checks that its first chunk fits the pool; false = not now.
   bool admit(Sequence& s);
   void preempt(Sequence& s);
+  // Once parent's prompt is computed: its n - 1 sibling choices, sharing its blocks, each
+  // sampling its first token from the same logits row.
+  void fork_choices(Sequence& parent, const float* row, std::vector<std::unique_ptr<Sequence>>& born);
+  // Samples s's next token from row; false when s finished with it.
+  bool advance(Sequence& s, const float* row);
   void finish(Sequence& s, const std::string& error = "");
   bool schedule_rows(Sequence& s, int64_t& budget);
 
@@ -112,6 +122,7 @@ class Engine {
   std::vector<std::unique_ptr<Sequence>> running_;  // in admission order: the last is the newest
   Batch batch_, session_batch_;
   std::vector<float> logits_;
+  TokenEvent event_;  // reused: its strings and vectors keep their capacity between steps
   std::vector<Sequence*> in_batch_;
   int32_t next_id_ = 1;
   int64_t session_tokens_ = 0;

@@ -24,6 +24,7 @@ struct GenerateOptions {
 };
 
 struct TokenEvent {
+  int32_t choice = 0;  // which of a request's n choices (the engine's n > 1)
   int32_t id = -1;
   std::string text;  // text that became final with this token (complete UTF-8, may be empty)
   float logprob = 0;  // when GenerateOptions::top_logprobs >= 0
@@ -31,6 +32,7 @@ struct TokenEvent {
 };
 
 struct GenerateResult {
+  int32_t choice = 0;  // which of a request's n choices
   std::string text;
   std::vector<int32_t> tokens;
   int64_t prompt_tokens = 0, cached_tokens = 0;

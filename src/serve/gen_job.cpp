@@ -10,6 +10,7 @@ GenerationRequest GenJob::request(EngineThread& thread) {
   r.opts = opts_;
   r.tokenizer = model_->tokenizer.get();
   r.cache_salt = salt_;
+  r.n = n_;
   const Tokenizer& tok = *model_->tokenizer;
   std::shared_ptr<GenJob> self = shared_from_this();
   r.on_token = [this, self, &tok](const TokenEvent& ev) {
@@ -19,6 +20,7 @@ GenerationRequest GenJob::request(EngineThread& thread) {
     }
     GenEvent g;
     g.kind = GenEvent::Token;
+    g.choice = ev.choice;
     bool eos = std::find(opts_.stop_ids.begin(), opts_.stop_ids.end(), ev.id) != opts_.stop_ids.end();
     g.tok.id = eos ? -1 : ev.id;  // the end-of-sequence token is not part of the answer
     g.tok.text = ev.text;
@@ -32,7 +34,8 @@ GenerationRequest GenJob::request(EngineThread& thread) {
   };
   r.on_done = [this, self, &thread](GenerateResult&& res, const std::string& error) {
     LiveStats& st = thread.stats();
-    if (error.empty()) {
+    const int32_t choice = res.choice;
+    if (error.empty() && choice == 0) {
       st.last_prompt_tokens = res.prompt_tokens;
       st.last_cached_tokens = res.cached_tokens;
       st.last_completion_tokens = (int64_t)res.tokens.size();
@@ -40,10 +43,12 @@ GenerationRequest GenJob::request(EngineThread& thread) {
       if (res.decode_tok_s() > 0) st.last_decode_tok_s = res.decode_tok_s();
       st.last_ttft_s = ttft_;
     }
-    thread.generation_finished();  // before the client hears "done": its next request is not refused
+    // Once the last choice ends, and before the client hears it: its next request is not refused.
+    if (++ended_ == n_) thread.generation_finished();
     if (!error.empty()) return fail(error, 500);
     GenEvent g;
     g.kind = GenEvent::Done;
+    g.choice = choice;
     g.result = std::move(res);
     g.ttft_seconds = ttft_;
     push(std::move(g));

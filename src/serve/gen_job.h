@@ -16,6 +16,7 @@ namespace kvad::serve {
 
 struct GenEvent {
   enum Kind { Token, Done, Failed } kind = Token;
+  int32_t choice = 0;  // of the request's n
   TokenOut tok;
   GenerateResult result;  // Done
   double ttft_seconds = 0;
@@ -25,10 +26,12 @@ struct GenEvent {
 
 class GenJob : public std::enable_shared_from_this<GenJob> {
  public:
-  GenJob(std::shared_ptr<const LoadedModel> model, std::vector<int32_t> prompt, GenerateOptions opts, uint64_t cache_salt)
-      : model_(std::move(model)), prompt_(std::move(prompt)), opts_(std::move(opts)), salt_(cache_salt),
+  GenJob(std::shared_ptr<const LoadedModel> model, std::vector<int32_t> prompt, GenerateOptions opts, uint64_t cache_salt,
+         int64_t n = 1)
+      : model_(std::move(model)), prompt_(std::move(prompt)), opts_(std::move(opts)), salt_(cache_salt), n_(n),
         t0_(std::chrono::steady_clock::now()) {}
   const std::shared_ptr<const LoadedModel>& model() const { return model_; }
+  int64_t choices() const { return n_; }
   // On the engine thread: the sequence for the runtime engine, with callbacks into this job (they
   // hold it alive until the sequence ends).
   GenerationRequest request(EngineThread& thread);
@@ -47,6 +50,7 @@ class GenJob : public std::enable_shared_from_this<GenJob> {
   std::vector<int32_t> prompt_;
   GenerateOptions opts_;
   uint64_t salt_;
+  int64_t n_, ended_ = 0;  // choices, and how many have ended (engine thread)
   std::chrono::steady_clock::time_point t0_;
   double ttft_ = 0;
   bool first_ = true;

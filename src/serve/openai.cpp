@@ -150,9 +150,7 @@ void parse_common(const Json& j, GenRequest& r) {
     for (const std::string& s : r.stop)
       if (s.empty()) bad("stop", "'stop' sequences must not be empty");
   }
-  if (has(j, "n") && get_int(j, "n", 1, 128) != 1)
-    throw HttpError(400, "'n' must be 1: this server generates one choice per request (no batching yet)",
-                    "invalid_request_error", "n", "unsupported_value");
+  if (has(j, "n")) r.n = get_int(j, "n", 1, 128);  // the server's own cap is checked where it is known
   if (has(j, "logit_bias") && !(j["logit_bias"].is_object() && j["logit_bias"].empty()))
     throw HttpError(400, "'logit_bias' is not supported by this server", "invalid_request_error", "logit_bias",
                     "unsupported_parameter");
@@ -337,38 +335,42 @@ static Json head(const ResponseMeta& m, const char* object) {
   return {{"id", m.id}, {"object", object}, {"created", m.created}, {"model", m.model}, {"system_fingerprint", "kvad"}};
 }
 
-Json chat_response(const ResponseMeta& m, const std::string& text, const std::string& finish,
-                   const std::vector<TokenOut>* lp, bool with_top, const Usage& u) {
+Json chat_response(const ResponseMeta& m, const std::vector<ChoiceOut>& choices, bool with_top, const Usage& u) {
   Json r = head(m, "chat.completion");
-  Json choice = {{"index", 0},
-                 {"message", {{"role", "assistant"}, {"content", text}, {"refusal", nullptr}}},
-                 {"logprobs", lp ? chat_logprobs_json(*lp, with_top) : Json(nullptr)},
-                 {"finish_reason", finish}};
-  r["choices"] = Json::array({choice});
+  r["choices"] = Json::array();
+  for (size_t i = 0; i < choices.size(); i++) {
+    const ChoiceOut& c = choices[i];
+    r["choices"].push_back({{"index", i},
+                            {"message", {{"role", "assistant"}, {"content", c.text}, {"refusal", nullptr}}},
+                            {"logprobs", c.logprobs ? chat_logprobs_json(*c.logprobs, with_top) : Json(nullptr)},
+                            {"finish_reason", c.finish}});
+  }
   r["usage"] = usage_json(u);
   return r;
 }
 
-Json completion_response(const ResponseMeta& m, const std::string& text, const std::string& finish,
-                         const std::vector<TokenOut>* lp, bool with_top, const Usage& u) {
+Json completion_response(const ResponseMeta& m, const std::vector<ChoiceOut>& choices, bool with_top, const Usage& u) {
   Json r = head(m, "text_completion");
-  Json choice = {{"index", 0},
-                 {"text", text},
-                 {"logprobs", lp ? completion_logprobs_json(*lp, with_top, 0) : Json(nullptr)},
-                 {"finish_reason", finish}};
-  r["choices"] = Json::array({choice});
+  r["choices"] = Json::array();
+  for (size_t i = 0; i < choices.size(); i++) {
+    const ChoiceOut& c = choices[i];
+    r["choices"].push_back({{"index", i},
+                            {"text", c.text},
+                            {"logprobs", c.logprobs ? completion_logprobs_json(*c.logprobs, with_top, 0) : Json(nullptr)},
+                            {"finish_reason", c.finish}});
+  }
   r["usage"] = usage_json(u);
   return r;
 }
 
-Json chat_chunk(const ResponseMeta& m, const std::optional<std::string>& role, const std::optional<std::string>& content,
-                const std::optional<std::string>& finish, const std::vector<TokenOut>* lp, bool with_top,
-                bool include_usage_null) {
+Json chat_chunk(const ResponseMeta& m, int index, const std::optional<std::string>& role,
+                const std::optional<std::string>& content, const std::optional<std::string>& finish,
+                const std::vector<TokenOut>* lp, bool with_top, bool include_usage_null) {
   Json r = head(m, "chat.completion.chunk");
   Json delta = Json::object();
   if (role) delta["role"] = *role;
   if (content) delta["content"] = *content;
-  Json choice = {{"index", 0},
+  Json choice = {{"index", index},
                  {"delta", delta},
                  {"logprobs", lp ? chat_logprobs_json(*lp, with_top) : Json(nullptr)},
                  {"finish_reason", finish ? Json(*finish) : Json(nullptr)}};
@@ -377,10 +379,10 @@ Json chat_chunk(const ResponseMeta& m, const std::optional<std::string>& role, c
   return r;
 }
 
-Json completion_chunk(const ResponseMeta& m, const std::string& text, const std::optional<std::string>& finish,
+Json completion_chunk(const ResponseMeta& m, int index, const std::string& text, const std::optional<std::string>& finish,
                       const std::vector<TokenOut>* lp, bool with_top, size_t off, bool include_usage_null) {
   Json r = head(m, "text_completion");
-  Json choice = {{"index", 0},
+  Json choice = {{"index", index},
                  {"text", text},
                  {"logprobs", lp ? completion_logprobs_json(*lp, with_top, off) : Json(nullptr)},
                  {"finish_reason", finish ? Json(*finish) : Json(nullptr)}};

@@ -43,9 +43,10 @@ struct GenRequest {
   std::vector<std::string> stop;
   bool logprobs = false;
   int top_logprobs = 0;
-  bool ignore_eos = false;
-  std::string cache_salt;   // vLLM's: prefix reuse only among requests with the same salt  // vLLM's and llama.cpp's extension: generate max_tokens whatever the model says
+  bool ignore_eos = false;  // vLLM's and llama.cpp's extension: generate max_tokens whatever the model says
+  std::string cache_salt;   // vLLM's: prefix reuse only among requests with the same salt
   std::string user;
+  int64_t n = 1;  // choices
 };
 
 // Every request body of every route is parsed by parse_request_body: a JSON object nested at most
@@ -86,15 +87,18 @@ struct ResponseMeta {
   int64_t created = 0;
 };
 // Full (non-streaming) responses.
-Json chat_response(const ResponseMeta& m, const std::string& text, const std::string& finish,
-                   const std::vector<TokenOut>* logprobs, bool with_top, const Usage& u);
-Json completion_response(const ResponseMeta& m, const std::string& text, const std::string& finish,
-                         const std::vector<TokenOut>* logprobs, bool with_top, const Usage& u);
-// Stream chunks. `delta` is the content piece; role is sent in the first chunk only.
-Json chat_chunk(const ResponseMeta& m, const std::optional<std::string>& role, const std::optional<std::string>& content,
-                const std::optional<std::string>& finish, const std::vector<TokenOut>* logprobs, bool with_top,
-                bool include_usage_null);
-Json completion_chunk(const ResponseMeta& m, const std::string& text, const std::optional<std::string>& finish,
+// One choice of a whole response.
+struct ChoiceOut {
+  std::string text, finish;
+  const std::vector<TokenOut>* logprobs = nullptr;  // null: "logprobs": null
+};
+Json chat_response(const ResponseMeta& m, const std::vector<ChoiceOut>& choices, bool with_top, const Usage& u);
+Json completion_response(const ResponseMeta& m, const std::vector<ChoiceOut>& choices, bool with_top, const Usage& u);
+// Stream chunks of choice `index`. `delta` is the content piece; role is sent in the first chunk only.
+Json chat_chunk(const ResponseMeta& m, int index, const std::optional<std::string>& role,
+                const std::optional<std::string>& content, const std::optional<std::string>& finish,
+                const std::vector<TokenOut>* logprobs, bool with_top, bool include_usage_null);
+Json completion_chunk(const ResponseMeta& m, int index, const std::string& text, const std::optional<std::string>& finish,
                       const std::vector<TokenOut>* logprobs, bool with_top, size_t text_offset0,
                       bool include_usage_null);
 // The last chunk of a stream with stream_options.include_usage: empty choices + usage.

@@ -27,12 +27,16 @@ Prepared prepare(Server::Impl& s, const GenRequest& r) {
   Prepared p;
   p.model = require_model(s, r.model);
   const LoadedModel& m = *p.model;
+  int64_t ctx = s.sched.stats().context_length.load();
+  if (ctx <= 0) ctx = m.model->context_length();
+  // Tokenizing stops past the context: a prompt far longer than it costs no more than one that fits.
+  const size_t limit = (size_t)ctx;
   if (r.chat) {
     if (!m.chat_template)
       throw HttpError(400, fmt::format("the model '{}' has no chat template; use /v1/completions", model_id(m)),
                       "invalid_request_error", "messages", "no_chat_template");
     std::string text = m.chat_template->render(r.messages, true, m.tokenizer->bos_token(), m.tokenizer->eos_token());
-    p.prompt = m.tokenizer->encode(text, /*parse_special=*/true, /*add_special=*/false);
+    p.prompt = m.tokenizer->encode(text, /*parse_special=*/true, /*add_special=*/false, limit);
   } else if (r.prompt_is_ids) {
     int64_t V = m.model->config().vocab_size;
     for (int32_t id : r.prompt_ids)
@@ -40,19 +44,26 @@ Prepared prepare(Server::Impl& s, const GenRequest& r) {
                                    "invalid_request_error", "prompt", "invalid_value");
     p.prompt = r.prompt_ids;
   } else {
-    p.prompt = m.tokenizer->encode(r.prompt, /*parse_special=*/true, /*add_special=*/true);
+    p.prompt = m.tokenizer->encode(r.prompt, /*parse_special=*/true, /*add_special=*/true, limit);
   }
   if (p.prompt.empty())
     throw HttpError(400, "the prompt is empty (no tokens): there is nothing to continue from", "invalid_request_error",
                     r.chat ? "messages" : "prompt");
-  int64_t ctx = s.sched.stats().context_length.load();
-  if (ctx <= 0) ctx = m.model->context_length();
   if ((int64_t)p.prompt.size() >= ctx)
     throw HttpError(400,
-                    fmt::format("This model's maximum context length is {} tokens. However, your {} resulted in {} "
+                    fmt::format("This model's maximum context length is {} tokens. However, your {} resulted in {}{} "
                                 "tokens (at least one token must be left for the completion).",
-                                ctx, r.chat ? "messages" : "prompt", p.prompt.size()),
+                                ctx, r.chat ? "messages" : "prompt", p.prompt.size() > limit ? "more than " : "",
+                                std::min(p.prompt.size(), limit)),
                     "invalid_request_error", r.chat ? "messages" : "prompt", "context_length_exceeded");
+  const EngineConfig& cfg = s.sched.config();
+  int64_t max_n = std::min<int64_t>(cfg.max_choices, cfg.parallel);
+  if (r.n > max_n)
+    throw HttpError(400,
+                    fmt::format("'n' is {} but this server generates at most {} choices per request (--max-choices {}, "
+                                "--parallel {})",
+                                r.n, max_n, cfg.max_choices, cfg.parallel),
+                    "invalid_request_error", "n", "invalid_value");
   p.opts.sampling = r.sampling;
   if (!r.seed_given) p.opts.sampling.seed = std::random_device{}() ^ (uint64_t)now_unix();
   try {
@@ -68,27 +79,43 @@ Prepared prepare(Server::Impl& s, const GenRequest& r) {
   return p;
 }
 
+// Per choice: the prompt (computed once for all n) is counted with choice 0.
 void account(Server::Impl& s, const GenerateResult& r) {
-  s.metrics.generations++;
-  s.metrics.prompt_tokens += (uint64_t)r.prompt_tokens;
-  s.metrics.cached_tokens += (uint64_t)r.cached_tokens;
   s.metrics.completion_tokens += (uint64_t)r.tokens.size();
-  s.metrics.prefill_tokens += (uint64_t)(r.prompt_tokens - r.cached_tokens);
-  s.metrics.prefill_seconds = s.metrics.prefill_seconds.load() + r.prefill_seconds;
+  if (r.choice == 0) {
+    s.metrics.generations++;
+    s.metrics.prompt_tokens += (uint64_t)r.prompt_tokens;
+    s.metrics.cached_tokens += (uint64_t)r.cached_tokens;
+    s.metrics.prefill_tokens += (uint64_t)(r.prompt_tokens - r.cached_tokens);
+    s.metrics.prefill_seconds = s.metrics.prefill_seconds.load() + r.prefill_seconds;
+  }
   s.metrics.decode_seconds = s.metrics.decode_seconds.load() + r.decode_seconds;
 }
 
-Usage usage_of(const GenerateResult& r) {
-  return {r.prompt_tokens, (int64_t)r.tokens.size(), r.cached_tokens};
-}
+// Usage of all n choices: the prompt once, the completions summed (OpenAI's accounting).
+struct ChoicesUsage {
+  Usage u;
+  void add(const GenerateResult& r) {
+    if (r.choice == 0) {
+      u.prompt_tokens = r.prompt_tokens;
+      u.cached_tokens = r.cached_tokens;
+    }
+    u.completion_tokens += (int64_t)r.tokens.size();
+  }
+};
 
-// Non-streaming: wait for the whole answer.
+// Non-streaming: wait for every choice's whole answer.
 void answer_whole(Server::Impl& s, const GenRequest& r, const std::shared_ptr<GenJob>& job, const ResponseMeta& meta,
                   httplib::Response& res) {
-  std::vector<TokenOut> toks;
-  std::string text;
+  const size_t n = (size_t)job->choices();
+  std::vector<std::vector<TokenOut>> toks(n);
+  std::vector<ChoiceOut> choices(n);
+  ChoicesUsage usage;
+  GenerateResult first;  // choice 0's, for the timings
+  double ttft = 0;
+  size_t ended = 0;
   auto checked = std::chrono::steady_clock::now();
-  for (;;) {
+  while (ended < n) {
     GenEvent ev;
     bool got = job->next(ev, std::chrono::milliseconds(200));
     // A client that went away cancels its generation, as a stream's failed write does.
@@ -100,31 +127,39 @@ void answer_whole(Server::Impl& s, const GenRequest& r, const std::shared_ptr<Ge
       }
     }
     if (!got) continue;
+    size_t c = (size_t)ev.choice;
     if (ev.kind == GenEvent::Token) {
-      text += ev.tok.text;
-      if (ev.tok.id >= 0) toks.push_back(std::move(ev.tok));
+      choices[c].text += ev.tok.text;
+      if (ev.tok.id >= 0) toks[c].push_back(std::move(ev.tok));
       continue;
     }
     if (ev.kind == GenEvent::Failed) throw HttpError(ev.status, ev.error, ev.status >= 500 ? "server_error" : "invalid_request_error");
     account(s, ev.result);
     if (ev.result.finish_reason == "cancelled" && s.stopping)
       throw HttpError(503, "the server is shutting down; the answer was cut", "server_error", "", "shutting_down");
-    std::string finish = wire_finish_reason(ev.result.finish_reason);
-    Usage u = usage_of(ev.result);
-    Json body = r.chat ? chat_response(meta, text, finish, r.logprobs ? &toks : nullptr, r.top_logprobs > 0, u)
-                       : completion_response(meta, text, finish, r.logprobs ? &toks : nullptr, r.top_logprobs > 0, u);
-    body["timings"] = {{"prefill_tokens_per_second", ev.result.prefill_tok_s()},
-                       {"decode_tokens_per_second", ev.result.decode_tok_s()},
-                       {"time_to_first_token_seconds", ev.ttft_seconds}};
-    reply_json(res, body);
-    return;
+    choices[c].finish = wire_finish_reason(ev.result.finish_reason);
+    if (r.logprobs) choices[c].logprobs = &toks[c];
+    usage.add(ev.result);
+    if (c == 0) {
+      ttft = ev.ttft_seconds;
+      first = std::move(ev.result);
+    }
+    ended++;
   }
+  Json body = r.chat ? chat_response(meta, choices, r.top_logprobs > 0, usage.u)
+                     : completion_response(meta, choices, r.top_logprobs > 0, usage.u);
+  body["timings"] = {{"prefill_tokens_per_second", first.prefill_tok_s()},
+                     {"decode_tokens_per_second", first.decode_tok_s()},
+                     {"time_to_first_token_seconds", ttft}};
+  reply_json(res, body);
 }
 
 // What a stream's provider keeps between calls.
 struct StreamState {
   bool started = false, finished = false;
-  size_t text_offset = 0;
+  std::vector<size_t> text_offset;  // per choice (completions' logprobs)
+  size_t ended = 0;
+  ChoicesUsage usage;
   std::vector<GenEvent> batch;
 };
 
@@ -133,6 +168,7 @@ void answer_stream(Server::Impl& s, const GenRequest& r, const std::shared_ptr<G
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   auto st = std::make_shared<StreamState>();
+  st->text_offset.assign((size_t)job->choices(), 0);
   Server::Impl* sp = &s;
   s.metrics.streams_active++;
   res.set_chunked_content_provider(
@@ -145,10 +181,13 @@ void answer_stream(Server::Impl& s, const GenRequest& r, const std::shared_ptr<G
           s.metrics.disconnects++;
           return false;
         };
+        const size_t n = st->text_offset.size();
         std::string out;
         if (!st->started) {
           st->started = true;
-          if (r.chat) out += sse(chat_chunk(meta, "assistant", "", std::nullopt, nullptr, false, r.include_usage));
+          if (r.chat)
+            for (size_t c = 0; c < n; c++)
+              out += sse(chat_chunk(meta, (int)c, "assistant", "", std::nullopt, nullptr, false, r.include_usage));
         }
         // Waiting (prefill, or a slow token): an SSE comment both keeps proxies from timing out and
         // finds a client that has gone.
@@ -157,19 +196,19 @@ void answer_stream(Server::Impl& s, const GenRequest& r, const std::shared_ptr<G
           return write(out);
         }
         for (GenEvent& ev : st->batch) {
+          const int c = ev.choice;
           if (ev.kind == GenEvent::Token) {
             if (ev.tok.text.empty() && !r.logprobs) continue;  // held back (partial UTF-8 / stop string) or EOS
             std::vector<TokenOut> one;
             if (ev.tok.id >= 0) one.push_back(ev.tok);
             const std::vector<TokenOut>* lp = r.logprobs && !one.empty() ? &one : nullptr;
-            out += sse(r.chat ? chat_chunk(meta, std::nullopt, ev.tok.text, std::nullopt, lp, r.top_logprobs > 0,
+            out += sse(r.chat ? chat_chunk(meta, c, std::nullopt, ev.tok.text, std::nullopt, lp, r.top_logprobs > 0,
                                            r.include_usage)
-                              : completion_chunk(meta, ev.tok.text, std::nullopt, lp, r.top_logprobs > 0,
-                                                 st->text_offset, r.include_usage));
-            st->text_offset += ev.tok.text.size();
+                              : completion_chunk(meta, c, ev.tok.text, std::nullopt, lp, r.top_logprobs > 0,
+                                                 st->text_offset[(size_t)c], r.include_usage));
+            st->text_offset[(size_t)c] += ev.tok.text.size();
             continue;
           }
-          st->finished = true;
           if (ev.kind == GenEvent::Failed) {
             out += sse(error_json(ev.error, ev.status >= 500 ? "server_error" : "invalid_request_error"));
           } else {
@@ -178,11 +217,15 @@ void answer_stream(Server::Impl& s, const GenRequest& r, const std::shared_ptr<G
               out += sse(error_json("the server is shutting down; the answer was cut", "server_error", "", "shutting_down"));
             } else {
               std::string finish = wire_finish_reason(ev.result.finish_reason);
-              out += sse(r.chat ? chat_chunk(meta, std::nullopt, std::nullopt, finish, nullptr, false, r.include_usage)
-                                : completion_chunk(meta, "", finish, nullptr, false, st->text_offset, r.include_usage));
-              if (r.include_usage) out += sse(usage_chunk(meta, r.chat, usage_of(ev.result)));
+              out += sse(r.chat ? chat_chunk(meta, c, std::nullopt, std::nullopt, finish, nullptr, false, r.include_usage)
+                                : completion_chunk(meta, c, "", finish, nullptr, false, st->text_offset[(size_t)c],
+                                                   r.include_usage));
+              st->usage.add(ev.result);
+              if (++st->ended < n) continue;  // other choices are still going
+              if (r.include_usage) out += sse(usage_chunk(meta, r.chat, st->usage.u));
             }
           }
+          st->finished = true;
           out += sse_done();
           break;
         }
@@ -213,7 +256,7 @@ void generation(Server::Impl& s, const httplib::Request& req, httplib::Response&
   GenRequest r = chat ? parse_chat_request(req.body) : parse_completion_request(req.body);
   Prepared p = prepare(s, r);
   ResponseMeta meta{new_completion_id(chat), model_id(*p.model), now_unix()};
-  auto job = std::make_shared<GenJob>(p.model, std::move(p.prompt), std::move(p.opts), cache_scope(s, req, r));
+  auto job = std::make_shared<GenJob>(p.model, std::move(p.prompt), std::move(p.opts), cache_scope(s, req, r), r.n);
   EngineThread::Admit a = s.sched.submit(job);
   if (a != EngineThread::Admit::Ok) throw refusal(s, a);
   if (r.stream) answer_stream(s, r, job, meta, res);

@@ -26,6 +26,7 @@ static EngineConfig engine_config(const ServeOptions& o) {
   EngineConfig c;
   c.ctx = o.ctx;
   c.parallel = o.parallel;
+  c.max_choices = o.max_choices;
   c.queue = o.queue;
   c.kv_bytes = o.kv_bytes;
   c.load.format = parse_weight_format(o.quant.empty() ? "auto" : o.quant);  // auto | f32 | bf16 | q8 | q4

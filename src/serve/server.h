@@ -22,6 +22,7 @@ struct ServeOptions {
   int http_threads = 32;               // connections served at once
   int parallel = 4;                    // sequences decoding together (continuous batching)
   int queue = 64;                      // requests waiting beyond those; 429 past this
+  int max_choices = 8;                 // cap on a request's n (also at most --parallel)
   size_t kv_bytes = 0;                 // KV block pool budget (0 = context x parallel)
   bool shared_prefix_cache = false;    // reuse cached prefixes across clients (default: per client address / cache_salt)
   double shutdown_grace = 3.0;         // seconds in-flight generations get to finish on SIGTERM

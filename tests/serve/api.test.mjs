@@ -111,8 +111,42 @@ test('logprobs with top_logprobs', async () => {
   }
 });
 
-test('n other than 1 is refused clearly', async () => {
-  await assert.rejects(client.chat.completions.create({ model, messages, n: 2 }), e => e.status === 400 && /'n' must be 1/.test(e.message));
+test('n choices: each its own text, usage of all, the prompt computed once', async () => {
+  const params = { model, messages, max_tokens: 10, temperature: 1, seed: 11 };
+  const r = await client.chat.completions.create({ ...params, n: 3 });
+  assert.equal(r.choices.length, 3);
+  assert.deepEqual(r.choices.map(c => c.index), [0, 1, 2]);
+  // Choice i samples with seed + i: choice 1 is what n = 1 with seed 12 says.
+  const alone = await client.chat.completions.create({ ...params, seed: 12 });
+  assert.equal(r.choices[1].message.content, alone.choices[0].message.content);
+  const one = await client.chat.completions.create(params);
+  assert.equal(r.choices[0].message.content, one.choices[0].message.content);
+  assert.equal(r.usage.prompt_tokens, one.usage.prompt_tokens);
+  for (const c of r.choices) assert.ok(['stop', 'length'].includes(c.finish_reason));
+  assert.ok(r.usage.completion_tokens >= 3 && r.usage.completion_tokens <= 30);
+});
+
+test('n choices streamed: deltas per index, one [DONE], usage summed', async () => {
+  const params = { model, messages, max_tokens: 8, temperature: 1, seed: 21, n: 2 };
+  const whole = await client.chat.completions.create(params);
+  const stream = await client.chat.completions.create({ ...params, stream: true, stream_options: { include_usage: true } });
+  const text = ['', ''], finish = [null, null];
+  let usage = null;
+  for await (const chunk of stream) {
+    if (chunk.usage) usage = chunk.usage;
+    for (const c of chunk.choices) {
+      if (c.delta.content) text[c.index] += c.delta.content;
+      if (c.finish_reason) finish[c.index] = c.finish_reason;
+    }
+  }
+  assert.deepEqual(text, whole.choices.map(c => c.message.content));
+  assert.deepEqual(finish, whole.choices.map(c => c.finish_reason));
+  assert.equal(usage.completion_tokens, whole.usage.completion_tokens);
+});
+
+test('n beyond what the server runs at once is refused clearly', async () => {
+  await assert.rejects(client.chat.completions.create({ model, messages, n: 5 }),
+    e => e.status === 400 && /'n' is 5 but this server generates at most 4 choices/.test(e.message));
 });
 
 test('unknown model is a 404 NotFoundError', async () => {
