@@ -16,7 +16,7 @@ HERE=$(cd "$(dirname "$0")/.." && pwd)
 KVAD=${KVAD:-$HERE/build/kvad}
 PEER=${PEER:-$HERE/../shared/peer}
 B=$("$PEER/build-llamacpp")
-N=${N:-16}           # requests per level
+N=${N:-}             # requests per level (default: 2 x the concurrency, at least 8)
 IN=${IN:-128}
 OUTLEN=${OUTLEN:-128}
 CTX=${CTX:-4096}
@@ -39,7 +39,8 @@ for c in "${LEVELS[@]}"; do
       wait_up $PL; port=$PL
     fi
     echo "== $who, concurrency $c"
-    "$KVAD" bench serve --url "http://127.0.0.1:$port" -c "$c" -n "$N" --input-len "$IN" --output-len "$OUTLEN" --json \
+    n=${N:-$(( 2 * c > 8 ? 2 * c : 8 ))}
+    "$KVAD" bench serve --url "http://127.0.0.1:$port" -c "$c" -n "$n" --input-len "$IN" --output-len "$OUTLEN" --json \
       | sed "s/^{/{\"server\":\"$who\",/" | tee -a "$OUT.lines"
     if [ $who = kvad ]; then kill $KPID; wait $KPID 2>/dev/null || true; else kill $LPID; wait $LPID 2>/dev/null || true; fi
   done
