@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "core/json.h"
+#include "running_server.h"
 #include "serve/server.h"
 
 using namespace kvad;
@@ -19,25 +20,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct Running {
-  explicit Running(serve::ServeOptions o) : server(std::move(o)) {
-    port = server.start();
-    thread = std::thread([this] { server.run(); });
-  }
-  ~Running() {
-    server.stop();
-    thread.join();
-  }
-  httplib::Client client() {
-    httplib::Client c("127.0.0.1", port);
-    c.set_connection_timeout(5);
-    c.set_read_timeout(10);
-    return c;
-  }
-  serve::Server server;
-  int port = 0;
-  std::thread thread;
-};
+using Running = test::RunningServer;
 
 serve::ServeOptions options() {  // no model: the routes answer without one
   serve::ServeOptions o;
@@ -84,7 +67,7 @@ TEST(ServeHardening, SlowClientsDoNotLockOthersOut) {
   });
   std::this_thread::sleep_for(1500ms);  // the tricklers are now older than the eviction grace (1 s)
   auto t0 = std::chrono::steady_clock::now();
-  auto c = s.client();
+  auto c = s.client(10);
   auto r = c.Get("/health");
   double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   stop = true;
@@ -125,7 +108,7 @@ TEST(ServeHardening, BodiesAreBoundedWhateverTheFraming) {
   EXPECT_NE(std::string(buf).find("411"), std::string::npos) << buf;
   close(fd);
   // gzip: a small body could inflate to gigabytes.
-  auto c = s.client();
+  auto c = s.client(10);
   httplib::Headers h = {{"Content-Encoding", "gzip"}};
   auto r = c.Post("/v1/completions", h, std::string(100, 'x'), "application/json");
   ASSERT_TRUE(r);
@@ -134,7 +117,7 @@ TEST(ServeHardening, BodiesAreBoundedWhateverTheFraming) {
 
 TEST(ServeHardening, CrossSiteAndRebindingAreRefused) {
   Running s(options());
-  auto c = s.client();
+  auto c = s.client(10);
   std::string body = R"({"prompt":"x"})";
   // A foreign page's text/plain POST (no preflight needed in a browser).
   httplib::Headers foreign = {{"Origin", "http://evil.example"}};
@@ -172,7 +155,7 @@ TEST(ServeHardening, ConfiguredCorsOriginsAndKeys) {
   o.cors_origins = {"https://app.example"};
   o.api_key = "secret-key";
   Running s(o);
-  auto c = s.client();
+  auto c = s.client(10);
   httplib::Headers pre = {{"Origin", "https://app.example"}, {"Access-Control-Request-Method", "POST"}};
   auto r = c.Options("/v1/chat/completions", pre);
   ASSERT_TRUE(r);

@@ -10,6 +10,7 @@
 #include "core/fs.h"
 #include "core/json.h"
 #include "models/synth.h"
+#include "running_server.h"
 #include "serve/server.h"
 #include "serve/serving_bench.h"
 #include "test_support.h"
@@ -35,24 +36,7 @@ std::string tiny_model() {
   return dir;
 }
 
-struct Running {
-  explicit Running(serve::ServeOptions o) : server(std::move(o)) {
-    port = server.start();
-    thread = std::thread([this] { server.run(); });
-  }
-  ~Running() {
-    server.stop();
-    thread.join();
-  }
-  httplib::Client client() {
-    httplib::Client c("127.0.0.1", port);
-    c.set_read_timeout(120);
-    return c;
-  }
-  serve::Server server;
-  int port = 0;
-  std::thread thread;
-};
+using Running = test::RunningServer;
 
 serve::ServeOptions options() {
   serve::ServeOptions o;

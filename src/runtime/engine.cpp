@@ -182,21 +182,17 @@ void Engine::finish(Sequence& s, const std::string& error) {
     r.queue_seconds = seconds(s.t_submit, now);
   }
   // Choices not forked yet (cancelled or failed before the prompt was computed) end with it.
-  std::vector<GenerateResult> unborn;
+  GenerateResult unborn;
+  unborn.prompt_tokens = r.prompt_tokens;
+  unborn.cached_tokens = r.cached_tokens;
+  unborn.queue_seconds = r.queue_seconds;
+  unborn.finish_reason = r.finish_reason;
+  if (s.req.on_done) s.req.on_done(std::move(r), error);
   for (int64_t i = 1; i <= s.forks; i++) {
-    GenerateResult u;
-    u.choice = (int32_t)i;
-    u.prompt_tokens = r.prompt_tokens;
-    u.cached_tokens = r.cached_tokens;
-    u.queue_seconds = r.queue_seconds;
-    u.finish_reason = r.finish_reason;
-    unborn.push_back(std::move(u));
+    unborn.choice = (int32_t)i;
+    if (s.req.on_done) s.req.on_done(GenerateResult(unborn), error);
   }
   s.forks = 0;
-  if (s.req.on_done) {
-    s.req.on_done(std::move(r), error);
-    for (GenerateResult& u : unborn) s.req.on_done(std::move(u), error);
-  }
 }
 
 void Engine::preempt(Sequence& s) {
@@ -312,8 +308,7 @@ void Engine::step() {
     if (s->forks > 0) fork_choices(*s, r, born);
     advance(*s, r);
   }
-  for (auto& b : born)
-    if (!b->done) running_.push_back(std::move(b));
+  for (auto& b : born) running_.push_back(std::move(b));  // finished ones leave with the others below
   running_.erase(std::remove_if(running_.begin(), running_.end(), gone), running_.end());
 }
 

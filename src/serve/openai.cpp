@@ -22,23 +22,12 @@ namespace {
   throw HttpError(400, msg, "invalid_request_error", param, param.empty() ? "" : "invalid_value");
 }
 
-const char* type_name(const Json& v) {
-  switch (v.type()) {
-    case Json::value_t::null: return "null";
-    case Json::value_t::boolean: return "a boolean";
-    case Json::value_t::string: return "a string";
-    case Json::value_t::array: return "an array";
-    case Json::value_t::object: return "an object";
-    default: return "a number";
-  }
-}
-
 // Present and not null.
 bool has(const Json& j, const char* k) { return j.contains(k) && !j[k].is_null(); }
 
 double get_number(const Json& j, const char* k, double lo, double hi) {
   const Json& v = j[k];
-  if (!v.is_number()) bad(k, fmt::format("'{}' must be a number, got {}", k, type_name(v)));
+  if (!v.is_number()) bad(k, fmt::format("'{}' must be a number, got {}", k, json_type_name(v)));
   double x = v.get<double>();
   if (!(x >= lo && x <= hi)) bad(k, fmt::format("'{}' must be between {} and {}, got {}", k, lo, hi, x));
   return x;
@@ -47,19 +36,19 @@ double get_number(const Json& j, const char* k, double lo, double hi) {
 int64_t get_int(const Json& j, const char* k, int64_t lo, int64_t hi) {
   const Json& v = j[k];
   if (!v.is_number_integer() && !(v.is_number_float() && std::floor(v.get<double>()) == v.get<double>()))
-    bad(k, fmt::format("'{}' must be an integer, got {}", k, type_name(v)));
+    bad(k, fmt::format("'{}' must be an integer, got {}", k, json_type_name(v)));
   double d = v.get<double>();
   if (!(d >= (double)lo && d <= (double)hi)) bad(k, fmt::format("'{}' must be between {} and {}, got {}", k, lo, hi, d));
   return v.is_number_integer() ? v.get<int64_t>() : (int64_t)d;
 }
 
 bool get_bool(const Json& j, const char* k) {
-  if (!j[k].is_boolean()) bad(k, fmt::format("'{}' must be a boolean, got {}", k, type_name(j[k])));
+  if (!j[k].is_boolean()) bad(k, fmt::format("'{}' must be a boolean, got {}", k, json_type_name(j[k])));
   return j[k].get<bool>();
 }
 
 std::string get_string(const Json& j, const char* k) {
-  if (!j[k].is_string()) bad(k, fmt::format("'{}' must be a string, got {}", k, type_name(j[k])));
+  if (!j[k].is_string()) bad(k, fmt::format("'{}' must be a string, got {}", k, json_type_name(j[k])));
   return j[k].get<std::string>();
 }
 
@@ -130,7 +119,7 @@ void parse_common(const Json& j, GenRequest& r) {
   }  // benchmarks: exactly max_tokens tokens
   if (has(j, "seed")) {
     const Json& v = j["seed"];
-    if (!v.is_number_integer()) bad("seed", fmt::format("'seed' must be an integer, got {}", type_name(v)));
+    if (!v.is_number_integer()) bad("seed", fmt::format("'seed' must be an integer, got {}", json_type_name(v)));
     r.sampling.seed = v.is_number_unsigned() ? v.get<uint64_t>() : (uint64_t)v.get<int64_t>();
     r.seed_given = true;
   }
@@ -145,7 +134,7 @@ void parse_common(const Json& j, GenRequest& r) {
         r.stop.push_back(s.get<std::string>());
       }
     } else {
-      bad("stop", fmt::format("'stop' must be a string or a list of strings, got {}", type_name(v)));
+      bad("stop", fmt::format("'stop' must be a string or a list of strings, got {}", json_type_name(v)));
     }
     for (const std::string& s : r.stop)
       if (s.empty()) bad("stop", "'stop' sequences must not be empty");
