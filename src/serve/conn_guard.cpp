@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <string_view>
 
 namespace kvad::serve {
 
@@ -25,6 +26,16 @@ std::string peer_of(int fd) {
   if (ss.ss_family == AF_INET) ::inet_ntop(AF_INET, &((sockaddr_in*)&ss)->sin_addr, buf, sizeof buf);
   else if (ss.ss_family == AF_INET6) ::inet_ntop(AF_INET6, &((sockaddr_in6*)&ss)->sin6_addr, buf, sizeof buf);
   return buf;
+}
+
+// The local port of a TCP socket; -1 for anything else.
+int local_port(int fd) {
+  sockaddr_storage local{};
+  socklen_t len = sizeof local;
+  if (::getsockname(fd, (sockaddr*)&local, &len) != 0) return -1;
+  return local.ss_family == AF_INET    ? ntohs(((sockaddr_in*)&local)->sin_port)
+         : local.ss_family == AF_INET6 ? ntohs(((sockaddr_in6*)&local)->sin6_port)
+                                       : -1;
 }
 
 }  // namespace
@@ -66,11 +77,18 @@ void GuardedHttp::cut(Conn& c) {
   ::shutdown(c.guard_fd, SHUT_RDWR);  // the worker's recv() returns at once; httplib closes it
 }
 
+bool GuardedHttp::request_waiting(const Conn& c) {
+  if (!c.queued) return false;
+  char buf[16384];
+  ssize_t n = ::recv(c.guard_fd, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
+  return n > 0 && std::string_view(buf, (size_t)n).find("\r\n\r\n") != std::string_view::npos;
+}
+
 void GuardedHttp::enforce_caps(const std::string& client) {
   for (bool per_client : {true, false}) {
     size_t n = 0;
     auto counts = [&](const Conn& c) {
-      return c.pending && !c.cut && (!per_client || (c.client == client && !c.reused));
+      return c.pending && !c.cut && (!per_client || (c.client == client && !c.reused)) && !request_waiting(c);
     };
     for (const Conn& c : conns_) n += counts(c);
     size_t cap = per_client ? limits_.per_client : limits_.total_pending;
@@ -86,19 +104,26 @@ void GuardedHttp::enforce_caps(const std::string& client) {
   }
 }
 
+void GuardedHttp::set_port(int port) {
+  port_ = port;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    std::string n = e.path().filename().string();
+    if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos) continue;
+    int fd = std::stoi(n), listening = 0;
+    socklen_t len = sizeof listening;
+    if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) continue;
+    if (local_port(fd) == port_) ::listen(fd, SOMAXCONN);  // Linux: listen() again resizes the backlog
+  }
+}
+
 int GuardedHttp::find_new_socket(std::string* peer) {
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
     std::string n = e.path().filename().string();
     if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos) continue;
     int fd = std::stoi(n);
-    sockaddr_storage local{};
-    socklen_t len = sizeof local;
-    if (::getsockname(fd, (sockaddr*)&local, &len) != 0) continue;
-    int lport = local.ss_family == AF_INET    ? ntohs(((sockaddr_in*)&local)->sin_port)
-                : local.ss_family == AF_INET6 ? ntohs(((sockaddr_in6*)&local)->sin6_port)
-                                              : -1;
-    if (lport != port_) continue;
+    if (local_port(fd) != port_) continue;
     std::string p = peer_of(fd);
     if (p == "?") continue;  // the listening socket
     sockaddr_storage rs{};
@@ -109,7 +134,6 @@ int GuardedHttp::find_new_socket(std::string* peer) {
     std::string id = p + "#" + std::to_string(rport);
     bool known = false;
     for (const Conn& c : conns_) known = known || c.id == id;
-    for (const Task& t : queue_) known = known || t.peer == id;
     if (known) continue;
     *peer = id;
     return fd;
@@ -129,14 +153,27 @@ void GuardedHttp::enqueue(std::function<void()> fn) {
           Task t = std::move(queue_.front());
           queue_.pop_front();
           lk.unlock();
-          run_connection(t.fn, t.fd, t.guard, t.peer);
+          run_connection(t);
           lk.lock();
         }
       });
+  Task t{std::move(fn), conns_.end(), false};
   std::string peer;
   int fd = port_ > 0 ? find_new_socket(&peer) : -1;
   int guard = fd >= 0 ? ::dup(fd) : -1;
-  queue_.push_back(Task{std::move(fn), fd, guard, peer});
+  if (guard >= 0) {  // not found (not expected): served unguarded
+    Conn c;
+    c.guard_fd = guard;
+    c.id = peer;
+    c.client = peer.substr(0, peer.find('#'));
+    c.since = Clock::now();
+    c.deadline = c.since + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limits_.request_seconds));
+    conns_.push_back(c);
+    t.conn = std::prev(conns_.end());
+    t.guarded = true;
+    enforce_caps(c.client);
+  }
+  queue_.push_back(std::move(t));
   l.unlock();
   cv_.notify_all();
 }
@@ -151,32 +188,24 @@ void GuardedHttp::shutdown() {
   workers_.clear();
 }
 
-void GuardedHttp::run_connection(std::function<void()>& fn, int fd, int guard, const std::string& id) {
-  if (guard < 0) {  // not found (not expected): served unguarded
-    fn();
+void GuardedHttp::run_connection(Task& t) {
+  if (!t.guarded) {
+    t.fn();
     return;
   }
-  std::list<Conn>::iterator me;
   {
     std::lock_guard<std::mutex> l(mu_);
-    Conn c;
-    c.guard_fd = guard;
-    c.id = id;
-    c.client = id.substr(0, id.find('#'));
-    c.since = Clock::now();
-    c.deadline = c.since + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limits_.request_seconds));
-    conns_.push_back(c);
-    me = std::prev(conns_.end());
-    enforce_caps(c.client);
+    t.conn->queued = false;  // its request's deadline starts now that a worker reads it
+    t.conn->since = Clock::now();
+    t.conn->deadline =
+        t.conn->since + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limits_.request_seconds));
   }
-  t_current = {this, &*me};
-  fn();  // httplib: serves the connection's requests, then closes its fd
+  t_current = {this, &*t.conn};
+  t.fn();  // httplib: serves the connection's requests, then closes its fd
   t_current = {};
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    ::close(me->guard_fd);
-    conns_.erase(me);
-  }
+  std::lock_guard<std::mutex> l(mu_);
+  ::close(t.conn->guard_fd);
+  conns_.erase(t.conn);
 }
 
 void GuardedHttp::set_pending(Conn* c, bool pending, uint64_t body_bytes) {
@@ -216,7 +245,7 @@ void GuardedHttp::watch() {
     watch_cv_.wait_for(l, std::chrono::milliseconds(200));
     auto now = Clock::now();
     for (Conn& c : conns_)
-      if (c.pending && !c.cut && now > c.deadline) cut(c);
+      if (c.pending && !c.cut && now > c.deadline && !request_waiting(c)) cut(c);
   }
 }
 

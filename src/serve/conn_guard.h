@@ -2,8 +2,9 @@
 // connection a worker thread for its whole life and its read timeout is per recv(), so a client
 // trickling one header byte every few seconds held a worker indefinitely, and a few dozen such
 // connections locked everyone out. GuardedHttp tracks every connection a worker is serving:
-//  - a connection is "pending" while it has not yet sent a whole request (headers, then body),
-//    including an idle keep-alive connection between requests;
+//  - a connection is "pending" from its accept() until it has sent a whole request (headers,
+//    then body), including while it waits for a worker and an idle keep-alive connection between
+//    requests;
 //  - a pending connection gets a deadline (request_seconds, plus time for a declared body at
 //    256 KiB/s); past it the watchdog shuts the socket down and the worker is free again;
 //  - at most per_client pending connections per client address and total_pending in all: a new
@@ -41,7 +42,9 @@ class GuardedHttp : public httplib::Server, private httplib::TaskQueue {
   ~GuardedHttp() override;
   // Before listening: the limits and the number of worker threads.
   void set_guard_limits(const Limits& l, size_t workers);
-  void set_port(int port) { port_ = port; }
+  // After binding: the port, and the listen backlog raised from httplib 0.11's fixed 5 to
+  // SOMAXCONN, so a burst of clients connecting at once waits in the kernel instead of failing.
+  void set_port(int port);
 
   // Called on the worker's thread: the request's headers are in; `body_bytes` more follow (0:
   // the request is complete).
@@ -60,7 +63,6 @@ class GuardedHttp : public httplib::Server, private httplib::TaskQueue {
   // httplib::TaskQueue: our worker pool.
   void enqueue(std::function<void()> fn) override;
   void shutdown() override;
-  void run_connection(std::function<void()>& fn, int fd, int guard, const std::string& peer);
 
   using Clock = std::chrono::steady_clock;
   struct Conn {
@@ -69,8 +71,12 @@ class GuardedHttp : public httplib::Server, private httplib::TaskQueue {
     bool pending = true;
     bool reused = false;  // pending after a response: a keep-alive client's next request
     bool cut = false;
+    bool queued = true;   // accepted, waiting for a worker
     Clock::time_point since, deadline;
   };
+  // A queued connection whose socket already holds a whole header block is a real request
+  // waiting for a worker (behind long streams, say), not a trickler: never cut for waiting.
+  static bool request_waiting(const Conn& c);
   void set_pending(Conn* c, bool pending, uint64_t body_bytes);
   int find_new_socket(std::string* peer);  // with mu_ held
   void cut(Conn& c);  // with mu_ held
@@ -81,11 +87,15 @@ class GuardedHttp : public httplib::Server, private httplib::TaskQueue {
   std::mutex mu_;
   std::condition_variable cv_, watch_cv_;
   std::list<Conn> conns_;
+  // A connection is tracked from its accept(), while it waits in the queue for a worker too, so a
+  // burst of tricklers queued behind busy workers is cut by its deadlines and the caps like the
+  // ones being served (otherwise a real request queued behind them waits for every one in turn).
   struct Task {
     std::function<void()> fn;
-    int fd, guard;
-    std::string peer;
+    std::list<Conn>::iterator conn;
+    bool guarded = false;
   };
+  void run_connection(Task& t);
   std::list<Task> queue_;
   std::vector<std::thread> workers_;
   size_t n_workers_ = 8;
