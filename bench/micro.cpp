@@ -79,23 +79,28 @@ void BM_empty_parallel_region(benchmark::State& st) {
 
 // Paged attention of n queries at the end of a ctx-token sequence, Qwen2.5-0.5B's heads (14 query,
 // 2 KV, 64 wide), blocks of `bs` positions taken from the pool in a shuffled order (as a busy
-// pool hands them out): the block-size measurement behind EngineOptions::block_size.
+// pool hands them out): the block-size measurement behind EngineOptions::block_size. The 4th
+// argument is the cache type (0 f32, 1 bf16, 2 q8): the --kv-type measurement.
 void BM_attention(benchmark::State& st) {
   int64_t n = st.range(0), ctx = st.range(1), bs = st.range(2);
+  const kernels::KvType type = (kernels::KvType)st.range(3);
   kernels::AttentionShape s{14, 2, 64, 0.125f};
   int64_t blocks = (ctx + bs - 1) / bs;
-  std::vector<float> q = randn((size_t)(n * 14 * 64), 4), k = randn((size_t)(blocks * 2 * bs * 64), 5),
-                     v = randn(k.size(), 6), out((size_t)(n * 14 * 64));
+  std::vector<float> q = randn((size_t)(n * 14 * 64), 4), k = randn((size_t)(ctx * 2 * 64), 5), v = randn(k.size(), 6),
+                     out((size_t)(n * 14 * 64));
   std::vector<int32_t> table((size_t)blocks);
   for (int64_t i = 0; i < blocks; i++) table[(size_t)i] = (int32_t)i;
   std::shuffle(table.begin(), table.end(), std::mt19937(9));
-  kernels::KvPages pages{k.data(), v.data(), bs};
+  std::vector<uint8_t> kb((size_t)(blocks * 2 * bs * kernels::kv_row_bytes(type, 64))), vb(kb.size());
+  kernels::KvPages pages{kb.data(), vb.data(), bs, type};
+  kernels::AttentionSpan all{0, ctx, 0, table.data()};
+  kernels::kv_store(k.data(), 2 * 64, v.data(), 2 * 64, &all, 1, 2, 64, pages);
   kernels::AttentionSpan span{0, n, ctx - n, table.data()};
   for (auto _ : st) {
     kernels::attention_paged(q.data(), 14 * 64, &span, 1, s, pages, out.data(), 14 * 64);
     benchmark::DoNotOptimize(out.data());
   }
-  st.SetLabel("block " + std::to_string(bs));
+  st.SetLabel("block " + std::to_string(bs) + " kv " + kernels::kv_type_name(type));
 }
 
 // Qwen2.5-0.5B: hidden 896, MLP 4864, vocab 151936; decode (1 token) and prefill (128 tokens).
@@ -115,8 +120,9 @@ BENCHMARK_CAPTURE(BM_matmul, f32, kernels::WType::F32)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_matmul, bf16, kernels::WType::BF16)->Apply(shapes);
 BENCHMARK(BM_quantize_acts)->Args({1, 896})->Args({128, 896})->Args({128, 4864})->UseRealTime();
 BENCHMARK(BM_empty_parallel_region)->UseRealTime();
-BENCHMARK(BM_attention)->ArgsProduct({{1}, {512, 4096}, {4, 16, 64, 256, 4096}})->Args({128, 128, 16})->Args({512, 512, 16})
-    ->Args({512, 512, 256})->UseRealTime();
+BENCHMARK(BM_attention)->ArgsProduct({{1}, {512, 4096}, {4, 16, 64, 256, 4096}, {0}})->Args({128, 128, 16, 0})->Args({512, 512, 16, 0})
+    ->ArgsProduct({{1}, {1024, 4096}, {16}, {0, 1, 2}})
+    ->Args({512, 512, 256, 0})->UseRealTime();
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);

@@ -81,11 +81,34 @@ TEST(Matmul, ThreadedEqualsSingleThreaded) {
   EXPECT_EQ(a, b);  // rows are split between threads, never the sum inside a row
 }
 
-TEST(Attention, PagedBatchOnEveryIsaMatchesACausalFloat64Reference) {
+// What a cache of type t gives back for a row of head_dim values, written from the format's
+// definition (bf16: nearest even with 8 significant bits; q8: int8 of x * 127/amax and a float
+// scale amax/127), not by calling the cache's code.
+std::vector<float> kv_round_trip(const float* x, int hd, KvType t) {
+  std::vector<float> r(x, x + hd);
+  if (t == KvType::BF16)
+    for (float& v : r) {
+      int e;
+      double m = std::frexp((double)v, &e);
+      v = (float)std::ldexp(std::nearbyint(std::ldexp(m, 8)), e - 8);
+    }
+  if (t == KvType::Q8) {
+    float amax = 0;
+    for (float v : r) amax = std::max(amax, std::fabs(v));
+    for (float& v : r) v = amax == 0 ? 0.0f : (amax / 127.0f) * (float)std::lrintf(v * (127.0f / amax));
+  }
+  return r;
+}
+
+class Attention : public ::testing::TestWithParam<KvType> {};
+
+TEST_P(Attention, PagedBatchOnEveryIsaMatchesACausalFloat64Reference) {
   // One call over several sequences of one batch, each at its own positions, its keys and values
   // stored through kv_store into blocks of 5 positions taken in shuffled order from one pool:
   // few queries take the decode path (dot products per key), many the prefill path (chunked
-  // matrix products), every block boundary case is crossed; all against a float64 reference.
+  // matrix products), every block boundary case is crossed; all against a float64 reference over
+  // the values the cache type keeps.
+  const KvType type = GetParam();
   Rng rng(5);
   AttentionShape s{6, 2, 20, 1.0f / std::sqrt(20.0f)};
   const int64_t bs = 5, kvw = s.n_kv_heads * s.head_dim, qw = s.n_heads * s.head_dim;
@@ -96,8 +119,9 @@ TEST(Attention, PagedBatchOnEveryIsaMatchesACausalFloat64Reference) {
   std::vector<int32_t> perm((size_t)pool_blocks);
   for (int64_t i = 0; i < pool_blocks; i++) perm[(size_t)i] = (int32_t)i;
   for (int64_t i = pool_blocks - 1; i > 0; i--) std::swap(perm[(size_t)i], perm[(size_t)rng.below((uint64_t)i + 1)]);
-  std::vector<float> kpool((size_t)(pool_blocks * kvw * bs)), vpool(kpool.size());
-  KvPages pages{kpool.data(), vpool.data(), bs};
+  const int64_t row_bytes = kv_row_bytes(type, s.head_dim);
+  std::vector<uint8_t> kpool((size_t)(pool_blocks * s.n_kv_heads * bs * row_bytes)), vpool(kpool.size());
+  KvPages pages{kpool.data(), vpool.data(), bs, type};
   std::vector<AttentionSpan> spans;
   std::vector<std::vector<float>> keys, vals;  // per sequence: [len, kvw]
   std::vector<float> q = randn(rng, (size_t)(rows * qw));
@@ -111,6 +135,11 @@ TEST(Attention, PagedBatchOnEveryIsaMatchesACausalFloat64Reference) {
     // Positions 0..len-1 stored as one span of rows (what earlier steps and this one wrote).
     AttentionSpan all{0, len, 0, sp.blocks};
     kv_store(keys.back().data(), kvw, vals.back().data(), kvw, &all, 1, s.n_kv_heads, s.head_dim, pages);
+    for (std::vector<float>* side : {&keys.back(), &vals.back()})  // the reference sees what the cache keeps
+      for (int64_t j = 0; j < len * s.n_kv_heads; j++) {
+        std::vector<float> r = kv_round_trip(side->data() + j * s.head_dim, s.head_dim, type);
+        std::copy(r.begin(), r.end(), side->data() + j * s.head_dim);
+      }
     spans.push_back(sp);
     row += c[1];
   }
@@ -144,6 +173,18 @@ TEST(Attention, PagedBatchOnEveryIsaMatchesACausalFloat64Reference) {
   for (Isa isa : isas) {
     std::vector<float> got(ref.size(), NAN);
     attention_paged(q.data(), qw, spans.data(), n_seqs, s, pages, got.data(), qw, isa);
-    for (size_t i = 0; i < got.size(); i++) ASSERT_NEAR(got[i], ref[i], 2e-5) << isa_name(isa) << " i=" << i;
+    for (size_t i = 0; i < got.size(); i++) ASSERT_NEAR(got[i], ref[i], 2e-5) << isa_name(isa) << " " << kv_type_name(type) << " i=" << i;
   }
+}
+
+INSTANTIATE_TEST_SUITE_P(KvTypes, Attention, ::testing::Values(KvType::F32, KvType::BF16, KvType::Q8),
+                         [](const auto& info) { return std::string(kv_type_name(info.param)); });
+
+TEST(AttentionKvType, BytesPerPositionAreWhatEachTypeStores) {
+  // Qwen2.5-0.5B's head: 64 values. f32 4 bytes each, bf16 2, q8 1 plus a 4-byte scale.
+  EXPECT_EQ(kv_row_bytes(KvType::F32, 64), 256);
+  EXPECT_EQ(kv_row_bytes(KvType::BF16, 64), 128);
+  EXPECT_EQ(kv_row_bytes(KvType::Q8, 64), 68);
+  EXPECT_EQ(parse_kv_type("q8"), KvType::Q8);
+  EXPECT_THROW(parse_kv_type("q4"), std::exception);
 }

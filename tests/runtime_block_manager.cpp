@@ -22,11 +22,13 @@ struct Pool {
   BlockManager bm{8, 4};
   // Writes position p's key as (tag, p) so copies can be checked.
   void write(const BlockTable& t, int64_t p, float tag) {
-    float* k = mem.pages(0).k + ((int64_t)t.blocks[(size_t)(p / 4)] * 4 + p % 4) * 2;
+    float* k = reinterpret_cast<float*>(mem.pages(0).k) + ((int64_t)t.blocks[(size_t)(p / 4)] * 4 + p % 4) * 2;
     k[0] = tag;
     k[1] = (float)p;
   }
-  float tag(const BlockTable& t, int64_t p) { return mem.pages(0).k[((int64_t)t.blocks[(size_t)(p / 4)] * 4 + p % 4) * 2]; }
+  float tag(const BlockTable& t, int64_t p) {
+    return reinterpret_cast<const float*>(mem.pages(0).k)[((int64_t)t.blocks[(size_t)(p / 4)] * 4 + p % 4) * 2];
+  }
 };
 
 }  // namespace

@@ -27,6 +27,7 @@ struct LayerMemorySpec {
 
 struct MemorySpec {
   std::vector<LayerMemorySpec> layers;
+  kernels::KvType kv_type = kernels::KvType::F32;  // what attention layers store per position (--kv-type)
 
   static MemorySpec attention(int64_t n_layers, int64_t kv_heads, int64_t head_dim);
   // Bytes one more position costs, over every layer that stores per position.
@@ -53,11 +54,11 @@ class Memory {
 
  private:
   struct Free {
-    void operator()(float* p) const;
+    void operator()(uint8_t* p) const;
   };
   MemorySpec spec_;
   int64_t n_blocks_, block_size_;
-  std::vector<std::unique_ptr<float[], Free>> k_, v_;  // per layer
+  std::vector<std::unique_ptr<uint8_t[], Free>> k_, v_;  // per layer
 };
 
 }  // namespace kvad

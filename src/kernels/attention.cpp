@@ -1,7 +1,10 @@
 #include "kernels/attention.h"
 
+#include <cmath>
 #include <cstring>
 
+#include "core/dtype.h"
+#include "core/error.h"
 #include "kernels/attention_impl.h"
 
 namespace kvad::kernels {
@@ -42,6 +45,12 @@ struct ScalarVec {
   static void axpy(float* y, float a, const float* x, int n) {
     for (int i = 0; i < n; i++) y[i] += a * x[i];
   }
+  static void widen_bf16(const uint16_t* s, float* d, int64_t n) {
+    for (int64_t i = 0; i < n; i++) d[i] = bf16_to_f32(s[i]);
+  }
+  static void dequant_q8(const int8_t* q, float scale, float* d, int n) {
+    for (int i = 0; i < n; i++) d[i] = scale * (float)q[i];
+  }
 };
 }  // namespace
 
@@ -54,17 +63,66 @@ void attention_paged(const float* q, int64_t q_stride, const AttentionSpan* span
   detail::attention_paged_impl<ScalarVec>(q, q_stride, spans, n_spans, s, kv, out, out_stride);
 }
 
+const char* kv_type_name(KvType t) {
+  switch (t) {
+    case KvType::F32: return "f32";
+    case KvType::BF16: return "bf16";
+    case KvType::Q8: return "q8";
+  }
+  return "?";
+}
+
+KvType parse_kv_type(const std::string& name) {
+  for (KvType t : {KvType::F32, KvType::BF16, KvType::Q8})
+    if (name == kv_type_name(t)) return t;
+  fail("unknown KV cache type '{}': use f32, bf16 or q8", name.substr(0, 32));
+}
+
+int64_t kv_row_bytes(KvType t, int64_t head_dim) {
+  switch (t) {
+    case KvType::F32: return head_dim * 4;
+    case KvType::BF16: return head_dim * 2;
+    case KvType::Q8: return head_dim + 4;
+  }
+  return 0;
+}
+
+namespace {
+// One position of one head into its row, in the cache's type.
+void store_row(const float* x, int hd, KvType type, uint8_t* dst) {
+  switch (type) {
+    case KvType::F32:
+      std::memcpy(dst, x, (size_t)hd * sizeof(float));
+      return;
+    case KvType::BF16: {
+      uint16_t* b = reinterpret_cast<uint16_t*>(dst);
+      for (int d = 0; d < hd; d++) b[d] = f32_to_bf16(x[d]);
+      return;
+    }
+    case KvType::Q8: {
+      float amax = 0;
+      for (int d = 0; d < hd; d++) amax = std::max(amax, std::fabs(x[d]));
+      float scale = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
+      int8_t* q = reinterpret_cast<int8_t*>(dst);
+      for (int d = 0; d < hd; d++) q[d] = (int8_t)std::lrintf(std::clamp(x[d] * inv, -127.0f, 127.0f));
+      std::memcpy(q + hd, &scale, sizeof scale);
+      return;
+    }
+  }
+}
+}  // namespace
+
 void kv_store(const float* k, int64_t k_stride, const float* v, int64_t v_stride, const AttentionSpan* spans,
               int64_t n_spans, int n_kv_heads, int head_dim, const KvPages& kv) {
-  const int64_t bs = kv.block_size;
+  const int64_t bs = kv.block_size, rb = kv_row_bytes(kv.type, head_dim);
   for (int64_t i = 0; i < n_spans; i++) {
     const AttentionSpan& sp = spans[i];
     for (int64_t t = 0; t < sp.n; t++) {
       int64_t p = sp.pos0 + t, r = sp.row0 + t;
       for (int h = 0; h < n_kv_heads; h++) {
-        int64_t dst = (((int64_t)sp.blocks[p / bs] * n_kv_heads + h) * bs + p % bs) * head_dim;
-        std::memcpy(kv.k + dst, k + r * k_stride + h * head_dim, (size_t)head_dim * sizeof(float));
-        std::memcpy(kv.v + dst, v + r * v_stride + h * head_dim, (size_t)head_dim * sizeof(float));
+        int64_t dst = (((int64_t)sp.blocks[p / bs] * n_kv_heads + h) * bs + p % bs) * rb;
+        store_row(k + r * k_stride + h * head_dim, head_dim, kv.type, kv.k + dst);
+        store_row(v + r * v_stride + h * head_dim, head_dim, kv.type, kv.v + dst);
       }
     }
   }

@@ -4,6 +4,7 @@
 // reading only its own blocks.
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "core/cpu.h"
 
@@ -16,13 +17,26 @@ struct AttentionShape {
   float scale;     // usually 1/sqrt(head_dim)
 };
 
-// One layer's K/V pages. Block b, KV head h holds `block_size` positions of head_dim floats at
-// k + ((b * n_kv_heads + h) * block_size) * head_dim (v alike): a head's keys are contiguous
-// within a block, so the decode loop streams through them.
+// What the cache stores per position and head (--kv-type; docs/engine.md has the measurements):
+//   F32   head_dim floats
+//   BF16  head_dim bfloat16 (round to nearest even): half the bytes
+//   Q8    head_dim int8 then one f32 scale (amax / 127, symmetric): about a quarter
+// The attention loops read f32: a block of another type is converted into a small tile first.
+enum class KvType : uint8_t { F32, BF16, Q8 };
+const char* kv_type_name(KvType t);
+// "f32" | "bf16" | "q8"; throws naming the accepted values otherwise.
+KvType parse_kv_type(const std::string& name);
+// Bytes of one position of one KV head.
+int64_t kv_row_bytes(KvType t, int64_t head_dim);
+
+// One layer's K/V pages. Block b, KV head h holds `block_size` rows of kv_row_bytes(type,
+// head_dim) bytes at k + ((b * n_kv_heads + h) * block_size) * row_bytes (v alike): a head's keys
+// are contiguous within a block, so the decode loop streams through them.
 struct KvPages {
-  float* k = nullptr;
-  float* v = nullptr;
+  uint8_t* k = nullptr;
+  uint8_t* v = nullptr;
   int64_t block_size = 0;
+  KvType type = KvType::F32;
 };
 
 // One sequence's rows of the batch: rows row0 .. row0+n-1 are its positions pos0 .. pos0+n-1;

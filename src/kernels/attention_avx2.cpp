@@ -60,6 +60,26 @@ struct Avx2Vec {
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
     for (; i < n; i++) y[i] += a * x[i];
   }
+  static void widen_bf16(const uint16_t* s, float* d, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      __m256i w = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(s + i))), 16);
+      _mm256_storeu_ps(d + i, _mm256_castsi256_ps(w));
+    }
+    for (; i < n; i++) {  // not core's inline bf16_to_f32: no shared inline code in an ISA file
+      uint32_t u = (uint32_t)s[i] << 16;
+      std::memcpy(d + i, &u, sizeof u);
+    }
+  }
+  static void dequant_q8(const int8_t* q, float scale, float* d, int n) {
+    __m256 sc = _mm256_set1_ps(scale);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+      __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)(q + i))));
+      _mm256_storeu_ps(d + i, _mm256_mul_ps(f, sc));
+    }
+    for (; i < n; i++) d[i] = scale * (float)q[i];
+  }
 };
 }  // namespace
 

@@ -56,7 +56,27 @@ struct Avx512Vec {
       __m512 yv = _mm512_maskz_loadu_ps(m, y + i);
       _mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, x + i), yv));
     }
+  }  static void widen_bf16(const uint16_t* s, float* d, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      __m512i w = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(s + i))), 16);
+      _mm512_storeu_ps(d + i, _mm512_castsi512_ps(w));
+    }
+    for (; i < n; i++) {  // not core's inline bf16_to_f32: no shared inline code in an ISA file
+      uint32_t u = (uint32_t)s[i] << 16;
+      std::memcpy(d + i, &u, sizeof u);
+    }
   }
+  static void dequant_q8(const int8_t* q, float scale, float* d, int n) {
+    __m512 sc = _mm512_set1_ps(scale);
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+      __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)(q + i))));
+      _mm512_storeu_ps(d + i, _mm512_mul_ps(f, sc));
+    }
+    for (; i < n; i++) d[i] = scale * (float)q[i];
+  }
+
 };
 }  // namespace
 

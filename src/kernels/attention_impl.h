@@ -8,6 +8,7 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "core/threads.h"
@@ -15,20 +16,51 @@
 
 namespace kvad::kernels::detail {
 
+// The first cnt rows of one block and KV head of one side (kv.k or kv.v) as floats: in place for
+// f32, converted into tile (block_size * head_dim floats, in L1) by V's widening loops for the
+// other types.
+template <typename V>
+const float* kv_rows(const uint8_t* side, const KvPages& kv, int32_t block, int h, int nkv, int hd, int64_t cnt,
+                     float* tile) {
+  const int64_t rb = kv_row_bytes(kv.type, hd);
+  const uint8_t* p = side + (((int64_t)block * nkv + h) * kv.block_size) * rb;
+  switch (kv.type) {
+    case KvType::F32:
+      return reinterpret_cast<const float*>(p);
+    case KvType::BF16:
+      V::widen_bf16(reinterpret_cast<const uint16_t*>(p), tile, cnt * hd);
+      return tile;
+    case KvType::Q8:
+      for (int64_t j = 0; j < cnt; j++) {
+        const int8_t* q = reinterpret_cast<const int8_t*>(p + j * rb);
+        float scale;
+        std::memcpy(&scale, q + hd, sizeof scale);
+        V::dequant_q8(q, scale, tile + j * hd, hd);
+      }
+      return tile;
+  }
+  return tile;
+}
+
+struct DecodeScratch {
+  std::vector<float> scores, tile;
+};
+
 // Decode (few queries): one query row t of a span and one KV head h. One pass over the cached keys
 // computes the scores of all the query heads that share the KV head (dot), one pass over the
 // values accumulates them (axpy); both walk the span's blocks in order.
 template <typename V>
 void attend_decode(const float* q, int64_t q_stride, const AttentionSpan& sp, int64_t t, int h,
-                   const AttentionShape& s, const KvPages& kv, float* out, int64_t out_stride,
-                   std::vector<float>& scores) {
+                   const AttentionShape& s, const KvPages& kv, float* out, int64_t out_stride, DecodeScratch& w) {
   const int G = s.n_heads / s.n_kv_heads, hd = s.head_dim, nkv = s.n_kv_heads;
   const int64_t len = sp.pos0 + t + 1, bs = kv.block_size;  // causal: keys 0..p
+  std::vector<float>& scores = w.scores;
   if ((int64_t)scores.size() < G * len) scores.resize((size_t)(G * len));
+  if ((int64_t)w.tile.size() < bs * hd) w.tile.resize((size_t)(bs * hd));
   const float* qg = q + (sp.row0 + t) * q_stride + h * G * hd;
   for (int64_t j0 = 0; j0 < len; j0 += bs) {
-    const float* kb = kv.k + (((int64_t)sp.blocks[j0 / bs] * nkv + h) * bs) * hd;
     int64_t cnt = std::min(bs, len - j0);
+    const float* kb = kv_rows<V>(kv.k, kv, sp.blocks[j0 / bs], h, nkv, hd, cnt, w.tile.data());
     for (int64_t j = 0; j < cnt; j++)
       for (int g = 0; g < G; g++) scores[(size_t)(g * len + j0 + j)] = V::dot(qg + g * hd, kb + j * hd, hd) * s.scale;
   }
@@ -47,8 +79,8 @@ void attend_decode(const float* q, int64_t q_stride, const AttentionSpan& sp, in
   float* og = out + (sp.row0 + t) * out_stride + h * G * hd;
   for (int i = 0; i < G * hd; i++) og[i] = 0;
   for (int64_t j0 = 0; j0 < len; j0 += bs) {
-    const float* vb = kv.v + (((int64_t)sp.blocks[j0 / bs] * nkv + h) * bs) * hd;
     int64_t cnt = std::min(bs, len - j0);
+    const float* vb = kv_rows<V>(kv.v, kv, sp.blocks[j0 / bs], h, nkv, hd, cnt, w.tile.data());
     for (int64_t j = 0; j < cnt; j++)
       for (int g = 0; g < G; g++) V::axpy(og + g * hd, scores[(size_t)(g * len + j0 + j)], vb + j * hd, hd);
   }
@@ -97,7 +129,7 @@ void gemm_nn(const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
 // keys are gathered transposed from the pages and the values gathered contiguous: a copy of
 // L * head_dim floats against rows * L * head_dim multiply-adds.
 struct PrefillScratch {
-  std::vector<float> qa, kt, vg, sc, o;
+  std::vector<float> qa, kt, vg, sc, o, tile;
 };
 
 template <typename V>
@@ -113,15 +145,16 @@ void attend_prefill(const float* q, int64_t q_stride, const AttentionSpan& sp, i
   fit(w.vg, L * hd);
   fit(w.sc, rows * L);
   fit(w.o, rows * hd);
+  fit(w.tile, bs * hd);
   for (int64_t t = t0; t < t1; t++)
     for (int g = 0; g < G; g++)
       std::copy_n(q + (sp.row0 + t) * q_stride + (h * G + g) * hd, hd, w.qa.data() + ((t - t0) * G + g) * hd);
   for (int64_t j0 = 0; j0 < L; j0 += bs) {
-    int64_t off = (((int64_t)sp.blocks[j0 / bs] * nkv + h) * bs) * hd, cnt = std::min(bs, L - j0);
-    const float* kb = kv.k + off;
+    int64_t cnt = std::min(bs, L - j0);
+    const float* kb = kv_rows<V>(kv.k, kv, sp.blocks[j0 / bs], h, nkv, hd, cnt, w.tile.data());
     for (int64_t j = 0; j < cnt; j++)
       for (int d = 0; d < hd; d++) w.kt[(size_t)(d * L + j0 + j)] = kb[j * hd + d];
-    std::copy_n(kv.v + off, cnt * hd, w.vg.data() + j0 * hd);
+    std::copy_n(kv_rows<V>(kv.v, kv, sp.blocks[j0 / bs], h, nkv, hd, cnt, w.tile.data()), cnt * hd, w.vg.data() + j0 * hd);
   }
   gemm_nn<V>(w.qa.data(), hd, w.kt.data(), L, w.sc.data(), L, rows, L, hd);
   for (int64_t r = 0; r < rows; r++) {
@@ -165,14 +198,14 @@ void attention_paged_impl(const float* q, int64_t q_stride, const AttentionSpan*
         for (int h = 0; h < s.n_kv_heads; h++) items.push_back({(int32_t)i, h, t, t + 1, false});
   const std::vector<AttentionItem>& work = items;
   pool().parallel_for((int64_t)work.size(), 1, [&](int64_t b, int64_t e) {
-    thread_local std::vector<float> scores;
+    thread_local DecodeScratch decode;
     thread_local PrefillScratch scratch;
     for (int64_t it = b; it < e; it++) {
       const AttentionItem& w = work[(size_t)it];
       if (w.prefill)
         attend_prefill<V>(q, q_stride, spans[w.span], w.t0, w.t1, w.kv_head, s, kv, out, out_stride, scratch);
       else
-        attend_decode<V>(q, q_stride, spans[w.span], w.t0, w.kv_head, s, kv, out, out_stride, scores);
+        attend_decode<V>(q, q_stride, spans[w.span], w.t0, w.kv_head, s, kv, out, out_stride, decode);
     }
   });
 }

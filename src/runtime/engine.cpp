@@ -100,6 +100,7 @@ Engine::Engine(const Model& model, EngineOptions opts, std::unique_ptr<Backend> 
   if (opts_.step_tokens < 1) fail("the step token budget must be at least 1 (got {})", opts_.step_tokens);
   ctx_ = opts_.ctx > 0 ? std::min(opts_.ctx, model.context_length()) : model.context_length();
   MemorySpec spec = model.memory_spec();
+  spec.kv_type = opts_.kv_type;
   size_t per_block = spec.bytes_per_token() * (size_t)bs;
   int64_t one_sequence = (ctx_ + bs - 1) / bs;
   int64_t n = opts_.kv_blocks;

@@ -26,12 +26,13 @@
 namespace kvad {
 
 struct EngineOptions {
-  int64_t block_size = 16;   // positions per KV block (docs/engine.md: why 16)
+  int64_t block_size = 16;   // positions per KV block (docs/kv-cache.md: why 16)
   int64_t kv_blocks = 0;     // pool size; 0 = from kv_bytes, else one sequence at full context per max_running
   size_t kv_bytes = 0;       // pool budget in bytes (--kv-memory)
   int64_t ctx = 0;           // per-sequence context cap; 0 = the model's
   int64_t max_running = 1;   // sequences decoding at once (--parallel)
   int64_t step_tokens = 256; // rows per step: decodes first, prefill chunks fill the rest
+  kernels::KvType kv_type = kernels::KvType::F32;  // what the cache stores (--kv-type)
 };
 
 // A sequence for the step loop. Callbacks run on the engine's thread.
