@@ -10,6 +10,7 @@
 #include "models/synth.h"
 #include "runtime/engine.h"
 #include "runtime/loader.h"
+#include "runtime/score.h"
 #include "test_support.h"
 
 using namespace kvad;
@@ -327,5 +328,37 @@ TEST(Engine, TooSmallAPoolIsAClearErrorAtStart) {
     FAIL();
   } catch (const Error& x) {
     EXPECT_NE(std::string(x.what()).find("--kv-memory"), std::string::npos) << x.what();
+  }
+}
+
+TEST(Engine, SmallerKvCacheTypesStoreLessAndStayCloseToF32) {
+  // bf16 and q8 caches: the bytes per position the format defines (bf16: 2 per value; q8: 1 per
+  // value plus a 4-byte scale per head and position), and next-token distributions close to the
+  // f32 cache's, teacher-forced over a text, yet not identical (the cache really is rounded).
+  const ModelConfig& c = tiny().model->config();
+  const size_t values = (size_t)(2 * c.n_layers * c.n_kv_heads * c.head_dim);  // K and V per position
+  const size_t heads = (size_t)(2 * c.n_layers * c.n_kv_heads);
+  EngineOptions f32;
+  Engine reference(*tiny().model, f32);
+  EXPECT_EQ(reference.bytes_per_token(), values * 4);
+  std::string text;
+  for (int i = 0; i < 5; i++) text += "In the beginning the servers answered one request at a time, and the queue grew. ";
+  struct Case {
+    kernels::KvType type;
+    size_t bytes;
+    double kl_bound;
+  };
+  for (Case k : {Case{kernels::KvType::BF16, values * 2, 1e-3}, Case{kernels::KvType::Q8, values + heads * 4, 1e-2}}) {
+    SCOPED_TRACE(kernels::kv_type_name(k.type));
+    EngineOptions o;
+    o.kv_type = k.type;
+    Engine e(*tiny().model, o);
+    EXPECT_EQ(e.bytes_per_token(), k.bytes);
+    ScoreResult r = score_text(e, *tiny().tokenizer, text, 0, {}, &reference);
+    ASSERT_TRUE(r.vs_reference);
+    EXPECT_GT(r.predicted, 60);
+    EXPECT_GT(r.vs_reference->kl_mean, 0.0);
+    EXPECT_LT(r.vs_reference->kl_mean, k.kl_bound);
+    EXPECT_GT(r.vs_reference->same_top, 0.9);
   }
 }

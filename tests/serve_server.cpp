@@ -208,6 +208,24 @@ TEST(ServeServer, ShortRequestsAreAnsweredWhileALongStreamRuns) {
   EXPECT_TRUE(drained);
 }
 
+TEST(ServeServer, AQ8KvCacheStoresAQuarterAndSaysSo) {
+  // --kv-type q8: /api/stats names the type and the bytes per token the format defines (int8 K and
+  // V per value plus a 4-byte scale per head and position), and a request is served through it.
+  serve::ServeOptions o = options();
+  o.kv_type = kernels::KvType::Q8;
+  Running s(o);
+  auto c = s.client();
+  int status = 0;
+  Json r = post(c, "/v1/chat/completions", Json{{"messages", kMessages}, {"max_tokens", 5}, {"seed", 1}}, &status);
+  ASSERT_EQ(status, 200) << r.dump();
+  EXPECT_EQ(r["usage"]["completion_tokens"], 5);
+  Json st = Json::parse(c.Get("/api/stats")->body);
+  EXPECT_EQ(st["kv_type"], "q8");
+  const Json& m = st["model"];
+  int64_t per_token = 2 * m["layers"].get<int64_t>() * m["kv_heads"].get<int64_t>() * (m["head_dim"].get<int64_t>() + 4);
+  EXPECT_EQ(st["kv_bytes_per_token"].get<int64_t>(), per_token);
+}
+
 TEST(ServeServer, TheServingBenchmarkMeasuresWhatItSent) {
   serve::ServeOptions o = options();
   o.parallel = 4;

@@ -3,6 +3,13 @@
 
 const dash = {t0: performance.now(), mem: [], speed: [], lastGen: -1};
 
+// What one position of one KV head stores, as --kv-type defines it (docs/kv-cache.md).
+function kvRow(type, headDim) {
+  if (type === 'bf16') return `${headDim} × 2 B`;
+  if (type === 'q8') return `(${headDim} × 1 B + 4 B scale)`;
+  return `${headDim} × 4 B`;
+}
+
 function renderDashboard(s) {
   const m = s.model;
   const last = s.last, tot = s.totals;
@@ -13,7 +20,7 @@ function renderDashboard(s) {
     card('Weights', fmtBytes(s.weight_bytes), m ? `${m.weight_format}, ${fmtCount(m.parameters)} parameters` : 'no model'),
     card('KV cache held now', fmtBytes(s.kv_bytes), `${fmtCount(s.kv_tokens)} positions in ${s.engine.in_flight ? 'use' : 'kept'} sessions`),
     card('Same conversation at full context', fmtBytes(s.kv_bytes_full_context), `${fmtCount(s.context_length)} positions × ${fmtBytes(s.kv_bytes_per_token)}`),
-    card('KV bytes per token', fmtBytes(s.kv_bytes_per_token), m ? `${m.layers} layers × ${m.kv_heads} KV heads × ${m.head_dim} × K,V × 4 B` : ''),
+    card('KV bytes per token', fmtBytes(s.kv_bytes_per_token), m ? `${m.layers} layers × ${m.kv_heads} KV heads × K,V × ${kvRow(s.kv_type, m.head_dim)} (${s.kv_type})` : ''),
     card('Cached tokens, last request', fmtCount(last.cached_tokens), `of ${fmtCount(last.prompt_tokens)} prompt tokens`),
     card('Decode', fmtNum(last.decode_tok_s) + ' tok/s', `last answer; all answers ${fmtNum(tot.decode_tok_s)} tok/s`),
     card('Prefill', fmtNum(last.prefill_tok_s) + ' tok/s', `last prompt; first token after ${fmtNum(last.ttft_s, 2)} s`),

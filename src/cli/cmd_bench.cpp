@@ -136,12 +136,16 @@ void add_bench(CLI::App& app) {
              model.context_length());
     double bw = a->no_bandwidth ? 0 : measure_read_bandwidth_gbs();
     double bits = (double)model.weight_bytes() * 8 / (double)model.parameter_count();
+    const kernels::KvType kv_type = kernels::parse_kv_type(a->model.kv_type);
+    MemorySpec kv = model.memory_spec();
+    kv.kv_type = kv_type;
     if (!a->json)
-      std::printf("%s | %s | %.1fM params | %.1f MB weights (%.2f bits/param) | %d threads | %s\n", m.name.c_str(),
-                  model.weight_format().c_str(), (double)model.parameter_count() / 1e6, (double)model.weight_bytes() / 1e6,
-                  bits, pool().size(), cpu_summary().c_str());
+      std::printf("%s | %s | %.1fM params | %.1f MB weights (%.2f bits/param) | KV %s %.1f KB/token | %d threads | %s\n",
+                  m.name.c_str(), model.weight_format().c_str(), (double)model.parameter_count() / 1e6,
+                  (double)model.weight_bytes() / 1e6, bits, a->model.kv_type.c_str(), (double)kv.bytes_per_token() / 1e3,
+                  pool().size(), cpu_summary().c_str());
     for (int64_t p : ps) {
-      BenchRun r = bench_model(model, p, a->gen_tokens, a->reps, a->warmup);
+      BenchRun r = bench_model(model, p, a->gen_tokens, a->reps, a->warmup, kv_type);
       double read_gbs = r.decode_tok_s ? r.decode_tok_s->median * (double)model.decode_read_bytes() / 1e9 : 0;
       if (a->json) {
         Json j = {{"model", m.name},
@@ -155,6 +159,8 @@ void add_bench(CLI::App& app) {
                   {"ttft_ms", r.ttft_ms},
                   {"model_bytes", model.weight_bytes()},
                   {"bits_per_param", bits},
+                  {"kv_type", a->model.kv_type},
+                  {"kv_bytes_per_token", kv.bytes_per_token()},
                   {"decode_read_bytes", model.decode_read_bytes()},
                   {"peak_rss_bytes", peak_rss_bytes()},
                   {"read_bandwidth_gbs", bw},

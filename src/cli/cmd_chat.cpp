@@ -60,7 +60,7 @@ void add_chat(CLI::App& app) {
     LoadedModel m = load_from_args(a->model);
     if (!m.chat_template && !m.chat_template_error.empty()) fail("{}", m.chat_template_error);
     if (!m.chat_template) fail("{}: the model has no chat template; use kvad run for plain completion", m.path);
-    Engine engine(*m.model, EngineOptions{});
+    Engine engine(*m.model, engine_options(a->model));
     std::unique_ptr<Session> session = engine.open_session();
     bool tty = isatty(0);
     install_interrupt_handler();

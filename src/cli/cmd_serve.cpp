@@ -22,7 +22,7 @@ void add_serve(CLI::App& app) {
   struct Args {
     serve::ServeOptions o;
     int threads = 0;
-    std::string kv_memory, api_key_file;
+    std::string kv_memory, api_key_file, kv_type = "f32";
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("-m,--model", a->o.model, "model to load at start (folder or store name); the UI can load another");
@@ -51,6 +51,7 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--max-choices", a->o.max_choices, "most choices (n) one request may ask for; at most --parallel (default 8)")
       ->check(CLI::Range(1, 128));
   cmd->add_option("--kv-memory", a->kv_memory, "KV block pool size, e.g. 2GiB or 512MiB (default: the context x --parallel)");
+  add_kv_type_option(cmd, a->kv_type);
   cmd->add_flag("--shared-prefix-cache", a->o.shared_prefix_cache,
                "let every client reuse every other client's cached prompt prefixes (default: per client address and "
                "API key, or per the request's cache_salt; cached_tokens would otherwise tell one client about another's prompts)");
@@ -59,6 +60,7 @@ void add_serve(CLI::App& app) {
   cmd->add_flag("-q,--quiet", a->o.quiet, "no request log on stderr");
   cmd->callback([a] {
     set_threads(a->threads);
+    a->o.kv_type = kernels::parse_kv_type(a->kv_type);
     if (!a->kv_memory.empty()) a->o.kv_bytes = parse_byte_size(a->kv_memory, "--kv-memory");
     if (!a->api_key_file.empty()) {
       if (!a->o.api_key.empty()) fail("give --api-key or --api-key-file, not both");

@@ -32,6 +32,19 @@ void add_model_args(CLI::App* cmd, ModelArgs& a, bool required) {
   cmd->add_option("-q,--quant", a.quant, "weights in memory: auto (as stored), f32, bf16, q8, q4, or q4k / q6k (llama.cpp's "
                   "K-quants; every width a multiple of 256). A .gguf file runs as stored")
       ->check(CLI::IsMember({"auto", "f32", "bf16", "q8", "q4", "q4k", "q6k"}));
+  add_kv_type_option(cmd, a.kv_type);
+}
+
+void add_kv_type_option(CLI::App* cmd, std::string& kv_type) {
+  cmd->add_option("--kv-type", kv_type, "what the KV cache stores per position: f32 (default), bf16 (half the bytes) or "
+                  "q8 (int8 + a scale per head: about a quarter; docs/engine.md has its quality)")
+      ->check(CLI::IsMember({"f32", "bf16", "q8"}));
+}
+
+EngineOptions engine_options(const ModelArgs& a) {
+  EngineOptions o;
+  o.kv_type = kernels::parse_kv_type(a.kv_type);
+  return o;
 }
 
 LoadedModel load_from_args(const ModelArgs& a) {

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "io/hub.h"
+#include "runtime/engine.h"
 #include "runtime/loader.h"
 #include "runtime/sampler.h"
 
@@ -14,10 +15,14 @@ struct ModelArgs {
   int threads = 0;         // 0 = all cores
   bool pull = false;       // --pull: download a Hub model (ORG/NAME) first when it is not in the cache
   std::string quant = "auto";
+  std::string kv_type = "f32";  // --kv-type: what the KV cache stores
 };
 void add_model_args(CLI::App* cmd, ModelArgs& a, bool model_required = true);
+void add_kv_type_option(CLI::App* cmd, std::string& kv_type);  // also on serve, which has no ModelArgs
 // Applies --threads and loads the model (--dtype picks the in-memory weight format).
 LoadedModel load_from_args(const ModelArgs& a);
+// The engine's options the model arguments set (--kv-type).
+EngineOptions engine_options(const ModelArgs& a);
 // What run and chat use without --model: $KVAD_DEFAULT_MODEL, else models/kvad-kjv in the source tree.
 std::string default_model();
 

@@ -40,7 +40,7 @@ static int32_t argmax(const std::vector<float>& v) {
   return (int32_t)(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
-BenchRun bench_model(const Model& model, int64_t P, int64_t G, int reps, int warmup) {
+BenchRun bench_model(const Model& model, int64_t P, int64_t G, int reps, int warmup, kernels::KvType kv_type) {
   BenchRun r;
   r.prompt_tokens = P;
   r.gen_tokens = G;
@@ -48,6 +48,7 @@ BenchRun bench_model(const Model& model, int64_t P, int64_t G, int reps, int war
   std::vector<double> pp, tg, ttft;
   Rng rng(1234567);
   EngineOptions eo;
+  eo.kv_type = kv_type;
   eo.ctx = std::min(model.context_length(), P + G + 1);
   Engine engine(model, eo);
   for (int rep = 0; rep < warmup + reps; rep++) {

@@ -26,7 +26,8 @@ struct BenchRun {
   std::vector<double> other_cores;    // per rep: cores used by other processes (0 = quiet machine)
 };
 
-BenchRun bench_model(const Model& model, int64_t prompt_tokens, int64_t gen_tokens, int reps, int warmup);
+BenchRun bench_model(const Model& model, int64_t prompt_tokens, int64_t gen_tokens, int reps, int warmup,
+                     kernels::KvType kv_type = kernels::KvType::F32);
 
 // Read bandwidth of this machine with the process's threads (GB/s, 1e9 bytes): the bound decode
 // cannot beat, since each token reads every weight once.

@@ -26,6 +26,7 @@ void ModelHost::set_model(std::shared_ptr<const LoadedModel> m) {
   o.kv_bytes = cfg_.kv_bytes;
   o.block_size = cfg_.block_size;
   o.step_tokens = cfg_.step_tokens;
+  o.kv_type = cfg_.kv_type;
   engine_ = std::make_unique<Engine>(*model_->model, o);
 }
 

@@ -90,6 +90,7 @@ Json stats_json(Server::Impl& s) {
           {"kv_bytes", e.kv_bytes.load()},
           {"kv_tokens", e.tokens_held.load()},
           {"kv_bytes_per_token", per_tok},
+          {"kv_type", kernels::kv_type_name(s.sched.config().kv_type)},
           {"kv_bytes_full_context", (double)per_tok * (double)ctx},
           {"kv_capacity_bytes", e.kv_capacity_bytes.load()},
           {"kv_blocks",

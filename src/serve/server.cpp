@@ -29,6 +29,7 @@ static EngineConfig engine_config(const ServeOptions& o) {
   c.max_choices = o.max_choices;
   c.queue = o.queue;
   c.kv_bytes = o.kv_bytes;
+  c.kv_type = o.kv_type;
   c.load.format = parse_weight_format(o.quant.empty() ? "auto" : o.quant);  // auto | f32 | bf16 | q8 | q4
   return c;
 }
