@@ -230,7 +230,8 @@ TEST(Engine, ConversationsSharingASystemPromptHoldItsBlocksOnce) {
   e.submit(request(prompt(0), opts(30), out[0]));
   for (int i = 0; i < 3; i++) e.step();  // the first conversation's prompt is computed and registered
   for (int i = 1; i < 8; i++) e.submit(request(prompt(i), opts(30), out[(size_t)i]));
-  e.step();  // all eight running now
+  // Taken in as the first one's decodes leave room for prefill rows (a few steps).
+  for (int i = 0; i < 10 && e.stats().running < 8; i++) e.step();
   EngineStats st = e.stats();
   EXPECT_EQ(st.running, 8);
   const int64_t shared = (int64_t)system.size() / bs;  // 12 full blocks of the system prompt
@@ -261,7 +262,7 @@ TEST(Engine, ChunkedPrefillKeepsTheRunningStreamDecodingEveryStep) {
   e.step();
   e.step();
   ASSERT_EQ(a_tokens, 2);
-  e.submit(request(random_prompt(rng, 400), opts(5), b));  // 400 / 31 rows left per step: ~13 steps of prefill
+  e.submit(request(random_prompt(rng, 400), opts(5), b));  // 16 prefill rows beside one decode: 25 steps
   for (int s = 0; s < 10; s++) {
     int before = a_tokens;
     e.step();
@@ -270,6 +271,38 @@ TEST(Engine, ChunkedPrefillKeepsTheRunningStreamDecodingEveryStep) {
   }
   drain(e);
   EXPECT_EQ(b.result.tokens.size(), 5u);
+}
+
+TEST(Engine, APromptArrivingWhileStreamsDecodeIsTakenInSharesTheirDecodesBound) {
+  // 4 streams decoding, a 300-token prompt arrives: every step carries the 4 decodes plus at most
+  // max(min rows, per-decode x 4) prefill rows, so the streams' steps stay short; once the streams
+  // have finished, the rest of the prompt goes at the whole step budget.
+  std::mt19937 rng(8);
+  EngineOptions eo;
+  eo.max_running = 5;
+  eo.step_tokens = 128;
+  eo.prefill_per_decode = 2;
+  eo.prefill_min_rows = 4;
+  Engine e(*tiny().model, eo);
+  std::vector<Outcome> streams(4);
+  for (auto& o : streams) e.submit(request(random_prompt(rng, 6), opts(12), o));
+  e.step();  // the four prompts, then four decoding streams
+  Outcome late;
+  std::vector<int32_t> late_prompt = random_prompt(rng, 300);
+  e.submit(request(late_prompt, opts(3), late));
+  int64_t most_while_decoding = 0, most_after = 0;
+  while (e.has_work()) {
+    bool decoding = e.running() > 1;
+    e.step();
+    int64_t rows = e.stats().last_step_rows;
+    int64_t& most = decoding ? most_while_decoding : most_after;
+    most = std::max(most, rows);
+  }
+  EXPECT_EQ(most_while_decoding, 4 + 2 * 4);  // the bound, reached
+  EXPECT_EQ(most_after, 128);                 // alone: the whole budget
+  for (const Outcome& o : streams) EXPECT_EQ(o.result.tokens.size(), 12u);
+  EXPECT_EQ(late.result.tokens.size(), 3u);
+  EXPECT_EQ(late.result.tokens, alone(late_prompt, opts(3)));  // taken in 12 rows at a time, same text
 }
 
 TEST(Engine, CancellingEveryRequestReturnsThePoolToEmpty) {

@@ -52,6 +52,9 @@ void add_serve(CLI::App& app) {
       ->check(CLI::Range(1, 128));
   cmd->add_option("--kv-memory", a->kv_memory, "KV block pool size, e.g. 2GiB or 512MiB (default: the context x --parallel)");
   add_kv_type_option(cmd, a->kv_type);
+  cmd->add_option("--step-tokens", a->o.step_tokens, "rows one engine step may compute: the decodes, then prefill chunks "
+                  "(default 256; while streams decode, prefill is further held to 2 rows per decode, at least 16)")
+      ->check(CLI::Range(1, 65536));
   cmd->add_flag("--shared-prefix-cache", a->o.shared_prefix_cache,
                "let every client reuse every other client's cached prompt prefixes (default: per client address and "
                "API key, or per the request's cache_salt; cached_tokens would otherwise tell one client about another's prompts)");

@@ -98,6 +98,9 @@ Engine::Engine(const Model& model, EngineOptions opts, std::unique_ptr<Backend> 
   if (bs <= 0 || bs > 4096) fail("KV block size {} is out of range (1..4096)", bs);
   if (opts_.max_running < 1) fail("--parallel must be at least 1 (got {})", opts_.max_running);
   if (opts_.step_tokens < 1) fail("the step token budget must be at least 1 (got {})", opts_.step_tokens);
+  if (opts_.prefill_per_decode < 0 || opts_.prefill_min_rows < 1)
+    fail("the prefill share while decoding needs per-decode >= 0 and at least 1 row (got {}, {})",
+         opts_.prefill_per_decode, opts_.prefill_min_rows);
   ctx_ = opts_.ctx > 0 ? std::min(opts_.ctx, model.context_length()) : model.context_length();
   MemorySpec spec = model.memory_spec();
   spec.kv_type = opts_.kv_type;
@@ -273,7 +276,12 @@ void Engine::step() {
 
   batch_.clear();
   in_batch_.clear();
+  // The prefill share: bounded by the decodes this step carries, so their streams keep their pace.
+  int64_t decoding = 0;
+  for (const auto& s : running_) decoding += (int64_t)s->tokens.size() - s->computed == 1;
   int64_t budget = opts_.step_tokens;
+  if (decoding > 0)
+    budget = std::min(budget, decoding + std::max(opts_.prefill_min_rows, opts_.prefill_per_decode * decoding));
   // Running sequences, oldest first: decodes take one row each, an unfinished prefill a chunk.
   for (size_t i = 0; i < running_.size(); i++) {
     Sequence* s = running_[i].get();

@@ -32,6 +32,12 @@ struct EngineOptions {
   int64_t ctx = 0;           // per-sequence context cap; 0 = the model's
   int64_t max_running = 1;   // sequences decoding at once (--parallel)
   int64_t step_tokens = 256; // rows per step: decodes first, prefill chunks fill the rest
+  // While sequences are decoding, a step's prefill rows are capped at
+  // max(prefill_min_rows, prefill_per_decode x decoding rows): a step costs about its rows, so a
+  // stream's inter-token latency stays within ~(1 + prefill_per_decode)x a decode-only step while
+  // new prompts are taken in (docs/server.md: the ITL measurement). Idle streams: the whole budget.
+  int64_t prefill_per_decode = 2;
+  int64_t prefill_min_rows = 16;
   kernels::KvType kv_type = kernels::KvType::F32;  // what the cache stores (--kv-type)
 };
 

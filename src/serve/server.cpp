@@ -29,6 +29,7 @@ static EngineConfig engine_config(const ServeOptions& o) {
   c.max_choices = o.max_choices;
   c.queue = o.queue;
   c.kv_bytes = o.kv_bytes;
+  c.step_tokens = o.step_tokens;
   c.kv_type = o.kv_type;
   c.load.format = parse_weight_format(o.quant.empty() ? "auto" : o.quant);  // auto | f32 | bf16 | q8 | q4
   return c;
@@ -234,8 +235,8 @@ int Server::start() {
     s.port = s.opts.port;
   }
   s.http.set_port(s.port);
-  s.load_runner.set_target(s.opts.host == "0.0.0.0" || s.opts.host == "::" ? "127.0.0.1" : s.opts.host, s.port,
-                           s.opts.api_key);
+  s.serving_sweep.set_target(s.opts.host == "0.0.0.0" || s.opts.host == "::" ? "127.0.0.1" : s.opts.host, s.port,
+                             s.opts.api_key);
   return s.port;
 }
 
@@ -245,7 +246,7 @@ void Server::stop() {
   Impl& s = *impl_;
   if (s.stopped.exchange(true)) return;
   s.stopping = true;
-  s.load_runner.cancel();
+  s.serving_sweep.cancel();
   s.train.cancel_all();
   s.pull.cancel();
   s.sched.shutdown(s.opts.shutdown_grace);  // streams end with their last chunk or an error event

@@ -26,6 +26,7 @@ struct ServeOptions {
   int queue = 64;                      // requests waiting beyond those; 429 past this
   int max_choices = 8;                 // cap on a request's n (also at most --parallel)
   size_t kv_bytes = 0;                 // KV block pool budget (0 = context x parallel)
+  int64_t step_tokens = 256;           // rows per engine step (decodes + prefill chunks)
   kernels::KvType kv_type = kernels::KvType::F32;  // what the KV cache stores per position
   bool shared_prefix_cache = false;    // reuse cached prefixes across clients (default: per client address / cache_salt)
   double shutdown_grace = 3.0;         // seconds in-flight generations get to finish on SIGTERM
