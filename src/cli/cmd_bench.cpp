@@ -109,7 +109,7 @@ void add_bench(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "measure prefill and decode speed of a model");
   struct Args {
     ModelArgs model;
-    std::string prompt_tokens = "128,512";
+    std::string prompt_tokens = "128,512", batch;
     int64_t gen_tokens = 128;
     int reps = 5, warmup = 1;
     bool json = false, no_bandwidth = false;
@@ -123,6 +123,8 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--warmup", a->warmup, "unmeasured repetitions first (default 1)")->check(CLI::Range(0, 100));
   cmd->add_flag("--json", a->json, "one JSON object per prompt length");
   cmd->add_flag("--no-bandwidth", a->no_bandwidth, "skip the memory-bandwidth probe");
+  cmd->add_option("--batch", a->batch, "the engine batched instead, e.g. 1,4,8,16: that many sequences prefilled in one "
+                  "step, then decoded together (aggregate tok/s; llama-batched-bench's measurement, no HTTP)");
   cmd->callback([a, cmd] {
     if (cmd->got_subcommand("serve")) return;
     if (a->model.model.empty()) fail("--model is required (or `kvad bench serve` to benchmark a running server)");
@@ -144,6 +146,29 @@ void add_bench(CLI::App& app) {
                   m.name.c_str(), model.weight_format().c_str(), (double)model.parameter_count() / 1e6,
                   (double)model.weight_bytes() / 1e6, bits, a->model.kv_type.c_str(), (double)kv.bytes_per_token() / 1e3,
                   pool().size(), cpu_summary().c_str());
+    if (!a->batch.empty()) {
+      if (a->gen_tokens < 2) fail("--batch needs --gen-tokens of at least 2");
+      for (int64_t p : ps)
+        for (int64_t b : parse_list(a->batch, "--batch")) {
+          if (b < 1 || b > 1024) fail("--batch {}: between 1 and 1024 sequences", b);
+          BatchedRun r = bench_batched(model, *m.tokenizer, p, a->gen_tokens, b, kv_type);
+          if (a->json) {
+            Json j = {{"model", m.name},          {"quant", model.weight_format()}, {"threads", pool().size()},
+                      {"batch", b},               {"prompt_tokens", p},             {"gen_tokens", a->gen_tokens},
+                      {"kv_type", a->model.kv_type}, {"prefill_tok_s", r.prefill_tok_s}, {"decode_tok_s", r.decode_tok_s},
+                      {"decode_step_ms", r.step_ms}, {"other_procs_cpu_cores", r.other_cores}};
+            std::printf("%s\n", j.dump().c_str());
+          } else {
+            std::printf("B=%-3lld pp%-5lld prefill %8.1f tok/s | tg%lld decode %7.2f tok/s aggregate, %6.2f per stream, "
+                        "step %7.1f ms%s\n",
+                        (long long)b, (long long)p, r.prefill_tok_s, (long long)a->gen_tokens, r.decode_tok_s,
+                        r.decode_tok_s / (double)b, r.step_ms,
+                        r.other_cores > 0.2 ? fmt::format(" | WARNING: other processes used {:.1f} cores", r.other_cores).c_str() : "");
+          }
+          std::fflush(stdout);
+        }
+      return;
+    }
     for (int64_t p : ps) {
       BenchRun r = bench_model(model, p, a->gen_tokens, a->reps, a->warmup, kv_type);
       double read_gbs = r.decode_tok_s ? r.decode_tok_s->median * (double)model.decode_read_bytes() / 1e9 : 0;

@@ -12,6 +12,7 @@
 #include <memory>
 #include <sstream>
 
+#include "core/error.h"
 #include "core/rng.h"
 #include "core/threads.h"
 #include "kernels/stream.h"
@@ -70,6 +71,57 @@ BenchRun bench_model(const Model& model, int64_t P, int64_t G, int reps, int war
   r.prefill_tok_s = stats_of(pp);
   if (G > 0) r.decode_tok_s = stats_of(tg);
   r.ttft_ms = stats_of(ttft).median;
+  return r;
+}
+
+BatchedRun bench_batched(const Model& model, const Tokenizer& tok, int64_t P, int64_t G, int64_t B,
+                         kernels::KvType kv_type) {
+  if (P < 1 || G < 2 || B < 1) fail("batched bench: prompt {} gen {} batch {} (need >= 1, >= 2, >= 1)", P, G, B);
+  EngineOptions eo;
+  eo.kv_type = kv_type;
+  eo.ctx = std::min(model.context_length(), P + G + 1);
+  eo.max_running = B;
+  eo.step_tokens = B * P;  // every prompt in the first step, as llama-batched-bench's PP
+  Engine engine(model, eo);
+  Rng rng(7654321);
+  int64_t first_tokens = 0, finished = 0;
+  for (int64_t i = 0; i < B; i++) {
+    GenerationRequest req;
+    req.prompt.resize((size_t)P);
+    for (auto& t : req.prompt) t = (int32_t)rng.below((uint64_t)model.config().vocab_size);
+    req.opts.sampling.temperature = 0;
+    req.opts.max_tokens = G;
+    req.opts.reuse_prefix = false;
+    req.tokenizer = &tok;
+    req.on_token = [&first_tokens, n = 0](const TokenEvent&) mutable {
+      if (n++ == 0) first_tokens++;
+      return true;
+    };
+    req.on_done = [&finished](GenerateResult&&, const std::string& error) {
+      if (!error.empty()) fail("batched bench: {}", error);
+      finished++;
+    };
+    engine.submit(std::move(req));
+  }
+  ForeignCpu foreign;
+  auto t0 = clock_type::now();
+  while (first_tokens < B && engine.has_work()) engine.step();
+  auto t1 = clock_type::now();
+  std::vector<double> steps;
+  while (engine.has_work()) {
+    auto s0 = clock_type::now();
+    engine.step();
+    steps.push_back(seconds(s0, clock_type::now()) * 1000);
+  }
+  auto t2 = clock_type::now();
+  BatchedRun r;
+  r.batch = B;
+  r.prompt_tokens = P;
+  r.gen_tokens = G;
+  r.prefill_tok_s = (double)(B * P) / seconds(t0, t1);
+  r.decode_tok_s = (double)(B * (G - 1)) / seconds(t1, t2);  // the first token came with the prefill
+  r.step_ms = stats_of(steps).median;
+  r.other_cores = foreign.cores_since();
   return r;
 }
 

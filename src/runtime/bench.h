@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "models/model.h"
+#include "tokenizer/tokenizer.h"
 
 namespace kvad {
 
@@ -28,6 +29,17 @@ struct BenchRun {
 
 BenchRun bench_model(const Model& model, int64_t prompt_tokens, int64_t gen_tokens, int reps, int warmup,
                      kernels::KvType kv_type = kernels::KvType::F32);
+
+// The engine alone, batched (llama-batched-bench's measurement, no HTTP): B sequences of P random
+// prompt tokens prefilled in one step, then decoded together for G greedy steps through the
+// engine's step loop. Aggregate throughputs over all B; step_ms is the median decode step.
+struct BatchedRun {
+  int64_t batch = 0, prompt_tokens = 0, gen_tokens = 0;
+  double prefill_tok_s = 0, decode_tok_s = 0, step_ms = 0;
+  double other_cores = 0;
+};
+BatchedRun bench_batched(const Model& model, const Tokenizer& tok, int64_t prompt_tokens, int64_t gen_tokens,
+                         int64_t batch, kernels::KvType kv_type = kernels::KvType::F32);
 
 // Read bandwidth of this machine with the process's threads (GB/s, 1e9 bytes): the bound decode
 // cannot beat, since each token reads every weight once.
