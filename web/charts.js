@@ -46,7 +46,8 @@ function legend(ctx, series, x, y) {
   });
 }
 
-// series: [{name, points: [[x, y]...], color}]; opts: {yfmt, xfmt, xlabel, scatter}
+// series: [{name, points: [[x, y]...], color, labels}]; opts: {yfmt, xfmt, xlabel, scatter}.
+// labels (one per point) draws each point with its label beside it (a sweep's levels).
 function lineChart(canvas, series, opts = {}) {
   const {ctx, w, h} = setupCanvas(canvas);
   const box = {x: 56, y: 12, w: w - 70, h: h - 44};
@@ -66,6 +67,13 @@ function lineChart(canvas, series, opts = {}) {
       ctx.beginPath();
       s.points.forEach(([x, y], j) => (j ? ctx.lineTo(px(x), py(y)) : ctx.moveTo(px(x), py(y))));
       ctx.stroke();
+    }
+    if (s.labels) {
+      ctx.textAlign = 'left'; ctx.textBaseline = 'bottom';
+      s.points.forEach(([x, y], j) => {
+        ctx.beginPath(); ctx.arc(px(x), py(y), 3, 0, 2 * Math.PI); ctx.fill();
+        ctx.fillText(s.labels[j], px(x) + 4, py(y) - 2);
+      });
     }
   });
   legend(ctx, series, box.x + 8, box.y + 8);

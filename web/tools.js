@@ -106,42 +106,47 @@ async function runModelBench(ev) {
   } catch (e) { tbody.innerHTML = ''; toast(e.message, true); }
 }
 
-// ---- Benchmark: concurrent load
-let loadTimer = null;
-function renderLoad(s) {
-  const c = $('#load-cards');
-  c.innerHTML = '';
-  c.append(
-    card(s.running ? 'Running' : 'Finished', `${fmtNum(s.elapsed, 0)} s`, `${s.params.streams} streams, ${s.params.max_tokens} tokens each`),
-    card('Throughput', fmtNum(s.throughput_tok_s) + ' tok/s', `${fmtCount(s.tokens)} tokens received`),
-    card('Requests', `${s.requests.ok} ok`, `${s.requests.busy} refused (429), ${s.requests.errors} errors`),
-    card('Time to first token', `${fmtNum(s.ttft.p50, 2)} s`, `p90 ${fmtNum(s.ttft.p90, 2)} s, p99 ${fmtNum(s.ttft.p99, 2)} s once admitted`),
-    card('…counting retries after 429', `${fmtNum(s.ttft_waiting.p50, 2)} s`, `p90 ${fmtNum(s.ttft_waiting.p90, 2)} s, p99 ${fmtNum(s.ttft_waiting.p99, 2)} s: what a user waits`),
-    card('Inter-token latency', `${fmtNum(s.itl.p50 * 1000, 1)} ms`, `p90 ${fmtNum(s.itl.p90 * 1000, 1)} ms, p99 ${fmtNum(s.itl.p99 * 1000, 1)} ms`),
-  );
-  lineChart($('#load-tput'), [{name: 'tokens/s', points: s.timeline.map(p => [p.t, p.tokens])}], {xlabel: 'seconds', xmax: s.params.seconds});
-  lineChart($('#load-ttft'), [
-    {name: 'once admitted', points: s.recent.filter(r => r.status === 200).map(r => [r.t, r.ttft])},
-    {name: 'counting 429 retries', points: s.recent.filter(r => r.status === 200).map(r => [r.t, r.ttft_waiting])},
-  ], {xlabel: 'request start (s)', scatter: true, xmax: s.params.seconds, yfmt: v => v.toFixed(2)});
+// ---- Benchmark: the serving sweep (throughput against TTFT and ITL, one point per concurrency)
+let servingTimer = null;
+function renderServing(s) {
+  const tbody = $('#serving-table tbody');
+  tbody.innerHTML = '';
+  for (const r of s.results) {
+    const tr = document.createElement('tr');
+    for (const v of [r.concurrency, `${r.completed}${r.failed ? ` (+${r.failed} failed)` : ''}`, fmtNum(r.output_throughput),
+      `${fmtNum(r.median_ttft_ms, 0)} ms`, `${fmtNum(r.p99_ttft_ms, 0)} ms`, `${fmtNum(r.median_itl_ms, 1)} ms`,
+      `${fmtNum(r.p99_itl_ms, 1)} ms`, `${fmtNum(r.median_tpot_ms, 1)} ms`]) {
+      const td = document.createElement('td'); td.className = 'num'; td.textContent = v; tr.append(td);
+    }
+    tbody.append(tr);
+  }
+  const at = key => s.results.map(r => [r.output_throughput, r[key]]);
+  const labels = s.results.map(r => `c=${r.concurrency}`);
+  const xopts = {xlabel: 'output tokens/s', xfmt: v => v.toFixed(0)};
+  lineChart($('#serving-ttft'), [{name: 'median', points: at('median_ttft_ms'), labels}, {name: 'p99', points: at('p99_ttft_ms'), labels}], xopts);
+  lineChart($('#serving-itl'), [{name: 'median', points: at('median_itl_ms'), labels}, {name: 'p99', points: at('p99_itl_ms'), labels}], xopts);
+  const p = $('#serving-progress');
+  if (s.error) p.textContent = `Stopped: ${s.error}`;
+  else if (s.running) p.textContent = `Running concurrency ${s.current.concurrency}: ${s.current.done} of ${s.current.of} requests (${fmtNum(s.elapsed, 0)} s)`;
+  else if (s.results.length) p.textContent = `${s.cancelled ? 'Stopped' : 'Finished'} after ${fmtNum(s.elapsed, 0)} s: ${s.results.length} of ${s.params.levels.length} levels`;
+  else p.textContent = '';
 }
-async function pollLoad() {
+async function pollServing() {
   try {
-    const s = await kvad.get('/api/bench/load');
-    renderLoad(s);
-    if (!s.running) { clearInterval(loadTimer); loadTimer = null; }
-  } catch (e) { clearInterval(loadTimer); loadTimer = null; }
+    const s = await kvad.get('/api/bench/serving');
+    renderServing(s);
+    if (!s.running) { clearInterval(servingTimer); servingTimer = null; }
+  } catch (e) { clearInterval(servingTimer); servingTimer = null; }
 }
-async function startLoad(ev) {
+async function startServing(ev) {
   ev.preventDefault();
   try {
-    await kvad.post('/api/bench/load', {
-      streams: parseInt($('#load-streams').value, 10),
-      seconds: parseInt($('#load-seconds').value, 10),
-      max_tokens: parseInt($('#load-max').value, 10),
+    const levels = $('#serving-levels').value.split(',').map(x => parseInt(x.trim(), 10)).filter(n => n > 0);
+    await kvad.post('/api/bench/serving', {
+      levels, input_len: parseInt($('#serving-input').value, 10), output_len: parseInt($('#serving-output').value, 10),
     });
-    if (!loadTimer) loadTimer = setInterval(pollLoad, 1000);
-    pollLoad();
+    if (!servingTimer) servingTimer = setInterval(pollServing, 1000);
+    pollServing();
   } catch (e) { toast(e.message, true); }
 }
 
@@ -164,10 +169,10 @@ document.addEventListener('DOMContentLoaded', () => {
     if (f) $('#score-text').value = await f.text();
   });
   $('#bench-model-form').addEventListener('submit', runModelBench);
-  $('#bench-load-form').addEventListener('submit', startLoad);
-  $('#load-stop').addEventListener('click', async () => { try { renderLoad(await kvad.del('/api/bench/load')); } catch (e) { toast(e.message, true); } });
+  $('#bench-serving-form').addEventListener('submit', startServing);
+  $('#serving-stop').addEventListener('click', async () => { try { renderServing(await kvad.del('/api/bench/serving')); } catch (e) { toast(e.message, true); } });
   kvad.on('page', async p => {
     if (p !== 'bench') return;
-    try { const s = await kvad.get('/api/bench/load'); if (s.elapsed > 0) renderLoad(s); if (s.running && !loadTimer) loadTimer = setInterval(pollLoad, 1000); } catch (e) { /* */ }
+    try { const s = await kvad.get('/api/bench/serving'); if (s.elapsed > 0) renderServing(s); if (s.running && !servingTimer) servingTimer = setInterval(pollServing, 1000); } catch (e) { /* */ }
   });
 });

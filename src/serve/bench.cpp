@@ -79,168 +79,85 @@ Json ModelBenchJob::wait() {
   return result_;
 }
 
-// ---- concurrent load -------------------------------------------------------------------------
+// ---- the serving sweep -----------------------------------------------------------------------
 
-LoadRunner::~LoadRunner() {
-  cancel();
-  if (joiner_.joinable()) joiner_.join();
+ServingSweep::~ServingSweep() {
+  cancel_ = true;
+  if (thread_.joinable()) thread_.join();
 }
 
-void LoadRunner::set_target(const std::string& host, int port, const std::string& key) {
+void ServingSweep::set_target(const std::string& host, int port, const std::string& key) {
   host_ = host;
   port_ = port;
   key_ = key;
 }
 
-void LoadRunner::start(const LoadRunParams& p) {
-  if (running_.exchange(true)) throw HttpError(409, "a load run is already in progress", "invalid_request_error");
-  if (joiner_.joinable()) joiner_.join();
+void ServingSweep::start(const SweepParams& p) {
+  if (running_.exchange(true)) throw HttpError(409, "a serving benchmark is already running", "invalid_request_error");
+  if (thread_.joinable()) thread_.join();
   {
     std::lock_guard<std::mutex> lk(mu_);
     p_ = p;
-    samples_.clear();
-    token_times_.clear();
-    errors_ = 0;
-    last_error_.clear();
-    elapsed_ = 0;
+    results_.clear();
+    level_ = 0;
+    done_ = 0;
+    error_.clear();
     t0_ = clock_type::now();
   }
   cancel_ = false;
-  threads_.clear();
-  for (int i = 0; i < p.streams; i++) threads_.emplace_back([this, i] { client(i); });
-  joiner_ = std::thread([this] {
-    for (auto& t : threads_) t.join();
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      elapsed_ = since(t0_);
-    }
-    running_ = false;
-  });
+  thread_ = std::thread([this] { run(); });
 }
 
-void LoadRunner::cancel() { cancel_ = true; }
-
-void LoadRunner::client(int index) {
-  httplib::Client cli(host_, port_);
-  cli.set_read_timeout(300);
-  cli.set_keep_alive(true);
-  httplib::Headers headers;
-  if (!key_.empty()) headers.emplace("Authorization", "Bearer " + key_);
-  uint64_t n = 0;
-  double wanted = -1;  // when this client began trying to get its current request served
-  while (!cancel_ && since(t0_) < p_.seconds) {
-    Json body = {{"messages", Json::array({{{"role", "user"}, {"content", p_.prompt}}})},
-                 {"stream", true},
-                 {"stream_options", {{"include_usage", true}}},
-                 {"max_tokens", p_.max_tokens},
-                 {"temperature", 0.8},
-                 {"seed", index * 100000 + (int64_t)n++}};
-    Sample s{};
-    s.t_start = since(t0_);
-    if (wanted < 0) wanted = s.t_start;
-    auto start = clock_type::now();
-    double last = -1;
-    SseJsonEvents events;
-    httplib::Request req;
-    req.method = "POST";
-    req.path = "/v1/chat/completions";
-    req.headers = headers;
-    req.body = body.dump();
-    req.set_header("Content-Type", "application/json");
-    req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
-      events.feed(data, len, [&](const Json& j) {
-        if (j.contains("usage") && j["usage"].is_object()) s.tokens = j["usage"]["completion_tokens"].get<int>();
-        if (!j.contains("choices") || j["choices"].empty()) return;
-        const Json& d = j["choices"][0]["delta"];
-        if (!d.contains("content") || !d["content"].is_string() || d["content"].get<std::string>().empty()) return;
-        double t = since(start);
-        if (last < 0) s.ttft = t;
-        else s.itl.push_back(t - last);
-        last = t;
-        std::lock_guard<std::mutex> lk(mu_);
-        token_times_.push_back({since(t0_), index});
-      });
-      return !cancel_.load();
-    };
-    auto res = cli.send(req);
-    s.total = since(start);
-    if (!res) {
-      if (cancel_) break;
-      std::lock_guard<std::mutex> lk(mu_);
-      errors_++;
-      last_error_ = httplib::to_string(res.error());
-      s.status = 0;
-    } else {
-      s.status = res->status;
-    }
-    int status = s.status;
-    if (status == 200) {
-      s.ttft_waiting = s.t_start - wanted + s.ttft;
-      wanted = -1;
-    }
+// One run_serving_bench per concurrency level, in order, against this server over loopback:
+// `kvad bench serve`'s measurement, so the page and the CLI report the same figures.
+void ServingSweep::run() {
+  for (size_t i = 0; i < p_.levels.size() && !cancel_; i++) {
+    ServingBenchParams b;
+    b.host = host_;
+    b.port = port_;
+    b.api_key = key_;
+    b.concurrency = p_.levels[i];
+    b.num_prompts = std::max(4, 2 * p_.levels[i]);
+    b.input_len = p_.input_len;
+    b.output_len = p_.output_len;
+    b.token_lo = p_.token_lo;
+    b.token_hi = p_.token_hi;
+    b.seed = i;
+    b.cancel = &cancel_;
     {
       std::lock_guard<std::mutex> lk(mu_);
-      samples_.push_back(std::move(s));
+      level_ = (int)i;
+      done_ = 0;
     }
-    if (status == 429 || status == 0) {
-      if (!p_.retry_busy) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(status == 0 ? 500 : 100 + 37 * (index % 7)));
+    ServingBenchResult r = run_serving_bench(b, [this](int d, int) {
+      std::lock_guard<std::mutex> lk(mu_);
+      done_ = d;
+    });
+    std::lock_guard<std::mutex> lk(mu_);
+    if (cancel_) break;
+    results_.push_back(r.to_json());
+    if (r.completed == 0) {
+      error_ = r.first_error.empty() ? "no request completed" : r.first_error;
+      break;
     }
   }
-}
-
-Json LoadRunner::status() const {
   std::lock_guard<std::mutex> lk(mu_);
-  double elapsed = running_ ? since(t0_) : elapsed_;
-  int ok = 0, busy = 0, other = 0;
-  int64_t tokens = 0;
-  std::vector<double> ttft, itl, total, waiting;
-  Json reqs = Json::array();
-  for (const Sample& s : samples_) {
-    if (s.status == 200) {
-      ok++;
-      tokens += s.tokens;
-      if (s.ttft > 0) ttft.push_back(s.ttft), waiting.push_back(s.ttft_waiting);
-      itl.insert(itl.end(), s.itl.begin(), s.itl.end());
-      total.push_back(s.total);
-    } else if (s.status == 429) {
-      busy++;
-    } else {
-      other++;
-    }
-  }
-  size_t first = samples_.size() > 400 ? samples_.size() - 400 : 0;
-  for (size_t i = first; i < samples_.size(); i++) {
-    const Sample& s = samples_[i];
-    reqs.push_back({{"t", s.t_start}, {"status", s.status}, {"ttft", s.ttft}, {"ttft_waiting", s.ttft_waiting},
-                    {"tokens", s.tokens}, {"total", s.total}});
-  }
-  // Tokens per second, per one-second bucket.
-  int buckets = std::max(1, (int)std::ceil(elapsed));
-  std::vector<int> per_s((size_t)buckets, 0);
-  for (const auto& [t, stream] : token_times_) {
-    int b = std::min(buckets - 1, std::max(0, (int)t));
-    per_s[(size_t)b]++;
-  }
-  Json timeline = Json::array();
-  for (int b = 0; b < buckets; b++) timeline.push_back({{"t", b}, {"tokens", per_s[(size_t)b]}});
-  auto pct = [](const std::vector<double>& v) {
-    return Json{{"p50", percentile(v, 50)}, {"p90", percentile(v, 90)}, {"p99", percentile(v, 99)}, {"n", v.size()}};
-  };
+  elapsed_ = since(t0_);
+  running_ = false;
+}
+
+Json ServingSweep::status() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  Json levels = Json::array();
+  for (int c : p_.levels) levels.push_back(c);
+  int level = p_.levels.empty() ? 0 : p_.levels[(size_t)std::min<int>(level_, (int)p_.levels.size() - 1)];
   return {{"running", running_.load()},
-          {"elapsed", elapsed},
-          {"params",
-           {{"streams", p_.streams}, {"seconds", p_.seconds}, {"max_tokens", p_.max_tokens}, {"retry_busy", p_.retry_busy}}},
-          {"requests", {{"ok", ok}, {"busy", busy}, {"errors", other}}},
-          {"last_error", last_error_},
-          {"tokens", (int64_t)token_times_.size()},
-          {"throughput_tok_s", elapsed > 0 ? (double)token_times_.size() / elapsed : 0},
-          {"ttft", pct(ttft)},
-          {"ttft_waiting", pct(waiting)},
-          {"itl", pct(itl)},
-          {"latency", pct(total)},
-          {"timeline", timeline},
-          {"recent", reqs}};
+          {"cancelled", cancel_.load()},
+          {"elapsed", running_ ? since(t0_) : elapsed_},
+          {"params", {{"levels", levels}, {"input_len", p_.input_len}, {"output_len", p_.output_len}}},
+          {"current", {{"concurrency", level}, {"done", done_}, {"of", std::max(4, 2 * level)}}},
+          {"results", results_},
+          {"error", error_}};
 }
 
 }  // namespace kvad::serve

@@ -1,11 +1,11 @@
 // The benchmark page's two measurements.
 //  - ModelBenchJob: prefill and decode speed of the loaded model at a few prompt lengths (an engine
 //    job on a fresh session, so it measures the engine, not HTTP).
-//  - LoadRunner: N concurrent streaming clients against this server over loopback for a bounded
-//    time; reports throughput against time to first token and inter-token latency, and how many
-//    requests were refused (429) -- the number continuous batching exists to change.
+//  - ServingSweep: the serving benchmark over loopback at concurrency 1, 2, 4, 8, 16: throughput
+//    against time to first token and inter-token latency, one point per level.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <string>
@@ -14,6 +14,7 @@
 
 #include "core/json.h"
 #include "serve/engine_thread.h"
+#include "serve/serving_bench.h"
 
 namespace kvad::serve {
 
@@ -41,44 +42,37 @@ class ModelBenchJob final : public Job {
   std::condition_variable cv_;
 };
 
-struct LoadRunParams {
-  int streams = 4;         // concurrent clients, 1..64
-  double seconds = 20;     // how long new requests are started, 1..600
-  int max_tokens = 32;     // per request
-  std::string prompt = "Write a short story about a lighthouse keeper.";
-  bool retry_busy = true;  // after a 429, wait Retry-After (capped) and try again
+struct SweepParams {
+  std::vector<int> levels = {1, 2, 4, 8, 16};  // concurrency levels, each 1..64
+  int input_len = 64, output_len = 32;          // tokens per request
+  int token_lo = 100, token_hi = 20000;         // prompt ids from [lo, hi): within the model's vocabulary
 };
 
-class LoadRunner {
+// The serving benchmark (serve/serving_bench.h, `kvad bench serve`'s) swept over concurrency
+// levels against this server, in the background; the page polls status() and draws throughput
+// against TTFT and ITL, one point per level.
+class ServingSweep {
  public:
-  ~LoadRunner();
+  ~ServingSweep();
   void set_target(const std::string& host, int port, const std::string& api_key);
-  // Starts a run in the background; throws HttpError(409) if one is running.
-  void start(const LoadRunParams& p);
-  Json status() const;  // progress, per-second timeline, latency percentiles
-  void cancel();
+  // Starts a sweep; throws HttpError(409) if one is running.
+  void start(const SweepParams& p);
+  Json status() const;  // the levels finished so far (ServingBenchResult::to_json each), progress
+  void cancel() { cancel_ = true; }
 
  private:
-  struct Sample {
-    double t_start, ttft, total;  // seconds since the run began / latencies
-    double ttft_waiting;          // from this client's first attempt (429s retried) to its first token
-    int status, tokens;
-    std::vector<double> itl;      // inter-token gaps
-  };
-  void client(int index);
+  void run();
   std::string host_, key_;
   int port_ = 0;
-  LoadRunParams p_;
+  SweepParams p_;
   mutable std::mutex mu_;
-  std::vector<Sample> samples_;
-  std::vector<std::pair<double, int>> token_times_;  // (t, stream) of every token received
-  std::vector<std::thread> threads_;
-  std::thread joiner_;
+  Json results_ = Json::array();
+  int level_ = 0, done_ = 0;
+  std::string error_;
+  std::thread thread_;
   std::atomic<bool> running_{false}, cancel_{false};
   std::chrono::steady_clock::time_point t0_;
   double elapsed_ = 0;
-  int errors_ = 0;
-  std::string last_error_;
 };
 
 // Percentile (0..100) of a list; 0 when empty.

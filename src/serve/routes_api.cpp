@@ -243,24 +243,39 @@ void add_api_routes(Server::Impl& s) {
       reply_json(res, run_and_wait(s, std::make_shared<ModelBenchJob>(lengths, decode)));
     });
   });
-  h.Post("/api/bench/load", [&s](const httplib::Request& req, httplib::Response& res) {
+  h.Post("/api/bench/serving", [&s](const httplib::Request& req, httplib::Response& res) {
     guarded(res, [&] {
       Json b = body_json(req);
-      LoadRunParams p;
-      p.streams = (int)int_field(b, "streams", 4, 1, 64);
-      p.seconds = (double)int_field(b, "seconds", 20, 1, 600);
-      p.max_tokens = (int)int_field(b, "max_tokens", 32, 1, 4096);
-      if (b.contains("prompt") && b["prompt"].is_string() && !b["prompt"].get<std::string>().empty()) p.prompt = b["prompt"];
-      if (b.contains("retry_busy") && b["retry_busy"].is_boolean()) p.retry_busy = b["retry_busy"];
-      if (!s.sched.model()) throw HttpError(404, "no model is loaded", "invalid_request_error", "model", "model_not_found");
-      s.load_runner.start(p);
-      reply_json(res, s.load_runner.status());
+      auto m = s.sched.model();
+      if (!m) throw HttpError(404, "no model is loaded", "invalid_request_error", "model", "model_not_found");
+      SweepParams p;
+      if (b.contains("levels")) {
+        if (!b["levels"].is_array() || b["levels"].empty() || b["levels"].size() > 8)
+          throw HttpError(400, "'levels' must be a list of 1 to 8 concurrency levels", "invalid_request_error", "levels");
+        p.levels.clear();
+        for (const Json& l : b["levels"]) {
+          if (!l.is_number_integer() || l.get<int64_t>() < 1 || l.get<int64_t>() > 64)
+            throw HttpError(400, "each concurrency level must be an integer from 1 to 64", "invalid_request_error", "levels");
+          p.levels.push_back(l.get<int>());
+        }
+      }
+      p.input_len = (int)int_field(b, "input_len", 64, 1, 8192);
+      p.output_len = (int)int_field(b, "output_len", 32, 2, 4096);
+      int64_t ctx = s.sched.stats().context_length.load();
+      if (p.input_len + p.output_len > ctx)
+        throw HttpError(400, fmt::format("input_len + output_len is {} but the context is {} tokens", p.input_len + p.output_len, ctx),
+                        "invalid_request_error", "input_len");
+      int64_t vocab = m->model->config().vocab_size;  // prompt ids must be tokens of this model
+      p.token_lo = (int)std::min<int64_t>(100, vocab / 4);
+      p.token_hi = (int)std::min<int64_t>(vocab, 20000);
+      s.serving_sweep.start(p);
+      reply_json(res, s.serving_sweep.status());
     });
   });
-  h.Get("/api/bench/load", [&s](const httplib::Request&, httplib::Response& res) { reply_json(res, s.load_runner.status()); });
-  h.Delete("/api/bench/load", [&s](const httplib::Request&, httplib::Response& res) {
-    s.load_runner.cancel();
-    reply_json(res, s.load_runner.status());
+  h.Get("/api/bench/serving", [&s](const httplib::Request&, httplib::Response& res) { reply_json(res, s.serving_sweep.status()); });
+  h.Delete("/api/bench/serving", [&s](const httplib::Request&, httplib::Response& res) {
+    s.serving_sweep.cancel();
+    reply_json(res, s.serving_sweep.status());
   });
 
   h.Get("/api/train", [&s](const httplib::Request&, httplib::Response& res) { reply_json(res, s.train.status()); });

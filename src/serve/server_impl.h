@@ -23,7 +23,7 @@ struct Server::Impl {
   EngineThread sched;
   Metrics metrics;
   GuardedHttp http;
-  LoadRunner load_runner;
+  ServingSweep serving_sweep;
   TrainJobs train;
   PullJobs pull;
   int port = 0;

@@ -93,7 +93,7 @@ RequestOutcome send_one(const ServingBenchParams& p, const std::vector<int32_t>&
       chunks++;
       o.token_times.push_back(std::chrono::duration<double>(Clock::now() - bench_t0).count());
     });
-    return true;
+    return !(p.cancel && p.cancel->load());
   };
   auto res = cli.send(req);
   o.e2el = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -146,7 +146,7 @@ ServingBenchResult run_serving_bench(const ServingBenchParams& p, const std::fun
   auto worker = [&] {
     for (;;) {
       int i = next++;
-      if (i >= p.num_prompts) return;
+      if (i >= p.num_prompts || (p.cancel && p.cancel->load())) return;
       double wait = arrive[(size_t)i] - std::chrono::duration<double>(Clock::now() - t0).count();
       if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
       outcomes[(size_t)i] = send_one(p, prompts[(size_t)i], outs[(size_t)i], t0);

@@ -10,6 +10,7 @@
 //   TPOT  (E2EL - TTFT) / (output tokens - 1), per request with more than one token
 // Output tokens are the server's usage.completion_tokens.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -36,6 +37,7 @@ struct ServingBenchParams {
   uint64_t seed = 0;
   bool ignore_eos = true;             // exactly output_len tokens per request
   double timeout_s = 600;
+  const std::atomic<bool>* cancel = nullptr;  // when set: no new requests, streams in flight are cut
 };
 
 struct LatencyStats {

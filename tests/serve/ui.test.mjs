@@ -94,13 +94,24 @@ test('models, scoring, benchmark and training pages render', async () => {
   await page.fill('#bench-decode', '8');
   await page.click('#bench-model-form button[type=submit]');
   await waitUntil(() => document.querySelectorAll('#bench-model-table tbody tr').length === 2 && !document.querySelector('#bench-model-table tbody').textContent.includes('running'), 'model benchmark rows');
-  await page.fill('#load-streams', '3');
-  await page.fill('#load-seconds', '3');
-  await page.fill('#load-max', '8');
-  await page.click('#load-start');
-  await waitUntil(() => [...document.querySelectorAll('#load-cards .k')].some(k => k.textContent === 'Finished'), 'load run finished', 30000);
-  const req = await page.textContent('#load-cards');
-  assert.match(req, /[1-9]\d* ok/);
+  // The serving sweep: two levels, a point per level in both charts, rows with real figures.
+  await page.fill('#serving-levels', '1,2');
+  await page.fill('#serving-input', '8');
+  await page.fill('#serving-output', '6');
+  await page.click('#serving-start');
+  await waitUntil(() => document.querySelector('#serving-progress').textContent.startsWith('Finished'), 'serving sweep finished', 60000);
+  const rows = await page.$$eval('#serving-table tbody tr', trs => trs.map(tr => [...tr.children].map(td => td.textContent)));
+  assert.equal(rows.length, 2);
+  assert.deepEqual(rows.map(r => r[0]), ['1', '2']);
+  assert.deepEqual(rows.map(r => r[1]), ['4', '4']);  // 2 x the level, at least 4, none failed
+  for (const r of rows) assert.ok(parseFloat(r[2]) > 0, `output tok/s ${r[2]}`);
+  const drawn = await page.$eval('#serving-itl', c => {  // some pixels in the chart's colours
+    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    let blue = 0;
+    for (let i = 0; i < d.length; i += 4) if (d[i + 2] > 180 && d[i] < 80) blue++;
+    return blue;
+  });
+  assert.ok(drawn > 20, 'the ITL chart has its points drawn');
   await shot('benchmark');
   assert.deepEqual(consoleErrors, []);
 });
