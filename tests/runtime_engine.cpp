@@ -12,26 +12,13 @@
 #include "runtime/loader.h"
 #include "runtime/score.h"
 #include "test_support.h"
+#include "tiny_qwen2.h"
 
 using namespace kvad;
 
 namespace {
 
-const LoadedModel& tiny() {
-  static LoadedModel m = [] {
-    SynthOptions o;
-    o.arch = "qwen2";
-    o.preset = "tiny";
-    o.std = 0.1;
-    o.dtype = DType::F32;
-    o.out = test::temp_dir("engine-q2");
-    synthesize(o);
-    for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
-      std::filesystem::copy_file(test::source_path(std::string("tests/fixtures/tokenizers/qwen3/") + f), o.out + "/" + f);
-    return load_model(o.out, {});
-  }();
-  return m;
-}
+const LoadedModel& tiny() { return test::tiny_qwen2(); }
 
 std::vector<int32_t> random_prompt(std::mt19937& rng, int n) {
   std::vector<int32_t> p;

@@ -10,25 +10,13 @@
 #include <filesystem>
 
 #include "test_support.h"
+#include "tiny_qwen2.h"
 
 using namespace kvad;
 
 namespace {
 
-const LoadedModel& tiny_qwen() {
-  static LoadedModel m = [] {
-    SynthOptions o;
-    o.arch = "qwen2";
-    o.preset = "tiny";
-    o.std = 0.1;
-    o.out = test::temp_dir("q2");
-    synthesize(o);
-    for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
-      std::filesystem::copy_file(test::source_path(std::string("tests/fixtures/tokenizers/qwen3/") + f), o.out + "/" + f);
-    return load_model(o.out, {});
-  }();
-  return m;
-}
+const LoadedModel& tiny_qwen() { return test::tiny_qwen2(); }
 
 Engine& engine() {
   static Engine e(*tiny_qwen().model, EngineOptions{});
