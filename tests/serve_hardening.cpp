@@ -211,3 +211,23 @@ TEST(ServeHardening, ABurstOfConnectionsIsServed) {
   }
   EXPECT_EQ(ok, n);
 }
+
+TEST(ServeHardening, APortInUseIsAnErrorNotASecondListener) {
+  // httplib's default socket options include SO_REUSEPORT, with which a second server on the same
+  // port binds "successfully" and the kernel splits clients between the two. kvad refuses instead.
+  Running first(options());
+  serve::ServeOptions o = options();
+  o.port = first.port;
+  serve::Server second(o);
+  try {
+    second.start();
+    FAIL() << "a second server bound port " << first.port;
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("port " + std::to_string(first.port) + " is already in use"), std::string::npos)
+        << e.what();
+  }
+  auto c = first.client();
+  auto r = c.Get("/health");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);  // the first one is untouched
+}

@@ -226,6 +226,21 @@ TEST(ServeServer, AQ8KvCacheStoresAQuarterAndSaysSo) {
   EXPECT_EQ(st["kv_bytes_per_token"].get<int64_t>(), per_token);
 }
 
+TEST(ServeServer, ModelsReportTheContextInForce) {
+  // --ctx 64: /v1/models says 64 (what a request is checked against), and the model's own beside it.
+  serve::ServeOptions o = options();
+  o.ctx = 64;
+  Running s(o);
+  auto c = s.client();
+  Json list = Json::parse(c.Get("/v1/models")->body);
+  ASSERT_EQ(list["data"].size(), 1u);
+  const Json& m = list["data"][0];
+  EXPECT_EQ(m["context_length"], 64);
+  EXPECT_GT(m["model_context_length"].get<int64_t>(), 64);
+  Json one = Json::parse(c.Get(("/v1/models/" + m["id"].get<std::string>()).c_str())->body);
+  EXPECT_EQ(one["context_length"], 64);
+}
+
 TEST(ServeServer, TheServingBenchmarkMeasuresWhatItSent) {
   serve::ServeOptions o = options();
   o.parallel = 4;

@@ -23,9 +23,13 @@ void add_serve(CLI::App& app) {
     serve::ServeOptions o;
     int threads = 0;
     std::string kv_memory, api_key_file, kv_type = "f32";
+    bool no_model = false;
   };
   auto a = std::make_shared<Args>();
-  cmd->add_option("-m,--model", a->o.model, "model to load at start (folder or store name); the UI can load another");
+  auto* model = cmd->add_option("-m,--model", a->o.model, "model to load at start (folder, store name, .gguf or Hub "
+                                "ORG/NAME; default: the default model, as `kvad run`); the UI can load another");
+  cmd->add_flag("--no-model", a->no_model, "start with no model loaded (load one from the UI or POST /api/models/load)")
+      ->excludes(model);
   cmd->add_option("--host", a->o.host, "address to listen on (default 127.0.0.1: this machine only)");
   cmd->add_option("--port", a->o.port, "port (default 8080; 0 = any free port, printed at start)")->check(CLI::Range(0, 65535));
   cmd->add_option("--api-key", a->o.api_key, "require 'Authorization: Bearer KEY' on /v1, /api and /metrics "
@@ -64,6 +68,9 @@ void add_serve(CLI::App& app) {
   cmd->callback([a] {
     set_threads(a->threads);
     a->o.kv_type = kernels::parse_kv_type(a->kv_type);
+    if (a->o.model.empty() && !a->no_model) a->o.model = default_model();
+    // The Models page offers the default model's folder beside the store and --models-dir.
+    if (is_directory(shipped_models_dir())) a->o.model_dirs.push_back(shipped_models_dir());
     if (!a->kv_memory.empty()) a->o.kv_bytes = parse_byte_size(a->kv_memory, "--kv-memory");
     if (!a->api_key_file.empty()) {
       if (!a->o.api_key.empty()) fail("give --api-key or --api-key-file, not both");

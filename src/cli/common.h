@@ -25,6 +25,8 @@ LoadedModel load_from_args(const ModelArgs& a);
 EngineOptions engine_options(const ModelArgs& a);
 // What run and chat use without --model: $KVAD_DEFAULT_MODEL, else models/kvad-kjv in the source tree.
 std::string default_model();
+// The folder the shipped models live in (the source tree's models/).
+std::string shipped_models_dir();
 
 struct SamplingArgs {
   SamplingParams p;

@@ -9,9 +9,11 @@
 
 namespace kvad::cli {
 
+std::string shipped_models_dir() { return join_path(KVAD_SOURCE_DIR, "models"); }
+
 std::string default_model() {
   if (const char* env = std::getenv("KVAD_DEFAULT_MODEL"); env && *env) return env;
-  std::string shipped = join_path(KVAD_SOURCE_DIR, "models/kvad-kjv");
+  std::string shipped = join_path(shipped_models_dir(), "kvad-kjv");
   if (!is_directory(shipped))
     fail("no --model given, and the default model is not at {} (set KVAD_DEFAULT_MODEL or give --model)", shipped);
   return shipped;

@@ -53,6 +53,13 @@ GuardedHttp::GuardedHttp() : watchdog_([this] { watch(); }) {
     pool_down_ = false;
     return new Forward(this);
   };
+  // httplib's default also sets SO_REUSEPORT: a second server on the same port then binds
+  // "successfully" and the kernel splits the connections between the two. SO_REUSEADDR alone
+  // still allows a restart while old connections sit in TIME_WAIT.
+  set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
 }
 
 GuardedHttp::~GuardedHttp() {

@@ -263,12 +263,15 @@ void generation(Server::Impl& s, const httplib::Request& req, httplib::Response&
   else answer_whole(s, r, job, meta, res);
 }
 
-Json model_object(const LoadedModel& m) {
+// context_length is the context in force (--ctx), the one requests are checked against.
+Json model_object(Server::Impl& s, const LoadedModel& m) {
+  int64_t ctx = s.sched.stats().context_length.load();
   return {{"id", model_id(m)},
           {"object", "model"},
           {"created", 0},
           {"owned_by", "kvad"},
-          {"context_length", m.model->context_length()},
+          {"context_length", ctx > 0 ? ctx : m.model->context_length()},
+          {"model_context_length", m.model->context_length()},
           {"architecture", m.model->config().architecture}};
 }
 
@@ -309,13 +312,13 @@ void add_openai_routes(Server::Impl& s) {
   });
   s.http.Get("/v1/models", [&s](const httplib::Request&, httplib::Response& res) {
     Json data = Json::array();
-    if (auto m = s.sched.model()) data.push_back(model_object(*m));
+    if (auto m = s.sched.model()) data.push_back(model_object(s, *m));
     reply_json(res, {{"object", "list"}, {"data", data}});
   });
   s.http.Get(R"(/v1/models/(.+))", [&s](const httplib::Request& req, httplib::Response& res) {
     guarded(res, [&] {
       std::string id = req.matches[1];
-      reply_json(res, model_object(*require_model(s, id)));
+      reply_json(res, model_object(s, *require_model(s, id)));
     });
   });
 }

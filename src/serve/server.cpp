@@ -1,7 +1,13 @@
 #include "serve/server.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -223,6 +229,32 @@ Server::~Server() {
   stop();
 }
 
+namespace {
+// Why binding failed, found by trying the same bind again: the errno httplib does not report.
+std::string bind_failure(const std::string& host, int port) {
+  addrinfo hints{}, *ai = nullptr;
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  int err = 0;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &ai) != 0 || !ai) {
+    return fmt::format("cannot listen on {}:{}: '{}' is not an address or host name this machine knows", host, port, host);
+  }
+  int fd = ::socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+  int yes = 1;
+  if (fd >= 0) ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  if (fd < 0 || ::bind(fd, ai->ai_addr, ai->ai_addrlen) != 0) err = errno;
+  if (fd >= 0) ::close(fd);
+  ::freeaddrinfo(ai);
+  if (err == EADDRINUSE)
+    return fmt::format("port {} is already in use on {} (another server is listening there): stop it or choose "
+                       "another --port", port, host);
+  if (err == EADDRNOTAVAIL) return fmt::format("cannot listen on {}:{}: {} is not an address of this machine", host, port, host);
+  if (err == EACCES) return fmt::format("cannot listen on {}:{}: ports below 1024 need privileges", host, port);
+  return fmt::format("cannot listen on {}:{}: {}", host, port, err ? std::strerror(err) : "the bind failed");
+}
+}  // namespace
+
 int Server::start() {
   Impl& s = *impl_;
   if (!s.opts.model.empty()) s.sched.load_now(s.opts.model);
@@ -230,8 +262,7 @@ int Server::start() {
     s.port = s.http.bind_to_any_port(s.opts.host);
     if (s.port <= 0) fail("cannot listen on {}: no free port", s.opts.host);
   } else {
-    if (!s.http.bind_to_port(s.opts.host, s.opts.port))
-      fail("cannot listen on {}:{} (in use, or not an address of this machine)", s.opts.host, s.opts.port);
+    if (!s.http.bind_to_port(s.opts.host, s.opts.port)) fail("{}", bind_failure(s.opts.host, s.opts.port));
     s.port = s.opts.port;
   }
   s.http.set_port(s.port);

@@ -106,6 +106,36 @@ done
 grep -q 'kvad_requests_total{endpoint="/v1/chat/completions",status="429"}' "$WORK/metrics" \
   && { echo "ok   /metrics series"; passed=$((passed + 1)); } || { echo "FAIL /metrics: 429 not counted"; failed=$((failed + 1)); }
 
+# A second server on the same port is an error (exit 1), not a listener sharing its clients.
+set +e
+"$KVAD" serve --model "$MODEL" --port "$PORT" --threads 1 >"$WORK/second.out" 2>"$WORK/second.err" &
+SECOND=$!
+for _ in $(seq 1 100); do kill -0 $SECOND 2>/dev/null || break; sleep 0.1; done
+if kill -0 $SECOND 2>/dev/null; then kill -9 $SECOND; echo "FAIL second server on port $PORT is running"; failed=$((failed + 1));
+else
+  wait $SECOND; rc=$?
+  if [ $rc = 1 ] && grep -q "port $PORT is already in use" "$WORK/second.err"; then echo "ok   a port in use: exit 1, said so"; passed=$((passed + 1));
+  else echo "FAIL port in use: exit $rc, $(cat "$WORK/second.err")"; failed=$((failed + 1)); fi
+fi
+set -e
+
+# No --model: the default model is loaded, as `kvad run` uses it; --no-model starts empty.
+for mode in default empty; do
+  flag=; [ $mode = empty ] && flag=--no-model
+  "$KVAD" serve --port 0 --threads 1 $flag 2>"$WORK/default-$mode.err" &
+  D=$!
+  DPORT=
+  for _ in $(seq 1 300); do
+    DPORT=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9]*\)\/.*/\1/p' "$WORK/default-$mode.err" | head -1)
+    [ -n "$DPORT" ] && break; sleep 0.1
+  done
+  ids=$(curl -s "http://127.0.0.1:$DPORT/v1/models" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).data.map(m=>m.id).join(",")))')
+  kill -TERM $D; wait $D || true
+  want=kvad-kjv; [ $mode = empty ] && want=
+  if [ "$ids" = "$want" ]; then echo "ok   serve without --model ($mode): models [$ids]"; passed=$((passed + 1));
+  else echo "FAIL serve without --model ($mode): models [$ids], expected [$want]"; failed=$((failed + 1)); fi
+done
+
 # SIGTERM mid-stream: the stream ends cleanly ([DONE]) and the server exits 0.
 curl -sN "${AUTH[@]}" "${JSON[@]}" -d "{$MSG,\"stream\":true,\"max_tokens\":4000,\"seed\":5}" "$CHAT" >"$WORK/term-stream" &
 CURL=$!
