@@ -43,7 +43,7 @@ def complete(prompt):
 
 ctx = a.shared + a.own + a.max_tokens + 16
 srv = subprocess.Popen([a.kvad, "serve", "--model", a.model, "--quant", "q8", "--ctx", str(ctx), "--parallel", str(a.convs),
-                        "--port", str(a.port), "--shared-prefix-cache", "-q"])
+                        "--port", str(a.port), "--shared-prefix-cache", "--quiet"])
 try:
     for _ in range(600):
         try:

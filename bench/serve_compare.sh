@@ -32,7 +32,7 @@ first=1
 for c in "${LEVELS[@]}"; do
   for who in kvad llama; do
     if [ $who = kvad ]; then
-      "$KVAD" serve --model "$DIR" --quant q8 --ctx "$CTX" --parallel "$c" --port $PK -t 2 -q & KPID=$!
+      "$KVAD" serve --model "$DIR" --quant q8 --ctx "$CTX" --parallel "$c" --port $PK -t 2 --quiet & KPID=$!
       wait_up $PK; port=$PK
     else
       LD_LIBRARY_PATH=$B "$B/llama-server" -m "$GGUF" -t 2 -c $((CTX * c)) -np "$c" --port $PL >/dev/null 2>&1 & LPID=$!

@@ -119,3 +119,19 @@ TEST(BadInput, PromptProblems) {
   expect_error("run --model " + d + " --prompt ''", "give --prompt");
   expect_error("run --model " + d + " --prompt hi --top-p 0", "top_p must be in (0, 1]");
 }
+
+TEST(CliBadInput, MistypedCommandsAndForeignOptionsAreNamed) {
+  // A typo names the command and the nearest one; llama.cpp's multi-letter options (-ngl, -np)
+  // are unknown options, not -n with the value "gl"; usage errors exit 2, as CLI11's own do.
+  auto r = run_kvad("runn --prompt hi");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown command 'runn' (did you mean 'run'?)"), std::string::npos) << r.err;
+  r = run_kvad("run -ngl 99 --prompt hi");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown option '-ngl'"), std::string::npos) << r.err;
+  r = run_kvad("bench -np 4");
+  EXPECT_NE(r.err.find("unknown option '-np'"), std::string::npos) << r.err;
+  r = run_kvad("-v");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.out.rfind("kvad ", 0), 0u) << r.out;
+}

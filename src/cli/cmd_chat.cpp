@@ -52,6 +52,7 @@ void add_chat(CLI::App& app) {
   };
   auto a = std::make_shared<Args>();
   add_model_args(cmd, a->model, /*model_required=*/false);  // default: default_model()
+  add_ctx_option(cmd, a->model.ctx);
   add_sampling_args(cmd, a->sampling);
   cmd->add_option("--system", a->system, "system message");
   cmd->callback([a] {

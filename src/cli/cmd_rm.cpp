@@ -56,6 +56,9 @@ bool confirm(bool yes) {
   return !answer.empty() && (answer[0] == 'y' || answer[0] == 'Y');
 }
 
+// Answered no: nothing happens, as `rm -i` does; not an error (exit 0).
+void kept(const std::string& what) { std::fprintf(stderr, "%s: not removed\n", what.c_str()); }
+
 }  // namespace
 
 void add_rm(CLI::App& app) {
@@ -73,7 +76,7 @@ void add_rm(CLI::App& app) {
       for (auto& f : nq) bytes += size_of(f);
       std::fprintf(stderr, "%s (kvad's store): removes %s%s, frees %s\n", n.c_str(), dir.c_str(),
                    nq.empty() ? "" : fmt::format(" and {} .nq cache(s)", nq.size()).c_str(), format_bytes(bytes).c_str());
-      if (!confirm(*yes)) fail("{}: not removed (answer y, or pass --yes)", n);
+      if (!confirm(*yes)) return kept(n);
       std::error_code ec;
       fs::remove_all(dir, ec);
       if (ec) fail("{}: cannot remove: {}", dir, ec.message());
@@ -124,7 +127,7 @@ void add_rm(CLI::App& app) {
                  plan.whole_repo ? " (the whole repo folder)" : "",
                  nq.empty() ? "" : fmt::format(", {} .nq cache(s)", nq.size()).c_str(),
                  format_bytes(plan.bytes_freed + nq_bytes).c_str());
-    if (!confirm(*yes)) fail("{}: not removed (answer y, or pass --yes)", ref.str());
+    if (!confirm(*yes)) return kept(ref.str());
     hf::execute_removal(cache, plan);
     std::error_code ec;
     for (auto& f : nq) fs::remove(f, ec);

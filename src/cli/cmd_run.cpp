@@ -37,6 +37,7 @@ void add_run(CLI::App& app) {
   };
   auto a = std::make_shared<Args>();
   add_model_args(cmd, a->model, /*model_required=*/false);  // default: default_model()
+  add_ctx_option(cmd, a->model.ctx);
   add_sampling_args(cmd, a->sampling);
   auto* p = cmd->add_option("-p,--prompt", a->prompt, "the prompt text");
   auto* pt = cmd->add_option("--prompt-tokens", a->prompt_tokens, "the prompt as token ids, e.g. 1,2,3");

@@ -26,7 +26,7 @@ void add_score(CLI::App& app) {
   cmd->add_option("--data", a->data, "the text to score")->required();
   cmd->add_option("--split", a->split, "all (default) or val: the last 10%, the part kvad train holds out")
       ->check(CLI::IsMember({"all", "val"}));
-  cmd->add_option("--context", a->context, "window length in tokens (default: the model's context)")->check(CLI::Range(2, 1 << 20));
+  add_ctx_option(cmd, a->context, "window length in tokens (default: the model's context)", "-c,--ctx,--context");
   cmd->add_option("--max-chars", a->max_chars, "score at most this many bytes of the text (default: all)")->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", a->json, "print one JSON object");
   cmd->add_option("--kl-vs-kv", a->kl_vs_kv, "also run the text with this KV cache type (f32, bf16, q8) and report the "
@@ -40,7 +40,7 @@ void add_score(CLI::App& app) {
     LoadedModel m = load_from_args(a->model);
     int64_t T = a->context ? a->context : m.model->context_length();
     if (T > m.model->context_length())
-      fail("--context {} is longer than the model's context of {}", T, m.model->context_length());
+      fail("--ctx {} is longer than the model's context of {}", T, m.model->context_length());
     EngineOptions eo = engine_options(a->model);
     eo.ctx = T;
     Engine engine(*m.model, eo);

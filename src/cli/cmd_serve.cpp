@@ -41,8 +41,8 @@ void add_serve(CLI::App& app) {
                   "the Host header against DNS rebinding (repeatable)");
   cmd->add_option("--request-timeout", a->o.request_seconds, "seconds a client has to send a whole request (default 10)")
       ->check(CLI::Range(1.0, 3600.0));
-  cmd->add_option("--ctx", a->o.ctx, "cap the context at N tokens (default: the model's)")->check(CLI::Range(0, 1 << 24));
-  cmd->add_option("--quant", a->o.quant, "weights in memory: auto (as stored), f32, bf16, q8, q4, or q4k / q6k (llama.cpp's "
+  add_ctx_option(cmd, a->o.ctx);
+  cmd->add_option("-q,--quant", a->o.quant, "weights in memory: auto (as stored), f32, bf16, q8, q4, or q4k / q6k (llama.cpp's "
                   "K-quants; every width a multiple of 256). A .gguf file runs as stored")
       ->check(CLI::IsMember({"auto", "f32", "bf16", "q8", "q4", "q4k", "q6k"}));
   cmd->add_option("--models-dir", a->o.model_dirs, "folder of model folders to offer in the UI (repeatable; the store is always offered)");
@@ -64,9 +64,9 @@ void add_serve(CLI::App& app) {
                "API key, or per the request's cache_salt; cached_tokens would otherwise tell one client about another's prompts)");
   cmd->add_option("--shutdown-grace", a->o.shutdown_grace, "seconds in-flight answers get to finish on SIGTERM (default 3)");
   cmd->add_option("-t,--threads", a->threads, "threads to compute with (default: all cores)")->check(CLI::Range(0, 1024));
-  cmd->add_flag("-q,--quiet", a->o.quiet, "no request log on stderr");
+  cmd->add_flag("--quiet", a->o.quiet, "no request log on stderr");
   cmd->callback([a] {
-    set_threads(a->threads);
+    apply_threads(a->threads);
     a->o.kv_type = kernels::parse_kv_type(a->kv_type);
     if (a->o.model.empty() && !a->no_model) a->o.model = default_model();
     // The Models page offers the default model's folder beside the store and --models-dir.

@@ -54,7 +54,7 @@ void add_train(CLI::App& app) {
   cmd->add_option("--heads", o.shape.heads, "attention heads (default 4)")->check(CLI::Range(1, 1024));
   cmd->add_option("--kv-heads", o.shape.kv_heads, "key/value heads, llama only (default = --heads)")->check(CLI::Range(1, 1024));
   cmd->add_option("--ffn", o.shape.ffn, "MLP width (default 4 x dim; llama 8/3 x dim)")->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--context", o.shape.context, "context length in characters (default 128)")->check(CLI::Range(2, 1 << 16));
+  cmd->add_option("-c,--ctx,--context", o.shape.context, "context length in characters (default 128)")->check(CLI::Range(2, 1 << 16));
   cmd->add_flag("--untied", a->untied, "a separate output head (llama only; GPT-2 ties it to the embedding)");
   cmd->add_flag("--all-bytes", o.all_bytes, "vocabulary of all 256 bytes instead of the corpus's distinct bytes");
   cmd->add_option("--batch", o.batch, "sequences per step (default 16)")->check(CLI::Range(1, 1 << 16));

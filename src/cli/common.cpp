@@ -41,14 +41,26 @@ void add_kv_type_option(CLI::App* cmd, std::string& kv_type) {
       ->check(CLI::IsMember({"f32", "bf16", "q8"}));
 }
 
+CLI::Option* add_ctx_option(CLI::App* cmd, int64_t& ctx, const std::string& what, const std::string& names) {
+  return cmd->add_option(names, ctx, what)->check(CLI::Range((int64_t)0, (int64_t)1 << 24));
+}
+
 EngineOptions engine_options(const ModelArgs& a) {
   EngineOptions o;
   o.kv_type = kernels::parse_kv_type(a.kv_type);
+  o.ctx = a.ctx;
   return o;
 }
 
+void apply_threads(int threads) {
+  if (threads > default_threads())
+    std::fprintf(stderr, "kvad: warning: --threads %d is more than the %d cores this machine has: the extra threads only "
+                 "wait for each other (slower, not faster)\n", threads, default_threads());
+  set_threads(threads);
+}
+
 LoadedModel load_from_args(const ModelArgs& a) {
-  set_threads(a.threads);
+  apply_threads(a.threads);
   if (a.pull) pull_if_missing(a.model);
   LoadOptions opts;
   opts.format = parse_weight_format(a.quant);

@@ -16,11 +16,17 @@ struct ModelArgs {
   bool pull = false;       // --pull: download a Hub model (ORG/NAME) first when it is not in the cache
   std::string quant = "auto";
   std::string kv_type = "f32";  // --kv-type: what the KV cache stores
+  int64_t ctx = 0;              // -c/--ctx: cap the context (0 = the model's); run, chat
 };
 void add_model_args(CLI::App* cmd, ModelArgs& a, bool model_required = true);
 void add_kv_type_option(CLI::App* cmd, std::string& kv_type);  // also on serve, which has no ModelArgs
+// -c/--ctx, the same name wherever a context applies (run, chat, score, serve).
+CLI::Option* add_ctx_option(CLI::App* cmd, int64_t& ctx, const std::string& what = "cap the context at N tokens (default: the model's)",
+                            const std::string& names = "-c,--ctx");
 // Applies --threads and loads the model (--dtype picks the in-memory weight format).
 LoadedModel load_from_args(const ModelArgs& a);
+// --threads: 0 = all cores; warns when more than the machine has.
+void apply_threads(int threads);
 // The engine's options the model arguments set (--kv-type).
 EngineOptions engine_options(const ModelArgs& a);
 // What run and chat use without --model: $KVAD_DEFAULT_MODEL, else models/kvad-kjv in the source tree.
