@@ -122,3 +122,15 @@ TEST(CliHelp, EveryCommandHasHelp) {
   auto none = run_kvad("");
   EXPECT_NE(none.exit_code, 0);
 }
+
+TEST(CliRun, AFullContextIsSaidNotJustLength) {
+  // -c 12 with a 4-token prompt and -n 50: generation stops at the context (4 + 8 positions, and a 9th
+  // token from the last logits), and the stats line says so; stopping at -n says only "length".
+  std::string m = tiny("qwen2");
+  auto r = run_kvad("run --model " + m + " --prompt-tokens 9707,11,1879,13 -n 50 -c 12 --temperature 0");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("| 9 tokens,"), std::string::npos) << r.err;  // 12 positions, then one more sampled from the last
+  EXPECT_NE(r.err.find("length (the context of 12 tokens is full)"), std::string::npos) << r.err;
+  r = run_kvad("run --model " + m + " --prompt-tokens 9707,11,1879,13 -n 3 -c 12 --temperature 0");
+  EXPECT_NE(r.err.find("| length |"), std::string::npos) << r.err;
+}

@@ -79,7 +79,7 @@ void add_run(CLI::App& app) {
     if (a->json) {
       Json s = {{"prompt_tokens", r.prompt_tokens},   {"cached_tokens", r.cached_tokens},
                 {"generated_tokens", r.tokens.size()}, {"prefill_tok_s", r.prefill_tok_s()},
-                {"decode_tok_s", r.decode_tok_s()},    {"finish_reason", r.finish_reason},
+                {"decode_tok_s", r.decode_tok_s()},    {"finish_reason", r.finish_reason}, {"context_full", r.context_full > 0},
                 {"seed", a->sampling.p.seed}};
       std::printf("%s\n", s.dump().c_str());
     } else {

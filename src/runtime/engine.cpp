@@ -329,7 +329,10 @@ bool Engine::advance(Sequence& s, const float* row) {
     s.gen->set_finish("cancelled");
     end = true;
   }
-  if (!end && s.computed + 1 > ctx_) end = true;  // context full: "length"
+  if (!end && s.computed + 1 > ctx_) {  // context full: "length", and says so
+    s.gen->set_context_full(ctx_);
+    end = true;
+  }
   if (end) finish(s);
   else s.tokens.push_back(ev.id);
   return !end;

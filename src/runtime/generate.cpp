@@ -123,7 +123,10 @@ GenerateResult generate(Session& session, const Tokenizer& tok, const std::vecto
       break;
     }
     if (end) break;
-    if (session.cached() + 1 > session.context_length()) break;  // context full: "length"
+    if (session.cached() + 1 > session.context_length()) {  // context full: "length", and says so
+      gen.set_context_full(session.context_length());
+      break;
+    }
     logits = &session.forward({ev.id});
   }
   std::string rest = gen.flush();

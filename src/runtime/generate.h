@@ -39,6 +39,7 @@ struct GenerateResult {
   double queue_seconds = 0;  // submitted -> first scheduled (the engine's wait queue)
   double prefill_seconds = 0, decode_seconds = 0;
   std::string finish_reason;  // "stop" (EOS or stop string), "length", "cancelled"
+  int64_t context_full = 0;   // "length" because the context (of this many tokens) filled, not max_tokens
 
   double prefill_tok_s() const;
   double decode_tok_s() const;
@@ -74,6 +75,7 @@ class TokenGenerator {
   // partial stop string, as a final event with id -1 (empty text = nothing to send).
   std::string flush();
   void set_finish(const std::string& reason) { result_.finish_reason = reason; }
+  void set_context_full(int64_t ctx) { result_.context_full = ctx; }
   bool finished() const { return done_; }
   const std::vector<int32_t>& generated() const { return result_.tokens; }
   GenerateResult& result() { return result_; }
