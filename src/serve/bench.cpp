@@ -1,30 +1,18 @@
 #include "serve/bench.h"
 
-#include <httplib.h>
-
 #include <algorithm>
 #include <chrono>
 
 #include "core/cpu.h"
-#include "core/rng.h"
 #include "core/threads.h"
 #include "runtime/bench.h"
 #include "serve/openai.h"
-#include "serve/sse_events.h"
 
 namespace kvad::serve {
 
 using clock_type = std::chrono::steady_clock;
 
 static double since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  double idx = p / 100.0 * (double)(v.size() - 1);
-  size_t lo = (size_t)idx, hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (idx - (double)lo);
-}
 
 // ---- per-model prefill / decode -------------------------------------------------------------
 

@@ -75,7 +75,4 @@ class ServingSweep {
   double elapsed_ = 0;
 };
 
-// Percentile (0..100) of a list; 0 when empty.
-double percentile(std::vector<double> v, double p);
-
 }  // namespace kvad::serve

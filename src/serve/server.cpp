@@ -68,7 +68,7 @@ std::string host_part(const std::string& h) {
 // Compares every byte whatever the first difference: the time taken says nothing about the key.
 bool same_secret(const std::string& a, const std::string& b) {
   volatile unsigned char d = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < a.size(); i++) d |= (unsigned char)a[i] ^ (unsigned char)(i < b.size() ? b[i] : 0);
+  for (size_t i = 0; i < a.size(); i++) d = d | ((unsigned char)a[i] ^ (unsigned char)(i < b.size() ? b[i] : 0));
   return d == 0;
 }
 

@@ -1,5 +1,5 @@
-// Reading a server-sent-event stream of JSON objects ("data: {...}\n\n"), as the two HTTP load
-// clients (serving_bench.cpp, bench.cpp's LoadRunner) receive OpenAI streams. The server is outside
+// Reading a server-sent-event stream of JSON objects ("data: {...}\n\n"), as the serving
+// benchmark's HTTP client (serving_bench.cpp) receives OpenAI streams. The server is outside
 // input: each event is parsed with bounded depth and size, and one that does not parse is skipped.
 #pragma once
 #include <string>
