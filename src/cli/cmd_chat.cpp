@@ -57,6 +57,7 @@ void add_chat(CLI::App& app) {
   cmd->add_option("--system", a->system, "system message");
   cmd->callback([a] {
     finalize_sampling(a->sampling);
+    const bool default_one = a->model.model.empty() && !std::getenv("KVAD_DEFAULT_MODEL");
     if (a->model.model.empty()) a->model.model = default_model();
     LoadedModel m = load_from_args(a->model);
     if (!m.chat_template && !m.chat_template_error.empty()) fail("{}", m.chat_template_error);
@@ -67,6 +68,9 @@ void add_chat(CLI::App& app) {
     install_interrupt_handler();
     std::fprintf(stderr, "kvad chat: %s (%s, %.0fM parameters). /reset /stats /quit; Ctrl-C stops an answer.\n",
                  m.name.c_str(), m.model->config().architecture.c_str(), (double)m.model->parameter_count() / 1e6);
+    if (default_one)
+      std::fprintf(stderr, "The default model continues King James Bible text; it is not instruction-tuned and will not "
+                   "answer questions. Give --model for a chat model.\n");
     OrderedJson history = OrderedJson::array();
     if (!a->system.empty()) history.push_back({{"role", "system"}, {"content", a->system}});
     GenerateResult last;
