@@ -66,6 +66,16 @@ void add_serve(CLI::App& app) {
   cmd->add_option("-t,--threads", a->threads, "threads to compute with (default: all cores)")->check(CLI::Range(0, 1024));
   cmd->add_flag("--quiet", a->o.quiet, "no request log on stderr");
   cmd->callback([a] {
+    // Signals go to one thread that asks the server to stop; every other thread has them blocked,
+    // so the mask is set before the first thread exists (the compute pool, made by --threads: a
+    // worker started earlier would take SIGTERM's default action and kill the process mid-answer).
+    // SIGPIPE is ignored: a client that goes away is an error return from write, not a crash.
+    signal(SIGPIPE, SIG_IGN);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
     apply_threads(a->threads);
     a->o.kv_type = kernels::parse_kv_type(a->kv_type);
     if (a->o.model.empty() && !a->no_model) a->o.model = default_model();
@@ -86,15 +96,6 @@ void add_serve(CLI::App& app) {
                    "kvad serve: WARNING: listening on %s without an API key: anyone who can reach this address can "
                    "run, load, train and delete models. Set --api-key-file or KVAD_API_KEY.\n",
                    a->o.host.c_str());
-    // Signals go to one thread that asks the server to stop; every other thread has them blocked.
-    // SIGPIPE is ignored: a client that goes away is an error return from write, not a crash.
-    signal(SIGPIPE, SIG_IGN);
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, nullptr);
-
     serve::Server server(a->o);
     int port = server.start();
     std::atomic<bool> done{false};
@@ -109,6 +110,7 @@ void add_serve(CLI::App& app) {
         }
       }
     });
+    std::fprintf(stderr, "kvad serve: %s\n", server.startup_summary().c_str());
     std::fprintf(stderr, "kvad serve: listening on http://%s:%d/ (web UI there, OpenAI API under /v1)%s\n",
                  a->o.host.c_str(), port, a->o.api_key.empty() ? "" : ", API key required");
     std::fflush(stderr);
@@ -116,7 +118,7 @@ void add_serve(CLI::App& app) {
     done = true;
     sig.join();
     server.stop();
-    std::fprintf(stderr, "kvad serve: stopped\n");
+    std::fprintf(stderr, "kvad serve: stopped after %s\n", server.shutdown_summary().c_str());
   });
 }
 

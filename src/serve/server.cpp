@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <thread>
 
+#include "core/cpu.h"
+#include "core/threads.h"
 #include "serve/server_impl.h"
 
 namespace kvad::serve {
@@ -272,6 +274,27 @@ int Server::start() {
 }
 
 void Server::run() { impl_->http.listen_after_bind(); }
+
+std::string Server::startup_summary() const {
+  Impl& s = *impl_;
+  std::string model = "no model loaded (load one from the UI's Models page)";
+  if (auto m = s.sched.model())
+    model = fmt::format("model {} ({}, {:.1f}M parameters, {}, {:.1f} MB of weights, loaded in {:.2f} s)", model_id(*m),
+                        m->model->config().architecture, (double)m->model->parameter_count() / 1e6,
+                        m->model->weight_format(), (double)m->model->weight_bytes() / 1e6, m->load_seconds);
+  LiveStats& e = s.sched.stats();
+  return fmt::format("{} | context {} | --parallel {}, --queue {} | KV pool {:.1f} MiB of {} ({} blocks of {}) | {} threads, {}",
+                     model, e.context_length.load(), s.opts.parallel, s.opts.queue,
+                     (double)e.kv_capacity_bytes.load() / (1 << 20), kernels::kv_type_name(s.opts.kv_type),
+                     e.blocks_total.load(), e.block_size.load(), pool().size(), cpu_summary());
+}
+
+std::string Server::shutdown_summary() const {
+  Metrics& m = impl_->metrics;
+  return fmt::format("{} generations, {} prompt tokens ({} cached), {} generated, {} refused busy, {} client disconnects",
+                     m.generations.load(), m.prompt_tokens.load(), m.cached_tokens.load(), m.completion_tokens.load(),
+                     m.busy_rejections.load(), m.disconnects.load());
+}
 
 void Server::stop() {
   Impl& s = *impl_;

@@ -63,6 +63,10 @@ class Server {
   // up to shutdown_grace seconds, cut the rest with a final SSE error event, stop listening.
   void stop();
   int port() const;
+  // For the log: what is being served (model, format, load time, context, engine, KV pool,
+  // threads, kernels) after start(), and what was served after run().
+  std::string startup_summary() const;
+  std::string shutdown_summary() const;
 
   struct Impl;
 

@@ -122,7 +122,8 @@ set -e
 # No --model: the default model is loaded, as `kvad run` uses it; --no-model starts empty.
 for mode in default empty; do
   flag=; [ $mode = empty ] && flag=--no-model
-  "$KVAD" serve --port 0 --threads 1 $flag 2>"$WORK/default-$mode.err" &
+  # 2 threads: the compute pool's worker must not take SIGTERM's default action (exit 143).
+  "$KVAD" serve --port 0 --threads 2 $flag 2>"$WORK/default-$mode.err" &
   D=$!
   DPORT=
   for _ in $(seq 1 300); do
@@ -130,10 +131,13 @@ for mode in default empty; do
     [ -n "$DPORT" ] && break; sleep 0.1
   done
   ids=$(curl -s "http://127.0.0.1:$DPORT/v1/models" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).data.map(m=>m.id).join(",")))')
-  kill -TERM $D; wait $D || true
+  kill -TERM $D; rc=0; wait $D || rc=$?
   want=kvad-kjv; [ $mode = empty ] && want=
   if [ "$ids" = "$want" ]; then echo "ok   serve without --model ($mode): models [$ids]"; passed=$((passed + 1));
   else echo "FAIL serve without --model ($mode): models [$ids], expected [$want]"; failed=$((failed + 1)); fi
+  if [ $rc = 0 ] && grep -q "stopped after" "$WORK/default-$mode.err" && grep -q "| context " "$WORK/default-$mode.err"; then
+    echo "ok   SIGTERM with a 2-thread pool: exit 0, start and stop summaries logged"; passed=$((passed + 1));
+  else echo "FAIL SIGTERM ($mode): exit $rc: $(tail -3 "$WORK/default-$mode.err")"; failed=$((failed + 1)); fi
 done
 
 # SIGTERM mid-stream: the stream ends cleanly ([DONE]) and the server exits 0.
