@@ -92,6 +92,18 @@ TEST(CliChat, MultiTurnWithVisiblePrefixReuse) {
   EXPECT_NE(r.err.find("conversation cleared"), std::string::npos);
 }
 
+TEST(CliChat, UnknownCommandsAreAnsweredNotSentToTheModel) {
+  // "/sett temperature 1" is a typo of a command: said so, and no turn is generated for it;
+  // "//" sends a line that starts with "/" as text.
+  std::string m = tiny("qwen2");
+  auto r = run_kvad("chat --model " + m + " -n 3 --temperature 0", "/sett temperature 1\n/help\n//etc\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("unknown command /sett"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("/reset  forget the conversation"), std::string::npos) << r.err;
+  std::regex stat(R"(\[prompt (\d+) tokens)");
+  EXPECT_EQ(std::distance(std::sregex_iterator(r.err.begin(), r.err.end(), stat), std::sregex_iterator()), 1) << r.err;
+}
+
 TEST(CliSynth, PresetMustMatchArchAndShardsWork) {
   auto bad = run_kvad("synth --arch qwen3 --preset gpt2 --out " + test::temp_dir("bad"));
   EXPECT_EQ(bad.exit_code, 1);

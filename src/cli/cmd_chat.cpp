@@ -66,7 +66,7 @@ void add_chat(CLI::App& app) {
     std::unique_ptr<Session> session = engine.open_session();
     bool tty = isatty(0);
     install_interrupt_handler();
-    std::fprintf(stderr, "kvad chat: %s (%s, %.0fM parameters). /reset /stats /quit; Ctrl-C stops an answer.\n",
+    std::fprintf(stderr, "kvad chat: %s (%s, %.0fM parameters). /help /reset /stats /quit; Ctrl-C stops an answer.\n",
                  m.name.c_str(), m.model->config().architecture.c_str(), (double)m.model->parameter_count() / 1e6);
     if (default_one)
       std::fprintf(stderr, "The default model continues King James Bible text; it is not instruction-tuned and will not "
@@ -95,6 +95,17 @@ void add_chat(CLI::App& app) {
                      (long long)session->context_length());
         continue;
       }
+      if (line == "/help" || line == "/?") {
+        std::fprintf(stderr, "/reset  forget the conversation\n/stats  the last answer's figures and the KV cache\n"
+                     "/quit   leave (or Ctrl-D)\nCtrl-C stops an answer. A line starting with // sends one /.\n");
+        continue;
+      }
+      if (line[0] == '/' && line.rfind("//", 0) != 0) {  // a command kvad does not have: never sent to the model
+        std::fprintf(stderr, "unknown command %s (/help lists them; start with // to send a line beginning with /)\n",
+                     line.substr(0, line.find(' ')).substr(0, 40).c_str());
+        continue;
+      }
+      if (line.rfind("//", 0) == 0) line.erase(0, 1);
       history.push_back({{"role", "user"}, {"content", line}});
       std::vector<int32_t> prompt = chat_prompt(m, history);
       GenerateOptions g = generate_options(m, a->sampling);
