@@ -108,6 +108,18 @@ TEST(CliSynth, PresetMustMatchArchAndShardsWork) {
   auto bad = run_kvad("synth --arch qwen3 --preset gpt2 --out " + test::temp_dir("bad"));
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.err.find("use --arch gpt2"), std::string::npos) << bad.err;
+  // Without --arch the preset's architecture is taken when only one has it (the real-size presets;
+  // too big to write here); "tiny" exists for all four, so it needs --arch.
+  auto many = run_kvad("synth --preset tiny --out " + test::temp_dir("ambiguous"));
+  EXPECT_EQ(many.exit_code, 1);
+  EXPECT_NE(many.err.find("exists for several architectures"), std::string::npos) << many.err;
+  // A folder that already holds files is not overwritten without --force.
+  std::string once = test::temp_dir("once");
+  EXPECT_EQ(run_kvad("synth --arch gpt2 --preset tiny --out " + once).exit_code, 0);
+  auto again = run_kvad("synth --arch gpt2 --preset tiny --out " + once);
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_NE(again.err.find("--force"), std::string::npos) << again.err;
+  EXPECT_EQ(run_kvad("synth --arch gpt2 --preset tiny --force --out " + once).exit_code, 0);
   std::string d = test::temp_dir("sharded");
   auto r = run_kvad("synth --arch gpt2 --preset tiny --max-shard-size 2MB --out " + d);
   ASSERT_EQ(r.exit_code, 0) << r.err;

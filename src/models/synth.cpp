@@ -249,8 +249,16 @@ std::vector<std::string> synth_archs() { return {"llama", "qwen2", "qwen3", "gpt
 
 SynthResult synthesize(const SynthOptions& o) {
   const Preset* preset = nullptr;
+  std::string arch = o.arch;
+  if (arch.empty()) {  // the preset's own architecture, when it names one
+    std::string archs;
+    for (const Preset& p : presets())
+      if (p.name == o.preset) archs += (archs.empty() ? "" : ", ") + (arch = p.arch);
+    if (archs.find(',') != std::string::npos)
+      fail("synth: preset '{}' exists for several architectures ({}): give --arch", o.preset, archs);
+  }
   for (const Preset& p : presets())
-    if (p.name == o.preset && p.arch == o.arch) preset = &p;
+    if (p.name == o.preset && p.arch == arch) preset = &p;
   if (!preset) {
     std::string ok;
     for (const Preset& p : presets())
@@ -269,6 +277,7 @@ SynthResult synthesize(const SynthOptions& o) {
   std::vector<Spec> specs = tensor_specs(*preset);
   SynthResult res;
   res.tokenizer = preset->tokenizer;
+  res.arch = preset->arch;
   // Group into shards of at most max_shard_bytes (a tensor never spans two).
   std::vector<std::vector<size_t>> shards(1);
   uint64_t cur = 0;

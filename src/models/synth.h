@@ -21,6 +21,7 @@ struct SynthOptions {
 };
 
 struct SynthResult {
+  std::string arch;       // the architecture written (SynthOptions::arch, or the preset's when that was empty)
   std::string tokenizer;  // tokenizer family the caller must write: qwen3 | llama3 | gpt2 | gpt2-trim49152
   int64_t parameters = 0;
   uint64_t bytes = 0;
