@@ -69,6 +69,9 @@ Json ModelBenchJob::wait() {
 
 // ---- the serving sweep -----------------------------------------------------------------------
 
+// Requests sent at one concurrency level: twice the level, at least 4.
+static int requests_at(int concurrency) { return std::max(4, 2 * concurrency); }
+
 ServingSweep::~ServingSweep() {
   cancel_ = true;
   if (thread_.joinable()) thread_.join();
@@ -105,7 +108,7 @@ void ServingSweep::run() {
     b.port = port_;
     b.api_key = key_;
     b.concurrency = p_.levels[i];
-    b.num_prompts = std::max(4, 2 * p_.levels[i]);
+    b.num_prompts = requests_at(p_.levels[i]);
     b.input_len = p_.input_len;
     b.output_len = p_.output_len;
     b.token_lo = p_.token_lo;
@@ -143,7 +146,7 @@ Json ServingSweep::status() const {
           {"cancelled", cancel_.load()},
           {"elapsed", running_ ? since(t0_) : elapsed_},
           {"params", {{"levels", levels}, {"input_len", p_.input_len}, {"output_len", p_.output_len}}},
-          {"current", {{"concurrency", level}, {"done", done_}, {"of", std::max(4, 2 * level)}}},
+          {"current", {{"concurrency", level}, {"done", done_}, {"of", requests_at(level)}}},
           {"results", results_},
           {"error", error_}};
 }

@@ -127,7 +127,7 @@ for mode in default empty; do
   D=$!
   DPORT=
   for _ in $(seq 1 300); do
-    DPORT=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9]*\)\/.*/\1/p' "$WORK/default-$mode.err" | head -1)
+    DPORT=$(port_in_log "$WORK/default-$mode.err")
     [ -n "$DPORT" ] && break; sleep 0.1
   done
   ids=$(curl -s "http://127.0.0.1:$DPORT/v1/models" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).data.map(m=>m.id).join(",")))')

@@ -1,6 +1,10 @@
 # Helpers for the serve tests (sourced): start a kvad server on a free port, stop it with SIGTERM.
 # Expects KVAD (the binary), WORK (a scratch folder) and MODEL (a model folder).
 
+port_in_log() {  # port_in_log LOG: the port a server's "listening on" line names (empty until then)
+  sed -n 's/.*listening on http:\/\/[^:]*:\([0-9]*\)\/.*/\1/p' "$1" | head -1
+}
+
 start_server() {  # start_server NAME [kvad serve flags...]; sets PID, PORT, URL, LOG
   local name=$1; shift
   LOG=$WORK/$name.server.log
@@ -8,7 +12,7 @@ start_server() {  # start_server NAME [kvad serve flags...]; sets PID, PORT, URL
   PID=$!
   trap 'kill -9 $PID 2>/dev/null || true' EXIT  # a failing test never leaves a server behind
   for _ in $(seq 1 300); do
-    PORT=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9]*\)\/.*/\1/p' "$LOG" | head -1)
+    PORT=$(port_in_log "$LOG")
     [ -n "$PORT" ] && break
     if ! kill -0 "$PID" 2>/dev/null; then echo "server died at start:"; cat "$LOG"; exit 1; fi
     sleep 0.1
