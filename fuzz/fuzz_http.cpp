@@ -4,6 +4,7 @@
 // every input a well-formed GET /health must still get its 200.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -34,21 +35,31 @@ int port() {
   return p;
 }
 
-// Sends bytes and reads until the server closes or `wait_ms` passes. (No half-close: httplib
-// drops a request whose client has shut its sending side before the answer.)
-std::string exchange(const std::string& bytes, int wait_ms) {
+// Sends bytes and reads the answer. An input without a whole header block is followed by a
+// half-close: the server sees end of stream, answers or closes, and recv returns at once. (A
+// whole request is not half-closed: httplib drops a request whose client has shut its sending
+// side before the answer.) A whole request is read until the answer stops arriving: `first_ms`
+// for the first bytes, then `idle_ms` of quiet (keep-alive keeps the socket open).
+std::string exchange(const std::string& bytes, int first_ms, int idle_ms) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons((uint16_t)port());
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (connect(fd, (sockaddr*)&a, sizeof a) != 0) std::abort();
-  timeval tv{wait_ms / 1000, (wait_ms % 1000) * 1000};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   (void)!send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  bool whole = bytes.find("\r\n\r\n") != std::string::npos || bytes.find("\n\n") != std::string::npos;
+  if (!whole) shutdown(fd, SHUT_WR);
   std::string out;
   char buf[4096];
-  for (ssize_t n; (n = recv(fd, buf, sizeof buf, 0)) > 0;) out.append(buf, (size_t)n);
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    int wait = out.empty() ? first_ms : idle_ms;
+    if (poll(&p, 1, wait) <= 0) break;
+    ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    out.append(buf, (size_t)n);
+  }
   close(fd);
   return out;
 }
@@ -56,8 +67,8 @@ std::string exchange(const std::string& bytes, int wait_ms) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  exchange(std::string(reinterpret_cast<const char*>(data), size), 50);
-  std::string r = exchange("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", 5000);
+  exchange(std::string(reinterpret_cast<const char*>(data), size), 2500, 5);
+  std::string r = exchange("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", 5000, 5000);
   if (r.rfind("HTTP/1.1 200", 0) != 0) {  // the server stopped serving
     std::fprintf(stderr, "health after the input: %.300s\n", r.c_str());
     std::abort();

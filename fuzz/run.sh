@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds every libFuzzer target (clang, -DKVAD_FUZZ=ON: ASan + UBSan, in build-fuzz/) and runs
 # each for SECONDS (default 60) on its corpus (build-fuzz/corpus/<name>, seeded from fuzz/corpus/<name>) with its
-# dictionary, niced. Prints per target: executions, coverage (edges), corpus size, crashes.
+# dictionary, niced. Prints per target: executions, CPU seconds (user + system: a niced run on a
+# busy machine gets less than its wall time), coverage (edges), corpus size, crashes.
 #   fuzz/run.sh [SECONDS] [TARGET...]        (BUILD=dir JOBS=n to change the build)
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -36,7 +37,7 @@ max_len_of() {
   esac
 }
 
-printf '%-22s %10s %8s %8s %8s\n' target execs edges corpus crashes
+printf '%-22s %10s %8s %8s %8s %8s\n' target execs cpu-s edges corpus crashes
 status=0
 for t in "${targets[@]}"; do
   # New inputs go to the build folder's corpus; the committed seeds (fuzz/corpus/<name>) are read.
@@ -46,13 +47,15 @@ for t in "${targets[@]}"; do
   [ -d "$seeds" ] || seeds=
   dict=$(dict_of "$t")
   log=$BUILD/$t.log
-  nice -n 19 "$BUILD/$t" "$corpus" $seeds -max_total_time="$SECONDS_EACH" -max_len="$(max_len_of "$t")" -timeout=20 \
-    -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix="$BUILD/artifacts/$t/" ${dict:+-dict="$dict"} >"$log" 2>&1
+  TIMEFORMAT='%U %S'
+  { time nice -n 19 "$BUILD/$t" "$corpus" $seeds -max_total_time="$SECONDS_EACH" -max_len="$(max_len_of "$t")" -timeout=20 \
+    -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix="$BUILD/artifacts/$t/" ${dict:+-dict="$dict"} >"$log" 2>&1 ; } 2>"$BUILD/$t.time"
   rc=$?
+  cpu=$(awk '{printf "%d", $1 + $2}' "$BUILD/$t.time")
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
   edges=$(grep -oE 'cov: [0-9]+' "$log" | tail -1 | grep -oE '[0-9]+')
   crashes=$(ls "$BUILD/artifacts/$t" | wc -l)
-  printf '%-22s %10s %8s %8s %8s\n' "$t" "${execs:-?}" "${edges:-?}" "$(ls "$corpus" | wc -l)" "$crashes"
+  printf '%-22s %10s %8s %8s %8s %8s\n' "$t" "${execs:-?}" "$cpu" "${edges:-?}" "$(ls "$corpus" | wc -l)" "$crashes"
   if [ $rc -ne 0 ] || [ "$crashes" -ne 0 ]; then
     status=1
     grep -m1 -E 'ERROR|SUMMARY|deadly signal|Timeout' "$log" | sed 's/^/    /'
