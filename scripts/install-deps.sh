@@ -17,6 +17,8 @@ PKGS=(
   libcurl4-openssl-dev         # the Hub client (kvad pull): HTTPS, redirects, Range resume, timeouts
   libssl-dev                   # libcrypto: sha256 / git sha1 checks of every downloaded file
   libcpp-httplib-dev           # kvad serve: HTTP server (thread pool, chunked streaming, body size limit)
+  libedit-dev                  # kvad chat: line editing and history (BSD licence; readline is GPL-3)
+  tmux                         # tests: kvad chat in a real terminal (send-keys, capture-pane)
   chromium                     # tests: the web UI in headless Chromium (driven by npm's playwright-core)
   curl                         # tests: every error case of the server's API
 )

@@ -2,8 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <regex>
 
+#include "core/fs.h"
 #include "core/json.h"
 #include "test_support.h"
 
@@ -65,6 +67,38 @@ TEST(CliRun, JsonOutputAndSameSeedSameText) {
   EXPECT_NE(ids(a.out), ids(c.out));
 }
 
+TEST(CliRun, ModelAndPromptPositionallyFromStdinOrAFile) {
+  // Ollama's habit: kvad run MODEL PROMPT. The same greedy text from every way of giving the prompt.
+  std::string m = tiny("qwen2"), dir = test::temp_dir("run-prompt");
+  const std::string opts = " -n 5 --temperature 0 --json";
+  auto flag = run_kvad("run -m " + m + " -p 'Once upon a time'" + opts);
+  ASSERT_EQ(flag.exit_code, 0) << flag.err;
+  auto words = run_kvad("run " + m + " Once upon a time" + opts);
+  auto piped = run_kvad("run " + m + opts, "Once upon a time\n");
+  std::ofstream(dir + "/p.txt") << "Once upon a time\n";
+  auto file = run_kvad("run " + m + " -f " + dir + "/p.txt" + opts);
+  auto tokens = [](const std::string& out) { return out.substr(0, out.rfind("{\"cached_tokens\"")); };  // not the timings
+  ASSERT_NE(tokens(flag.out), "");
+  for (auto* r : {&words, &piped, &file}) {
+    ASSERT_EQ(r->exit_code, 0) << r->err;
+    EXPECT_EQ(tokens(r->out), tokens(flag.out));
+  }
+  // Two ways at once, no prompt at all, a missing file: each said, exit 1.
+  auto both = run_kvad("run " + m + " hello -p hi" + opts);
+  EXPECT_EQ(both.exit_code, 1);
+  EXPECT_NE(both.err.find("one way"), std::string::npos) << both.err;
+  auto none = run_kvad("run " + m + opts);
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_NE(none.err.find("no prompt"), std::string::npos) << none.err;
+  auto missing = run_kvad("run " + m + " -f " + dir + "/nope.txt" + opts);
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("nope.txt"), std::string::npos) << missing.err;
+  // A first word that is a path is a model, even a missing one (not a prompt for the default).
+  auto path = run_kvad("run ./no-such-model hello" + opts);
+  EXPECT_EQ(path.exit_code, 1);
+  EXPECT_NE(path.err.find("./no-such-model: no such model folder"), std::string::npos) << path.err;
+}
+
 TEST(CliRun, PromptTokensAndChatTemplate) {
   std::string m = tiny("qwen3");
   auto r = run_kvad("run --model " + m + " --prompt-tokens 9707,11,1879 -n 4 --temperature 0 --json");
@@ -99,9 +133,51 @@ TEST(CliChat, UnknownCommandsAreAnsweredNotSentToTheModel) {
   auto r = run_kvad("chat --model " + m + " -n 3 --temperature 0", "/sett temperature 1\n/help\n//etc\n");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("unknown command /sett"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("/reset  forget the conversation"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("/reset               forget the conversation"), std::string::npos) << r.err;
   std::regex stat(R"(\[prompt (\d+) tokens)");
   EXPECT_EQ(std::distance(std::sregex_iterator(r.err.begin(), r.err.end(), stat), std::sregex_iterator()), 1) << r.err;
+}
+
+TEST(CliChat, AFullContextDropsTheOldestTurnsAndKeepsTheSystemMessage) {
+  // A 64-token context and 8-token answers: after a few turns the conversation no longer fits.
+  // The oldest turns go (said so), the system message stays (in the /save file), and the turn
+  // after the drop reuses the shortened conversation's prefix.
+  std::string m = tiny("qwen3"), saved = test::temp_dir("chat-save") + "/conv.json";
+  std::string in;
+  for (int i = 0; i < 8; i++) in += "message number " + std::to_string(i) + " here\n";
+  auto r = run_kvad("chat " + m + " -c 64 -n 8 --temperature 0 --system 'be brief'", in + "/save " + saved + "\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  size_t drop = r.err.find("dropped the ");
+  ASSERT_NE(drop, std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the system message is kept"), std::string::npos) << r.err;
+  std::regex stat(R"(\[prompt (\d+) tokens \((\d+) cached\))");
+  std::vector<std::pair<int, int>> after;
+  std::string tail = r.err.substr(drop);
+  for (auto it = std::sregex_iterator(tail.begin(), tail.end(), stat); it != std::sregex_iterator(); ++it)
+    after.push_back({std::stoi((*it)[1]), std::stoi((*it)[2])});
+  ASSERT_GE(after.size(), 2u) << r.err;
+  EXPECT_GT(after[1].second, after[0].first / 2) << "the turn after a drop reuses the prefix: " << r.err;
+  for (auto [prompt, cached] : after) EXPECT_LE(prompt + 8, 64) << r.err;
+  Json doc = Json::parse(kvad::read_file(saved));
+  EXPECT_EQ(doc["messages"][0]["role"], "system");
+  EXPECT_EQ(doc["messages"][0]["content"], "be brief");
+  EXPECT_EQ(doc["messages"].back()["role"], "assistant");
+  EXPECT_LT(doc["messages"].size(), 17u);  // 1 + 8 x 2 had nothing been dropped
+}
+
+TEST(CliChat, SetSaveAndLoadOverAPipe) {
+  std::string m = tiny("qwen2"), dir = test::temp_dir("chat-set");
+  auto r = run_kvad("chat --model " + m + " -n 3 --temperature 0",
+                    "/set top_p 2\n/set top_k 1.5\n/set nosuch 1\n/set temperature 0.25\n/set\nhello\n/save " + dir +
+                        "/c.json\n/reset\n/load " + dir + "/c.json\n/load " + dir + "/missing-model\n/stats\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("error: top_p"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("'1.5' is not a whole number"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("unknown setting 'nosuch'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("temperature 0.25  top_k 40  top_p 0.95"), std::string::npos) << "bad values are not kept: " << r.err;
+  EXPECT_NE(r.err.find("loaded 2 messages"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("missing-model: no such model folder"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("conversation 2 messages"), std::string::npos) << r.err;
 }
 
 TEST(CliSynth, PresetMustMatchArchAndShardsWork) {

@@ -10,6 +10,8 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/threads.h"
+#include "io/hf_cache.h"
+#include "io/store.h"
 
 // The gzip'd tokenizer fixtures, linked in by CMake (embed/tokenizers.S).
 #define KVAD_BLOB(sym) extern "C" const unsigned char sym[], sym##_end[];
@@ -50,6 +52,17 @@ EngineOptions engine_options(const ModelArgs& a) {
   o.kv_type = kernels::parse_kv_type(a.kv_type);
   o.ctx = a.ctx;
   return o;
+}
+
+void take_positional_model(ModelArgs& a, std::vector<std::string>& words) {
+  if (!a.model.empty() || words.empty()) return;
+  const std::string& w = words[0];
+  bool path_shaped = w[0] == '/' || w.rfind("./", 0) == 0 || w.rfind("../", 0) == 0 || w[0] == '~' || is_gguf_path(w);
+  bool names_model = w.find_first_of(" \t\n") == std::string::npos &&
+                     (path_shaped || is_directory(w) || hf::looks_like_repo_ref(w) || find_in_store(w));
+  if (!names_model) return;
+  a.model = w;
+  words.erase(words.begin());
 }
 
 void apply_threads(int threads) {

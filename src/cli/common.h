@@ -31,6 +31,10 @@ void apply_threads(int threads);
 EngineOptions engine_options(const ModelArgs& a);
 // What run and chat use without --model: $KVAD_DEFAULT_MODEL, else models/kvad-kjv in the source tree.
 std::string default_model();
+// Positional words after run/chat (Ollama's `run MODEL [PROMPT]`): when --model was not given
+// and the first word names a model (a folder, a .gguf, a path, a store name, a Hub ORG/NAME), it is
+// the model and is removed from `words`; otherwise every word is the prompt and the default runs.
+void take_positional_model(ModelArgs& a, std::vector<std::string>& words);
 // The folder the shipped models live in (the source tree's models/).
 std::string shipped_models_dir();
 
