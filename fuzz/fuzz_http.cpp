@@ -23,7 +23,7 @@ int port() {
   static int p = [] {
     kvad::serve::ServeOptions o;
     o.port = 0;
-    o.quiet = true;
+    o.log_level = kvad::serve::LogLevel::Error;
     o.http_threads = 8;
     o.max_body = 1 << 16;
     o.request_seconds = 2;

@@ -25,7 +25,7 @@ using Running = test::RunningServer;
 serve::ServeOptions options() {  // no model: the routes answer without one
   serve::ServeOptions o;
   o.port = 0;
-  o.quiet = true;
+  o.log_level = kvad::serve::LogLevel::Error;
   o.http_threads = 8;
   o.shutdown_grace = 0.1;
   return o;

@@ -42,7 +42,7 @@ serve::ServeOptions options() {
   serve::ServeOptions o;
   o.model = tiny_model();
   o.port = 0;
-  o.quiet = true;
+  o.log_level = kvad::serve::LogLevel::Error;
   o.http_threads = 8;
   o.shutdown_grace = 0.2;
   return o;

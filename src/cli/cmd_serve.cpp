@@ -22,7 +22,7 @@ void add_serve(CLI::App& app) {
   struct Args {
     serve::ServeOptions o;
     int threads = 0;
-    std::string kv_memory, api_key_file, kv_type = "f32";
+    std::string kv_memory, api_key_file, kv_type = "f32", log_level = "info";
     bool no_model = false;
   };
   auto a = std::make_shared<Args>();
@@ -64,7 +64,11 @@ void add_serve(CLI::App& app) {
                "API key, or per the request's cache_salt; cached_tokens would otherwise tell one client about another's prompts)");
   cmd->add_option("--shutdown-grace", a->o.shutdown_grace, "seconds in-flight answers get to finish on SIGTERM (default 3)");
   cmd->add_option("-t,--threads", a->threads, "threads to compute with (default: all cores)")->check(CLI::Range(0, 1024));
-  cmd->add_flag("--quiet", a->o.quiet, "no request log on stderr");
+  cmd->add_option("--log-level", a->log_level, "what stderr gets: error, warn, info (default: start and stop summaries, "
+                  "a line per request with its tokens, time and speed), debug (also polling, client and body size)")
+      ->check(CLI::IsMember({"error", "warn", "info", "debug"}));
+  cmd->add_flag_callback("--verbose", [a] { a->log_level = "debug"; }, "the same as --log-level debug");
+  cmd->add_flag_callback("--quiet", [a] { a->log_level = "warn"; }, "the same as --log-level warn: no request lines");
   cmd->callback([a] {
     // Signals go to one thread that asks the server to stop; every other thread has them blocked,
     // so the mask is set before the first thread exists (the compute pool, made by --threads: a
@@ -78,6 +82,8 @@ void add_serve(CLI::App& app) {
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
     apply_threads(a->threads);
     a->o.kv_type = kernels::parse_kv_type(a->kv_type);
+    a->o.log_level = serve::parse_log_level(a->log_level);
+    const bool info = a->o.log_level >= serve::LogLevel::Info;
     if (a->o.model.empty() && !a->no_model) a->o.model = default_model();
     // The Models page offers the default model's folder beside the store and --models-dir.
     if (is_directory(shipped_models_dir())) a->o.model_dirs.push_back(shipped_models_dir());
@@ -110,7 +116,7 @@ void add_serve(CLI::App& app) {
         }
       }
     });
-    std::fprintf(stderr, "kvad serve: %s\n", server.startup_summary().c_str());
+    if (info) std::fprintf(stderr, "kvad serve: %s\n", server.startup_summary().c_str());
     std::fprintf(stderr, "kvad serve: listening on http://%s:%d/ (web UI there, OpenAI API under /v1)%s\n",
                  a->o.host.c_str(), port, a->o.api_key.empty() ? "" : ", API key required");
     std::fflush(stderr);
@@ -118,7 +124,7 @@ void add_serve(CLI::App& app) {
     done = true;
     sig.join();
     server.stop();
-    std::fprintf(stderr, "kvad serve: stopped after %s\n", server.shutdown_summary().c_str());
+    if (info) std::fprintf(stderr, "kvad serve: stopped after %s\n", server.shutdown_summary().c_str());
   });
 }
 

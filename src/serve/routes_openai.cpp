@@ -81,6 +81,10 @@ Prepared prepare(Server::Impl& s, const GenRequest& r) {
 
 // Per choice: the prompt (computed once for all n) is counted with choice 0.
 void account(Server::Impl& s, const GenerateResult& r) {
+  RequestFigures& log = this_request();
+  log.generated_tokens += (int64_t)r.tokens.size();
+  log.decode_seconds = std::max(log.decode_seconds, r.decode_seconds);  // the n choices decode together
+  if (r.choice == 0) log.prompt_tokens = r.prompt_tokens, log.cached_tokens = r.cached_tokens;
   s.metrics.completion_tokens += (uint64_t)r.tokens.size();
   if (r.choice == 0) {
     s.metrics.generations++;

@@ -123,6 +123,7 @@ Server::Server(ServeOptions opts) : impl_(std::make_unique<Impl>(std::move(opts)
   h.set_guard_limits(gl, (size_t)threads);
 
   h.set_pre_routing_handler([&s](const httplib::Request& req, httplib::Response& res) {
+    begin_request();
     auto refuse = [&](int status, const std::string& msg, const std::string& code) {
       res.set_header("Connection", "close");
       reply_error(res, HttpError(status, msg, "invalid_request_error", "", code));
@@ -207,8 +208,8 @@ Server::Server(ServeOptions opts) : impl_(std::make_unique<Impl>(std::move(opts)
   h.set_logger([&s](const httplib::Request& req, const httplib::Response& res) {
     GuardedHttp::response_done();  // waiting for the connection's next request begins
     s.metrics.count_request(endpoint_label(req.method, req.path), res.status);
-    if (!s.opts.quiet && (req.path.rfind("/v1/", 0) == 0 || res.status >= 400))
-      std::fprintf(stderr, "kvad serve: %s %s -> %d\n", req.method.c_str(), req.path.c_str(), res.status);
+    if (std::string line = request_log_line(req, res, s.opts.log_level); !line.empty())
+      std::fprintf(stderr, "kvad serve: %s\n", line.c_str());
   });
 
   h.Get("/health", [&s](const httplib::Request&, httplib::Response& res) {

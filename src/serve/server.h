@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "serve/request_log.h"
 
 namespace kvad::serve {
 
@@ -31,7 +32,7 @@ struct ServeOptions {
   bool shared_prefix_cache = false;    // reuse cached prefixes across clients (default: per client address / cache_salt)
   double shutdown_grace = 3.0;         // seconds in-flight generations get to finish on SIGTERM
   std::string self_exe;                // the kvad binary (training jobs run it); "" = /proc/self/exe
-  bool quiet = false;                  // no request log on stderr
+  LogLevel log_level = LogLevel::Info; // stderr: info = start/stop + a line per request; debug adds polling
   // Browser-facing protection (issue 9). Host names (besides the bound address and, on loopback,
   // localhost / 127.0.0.1 / [::1]) a request's Host header may name: DNS rebinding. Bound to
   // 0.0.0.0 / :: with none given, any Host is accepted.

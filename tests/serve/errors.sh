@@ -120,8 +120,10 @@ fi
 set -e
 
 # No --model: the default model is loaded, as `kvad run` uses it; --no-model starts empty.
+# The default run logs at --verbose (every request, polling too, with the client); the empty one
+# at --quiet (no request lines, no summaries).
 for mode in default empty; do
-  flag=; [ $mode = empty ] && flag=--no-model
+  flag=--verbose; [ $mode = empty ] && flag="--no-model --quiet"
   # 2 threads: the compute pool's worker must not take SIGTERM's default action (exit 143).
   "$KVAD" serve --port 0 --threads 2 $flag 2>"$WORK/default-$mode.err" &
   D=$!
@@ -135,10 +137,20 @@ for mode in default empty; do
   want=kvad-kjv; [ $mode = empty ] && want=
   if [ "$ids" = "$want" ]; then echo "ok   serve without --model ($mode): models [$ids]"; passed=$((passed + 1));
   else echo "FAIL serve without --model ($mode): models [$ids], expected [$want]"; failed=$((failed + 1)); fi
-  if [ $rc = 0 ] && grep -q "stopped after" "$WORK/default-$mode.err" && grep -q "| context " "$WORK/default-$mode.err"; then
-    echo "ok   SIGTERM with a 2-thread pool: exit 0, start and stop summaries logged"; passed=$((passed + 1));
-  else echo "FAIL SIGTERM ($mode): exit $rc: $(tail -3 "$WORK/default-$mode.err")"; failed=$((failed + 1)); fi
+  summaries=$(grep -c "stopped after\|| context " "$WORK/default-$mode.err" || true)
+  requests=$(grep -c "GET /v1/models 200 | [0-9]* ms | from 127.0.0.1" "$WORK/default-$mode.err" || true)
+  want_lines=2; [ $mode = empty ] && want_lines=0
+  if [ $rc = 0 ] && [ "$summaries" = $want_lines ] && [ "$requests" = $((want_lines / 2)) ]; then
+    echo "ok   SIGTERM with a 2-thread pool: exit 0; $flag logs $summaries summaries, $requests request lines"; passed=$((passed + 1));
+  else echo "FAIL SIGTERM ($mode, $flag): exit $rc, $summaries summaries, $requests request lines: $(tail -4 "$WORK/default-$mode.err")"; failed=$((failed + 1)); fi
 done
+
+# The request log at the default level: a generation's line has its tokens, time and speed; an
+# error's line its status; polling is not logged.
+if grep -qE "POST /v1/chat/completions 200 \| prompt [0-9]+ tokens \([0-9]+ cached\), [1-9][0-9]* generated \| [0-9]+ ms \| [0-9.]+ tok/s" "$LOG" &&
+   grep -qE "POST /v1/chat/completions 4[0-9][0-9] \| [0-9]+ ms" "$LOG" && ! grep -q "GET /health" "$LOG"; then
+  echo "ok   one log line per request: tokens, ms, tok/s; errors with their status"; passed=$((passed + 1))
+else echo "FAIL request log: $(grep 'kvad serve: [A-Z]* /' "$LOG" | head -5)"; failed=$((failed + 1)); fi
 
 # SIGTERM mid-stream: the stream ends cleanly ([DONE]) and the server exits 0.
 curl -sN "${AUTH[@]}" "${JSON[@]}" -d "{$MSG,\"stream\":true,\"max_tokens\":4000,\"seed\":5}" "$CHAT" >"$WORK/term-stream" &
