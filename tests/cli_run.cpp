@@ -180,6 +180,43 @@ TEST(CliChat, SetSaveAndLoadOverAPipe) {
   EXPECT_NE(r.err.find("conversation 2 messages"), std::string::npos) << r.err;
 }
 
+TEST(CliShow, DescribesAModelWithoutLoadingIt) {
+  // The figures are the synthesized model's own (kvad synth's preset: tiny qwen3 = 2 layers, 64
+  // hidden, 4 heads, 2 kv heads) and the files on disk; the template is the tokenizer_config's.
+  std::string m = tiny("qwen3");
+  auto r = run_kvad("show " + m + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json j = Json::parse(r.out);
+  Json config = Json::parse(kvad::read_file(m + "/config.json"));
+  EXPECT_EQ(j["architecture"], "Qwen3ForCausalLM (qwen3)");
+  EXPECT_EQ(j["layers"], config["num_hidden_layers"]);
+  EXPECT_EQ(j["kv_heads"], config["num_key_value_heads"]);
+  EXPECT_EQ(j["context"], config["max_position_embeddings"]);
+  EXPECT_EQ(j["runs"], true);
+  EXPECT_EQ(j["source"], "a folder");
+  EXPECT_EQ(j["chat_template"], Json::parse(kvad::read_file(m + "/tokenizer_config.json"))["chat_template"]);
+  uint64_t total = 0;
+  for (const auto& e : std::filesystem::directory_iterator(m)) total += e.file_size();
+  EXPECT_EQ(j["bytes_on_disk"], total);
+  // The parameter count is what loading reports (kvad chat's greeting counts the loaded weights).
+  auto greet = run_kvad("chat " + m + " -n 1", "");
+  std::smatch p;
+  ASSERT_TRUE(std::regex_search(greet.err, p, std::regex(R"(, (\d+)M parameters)"))) << greet.err;
+  EXPECT_EQ(std::stoi(p[1]), (int)std::lround(j["parameters"].get<double>() / 1e6));
+  // The human form, the template alone, the default model, a model that is not there.
+  auto human = run_kvad("show " + m);
+  EXPECT_NE(human.out.find("2 kv_heads"), std::string::npos) << human.out;
+  auto tmpl = run_kvad("show " + m + " --template");
+  EXPECT_EQ(tmpl.out, j["chat_template"].get<std::string>() + "\n");
+  auto dflt = run_kvad("show");
+  EXPECT_EQ(dflt.exit_code, 0) << dflt.err;
+  EXPECT_NE(dflt.out.find("(the default model)"), std::string::npos) << dflt.out;
+  EXPECT_NE(dflt.out.find("shipped with kvad"), std::string::npos) << dflt.out;
+  auto missing = run_kvad("show ./nope");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("./nope: no such model folder"), std::string::npos) << missing.err;
+}
+
 TEST(CliSynth, PresetMustMatchArchAndShardsWork) {
   auto bad = run_kvad("synth --arch qwen3 --preset gpt2 --out " + test::temp_dir("bad"));
   EXPECT_EQ(bad.exit_code, 1);

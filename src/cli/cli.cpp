@@ -36,7 +36,8 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 // Returns the message, or "" when the command line is for CLI11.
 std::string precheck(CLI::App& app, int argc, char** argv) {
   std::vector<std::string> names;
-  for (const CLI::App* sub : app.get_subcommands(std::function<bool(const CLI::App*)>{})) names.push_back(sub->get_name());
+  const CLI::App& all = app;  // the const overload: CLI11's two get_subcommands are ambiguous on a non-const App
+  for (const CLI::App* sub : all.get_subcommands([](const CLI::App*) { return true; })) names.push_back(sub->get_name());
   CLI::App* sub = nullptr;
   for (int i = 1; i < argc; i++) {
     std::string tok = argv[i];
@@ -80,6 +81,7 @@ int main(int argc, char** argv) {
   add_tokenize(app);
   add_pull(app);
   add_ls(app);
+  add_show(app);
   add_rm(app);
   add_train(app);
   add_score(app);

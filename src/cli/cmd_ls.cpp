@@ -42,12 +42,6 @@ std::string lower(std::string s) {
 
 bool is_gguf(const std::string& p) { return p.size() > 5 && lower(p.substr(p.size() - 5)) == ".gguf"; }
 
-std::string fmt_params(int64_t n) {
-  if (n <= 0) return "-";
-  if (n < 1'000'000'000) return fmt::format("{:.1f}M", n / 1e6);
-  return fmt::format("{:.2f}B", n / 1e9);
-}
-
 std::string fmt_when(int64_t t) {
   if (t <= 0) return "never";
   int64_t d = (int64_t)std::time(nullptr) - t;
@@ -74,7 +68,7 @@ void describe_model(const std::string& dir, Row& row) {
     row.format = info.problem;
     return;
   }
-  row.params = fmt_params(row.parameters);
+  row.params = format_parameters(row.parameters);
   row.format = "safetensors " + info.dtype;
 }
 

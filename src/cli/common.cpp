@@ -65,6 +65,12 @@ void take_positional_model(ModelArgs& a, std::vector<std::string>& words) {
   words.erase(words.begin());
 }
 
+std::string format_parameters(int64_t n) {
+  if (n <= 0) return "-";
+  if (n < 1'000'000'000) return fmt::format("{:.1f}M", n / 1e6);
+  return fmt::format("{:.2f}B", n / 1e9);
+}
+
 void apply_threads(int threads) {
   if (threads > default_threads())
     std::fprintf(stderr, "kvad: warning: --threads %d is more than the %d cores this machine has: the extra threads only "

@@ -71,6 +71,10 @@ void add_score(CLI::App& app);
 void add_bench(CLI::App& app);
 void add_cache(CLI::App& app);
 void add_serve(CLI::App& app);
+void add_show(CLI::App& app);
+
+// "3.2M", "1.54B" ("-" for 0): a parameter count as ls and show print it.
+std::string format_parameters(int64_t n);
 
 // "2GiB", "512MiB", "1.5G", "800M", "4096" (bytes) -> bytes; throws naming the flag.
 size_t parse_byte_size(const std::string& text, const std::string& flag);
