@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <sstream>
 
 #include "core/fs.h"
 #include "core/json.h"
@@ -215,6 +216,34 @@ TEST(CliShow, DescribesAModelWithoutLoadingIt) {
   auto missing = run_kvad("show ./nope");
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.err.find("./nope: no such model folder"), std::string::npos) << missing.err;
+}
+
+TEST(CliBench, ATableThatFitsATerminalAClampSaidAndAPeakWithoutTheProbe) {
+  std::string m = tiny("qwen2");
+  int64_t ctx = Json::parse(kvad::read_file(m + "/config.json"))["max_position_embeddings"];
+  std::string too_long = std::to_string(ctx + 100);
+  auto r = run_kvad("bench -m " + m + " -p 16," + too_long + " -g 4 -r 1 --warmup 0 -t 1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string fit = std::to_string(ctx - 4);
+  EXPECT_NE(r.err.find("pp" + too_long + " + tg4 does not fit the context of " + std::to_string(ctx) + ": measuring pp" + fit),
+            std::string::npos) << r.err;
+  std::istringstream lines(r.out);
+  std::string l_model;
+  int rows = 0;
+  std::getline(lines, l_model);  // the model's name (a path) on its own line
+  for (std::string l; std::getline(lines, l);) {
+    EXPECT_LE(l.size(), 100u) << "a line wider than a terminal: " << l;
+    if (l.rfind("pp", 0) == 0) rows++;
+  }
+  EXPECT_EQ(rows, 2) << r.out;
+  EXPECT_NE(r.out.find("pp" + fit + " tg4"), std::string::npos) << r.out;
+  // The peak RSS: the model and the benchmark, not the bandwidth probe's 1 GiB buffer.
+  auto j = run_kvad("bench -m " + m + " -p 16 -g 4 -r 1 --warmup 0 -t 1 --json");
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  Json row = Json::parse(j.out);
+  EXPECT_GT(row["read_bandwidth_gbs"].get<double>(), 0);
+  EXPECT_LT(row["peak_rss_bytes"].get<double>(), 1024.0 * 1024 * 1024) << j.out;
+  EXPECT_GT(row["peak_rss_bytes"].get<double>(), row["model_bytes"].get<double>()) << j.out;
 }
 
 TEST(CliSynth, PresetMustMatchArchAndShardsWork) {

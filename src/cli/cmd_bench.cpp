@@ -1,6 +1,7 @@
 // kvad bench: prefill and decode speed, time to first token, model bytes and peak RSS, in the
 // manner of llama-bench; --json prints one line per prompt length shaped like the peer harness's
 // bench output so the two compare directly.
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -31,6 +32,46 @@ static std::vector<int64_t> parse_list(const std::string& s, const char* flag) {
   }
   if (v.empty()) fail("{}: give at least one value", flag);
   return v;
+}
+
+// "pp128 tg128", as llama-bench names a test.
+static std::string test_name(int64_t p, int64_t g) {
+  return g > 0 ? fmt::format("pp{} tg{}", p, g) : fmt::format("pp{}", p);
+}
+
+// "1234.5 ±3%": the median and half the min-max spread.
+static std::string with_spread(const Stats& s, int decimals) {
+  double pct = s.median > 0 ? 50 * (s.max - s.min) / s.median : 0;
+  return fmt::format("{:.{}f} ±{:.0f}%", s.median, decimals, pct);
+}
+
+// A row measured while other processes used the CPU gets a mark, and the table a footnote
+// (printed by busy_footnote) with the most cores they took.
+static double g_busiest = 0;
+static std::string busy_note(double cores) {
+  if (cores <= 0.2) return "";
+  g_busiest = std::max(g_busiest, cores);
+  return " !";
+}
+static void busy_footnote() {
+  if (g_busiest > 0)
+    std::printf("! measured while other processes used up to %.1f cores: not a figure to keep\n", g_busiest);
+}
+
+// Prompt lengths that fit the context with the decode steps after them: a longer one is measured
+// at the longest that fits, and said so (the default 128,512 is longer than a small model's context).
+static std::vector<int64_t> fit_lengths(const std::vector<int64_t>& asked, int64_t gen, int64_t ctx) {
+  if (gen >= ctx) fail("--gen-tokens {} does not leave room for a prompt in the model's context of {}", gen, ctx);
+  std::vector<int64_t> out;
+  for (int64_t p : asked) {
+    if (p < 1) fail("--prompt-tokens: lengths must be at least 1");
+    int64_t fit = std::min(p, ctx - gen);
+    if (fit != p)
+      std::fprintf(stderr, "kvad bench: pp%lld + tg%lld does not fit the context of %lld: measuring pp%lld instead\n",
+                   (long long)p, (long long)gen, (long long)ctx, (long long)fit);
+    if (std::find(out.begin(), out.end(), fit) == out.end()) out.push_back(fit);
+  }
+  return out;
 }
 
 static Json stats_json(const Stats& s) { return {{"min", s.min}, {"median", s.median}, {"max", s.max}}; }
@@ -132,22 +173,25 @@ void add_bench(CLI::App& app) {
     if (a->gen_tokens < 0) fail("--gen-tokens must be >= 0");
     LoadedModel m = load_from_args(a->model);
     const Model& model = *m.model;
-    for (int64_t p : ps)
-      if (p < 1 || p + a->gen_tokens > model.context_length())
-        fail("--prompt-tokens {} + --gen-tokens {} must be >= 1 and fit the model's context of {}", p, a->gen_tokens,
-             model.context_length());
+    ps = fit_lengths(ps, a->gen_tokens, model.context_length());
     double bw = a->no_bandwidth ? 0 : measure_read_bandwidth_gbs();
+    reset_peak_rss();  // the probe's buffer is gone: the peak is the model's and the benchmark's
     double bits = (double)model.weight_bytes() * 8 / (double)model.parameter_count();
     const kernels::KvType kv_type = kernels::parse_kv_type(a->model.kv_type);
     MemorySpec kv = model.memory_spec();
     kv.kv_type = kv_type;
-    if (!a->json)
-      std::printf("%s | %s | %.1fM params | %.1f MB weights (%.2f bits/param) | KV %s %.1f KB/token | %d threads | %s\n",
-                  m.name.c_str(), model.weight_format().c_str(), (double)model.parameter_count() / 1e6,
-                  (double)model.weight_bytes() / 1e6, bits, a->model.kv_type.c_str(), (double)kv.bytes_per_token() / 1e3,
-                  pool().size(), cpu_summary().c_str());
+    if (!a->json) {
+      std::printf("%s\n%s, %s, %s params, %.1f MB weights (%.2f bits/param), KV %s %.1f KB/token\n", m.name.c_str(),
+                  model.config().architecture.c_str(), model.weight_format().c_str(),
+                  format_parameters(model.parameter_count()).c_str(), (double)model.weight_bytes() / 1e6, bits,
+                  a->model.kv_type.c_str(), (double)kv.bytes_per_token() / 1e3);
+      std::printf("%d threads, %s%s\n\n", pool().size(), cpu_summary().c_str(),
+                  bw > 0 ? fmt::format("; read bandwidth {:.1f} GB/s", bw).c_str() : "");
+    }
     if (!a->batch.empty()) {
       if (a->gen_tokens < 2) fail("--batch needs --gen-tokens of at least 2");
+      if (!a->json)
+        std::printf("%-6s %-14s %14s %14s %11s %9s\n", "batch", "test", "prefill tok/s", "decode tok/s", "per stream", "step ms");
       for (int64_t p : ps)
         for (int64_t b : parse_list(a->batch, "--batch")) {
           if (b < 1 || b > 1024) fail("--batch {}: between 1 and 1024 sequences", b);
@@ -159,16 +203,16 @@ void add_bench(CLI::App& app) {
                       {"decode_step_ms", r.step_ms}, {"other_procs_cpu_cores", r.other_cores}};
             std::printf("%s\n", j.dump().c_str());
           } else {
-            std::printf("B=%-3lld pp%-5lld prefill %8.1f tok/s | tg%lld decode %7.2f tok/s aggregate, %6.2f per stream, "
-                        "step %7.1f ms%s\n",
-                        (long long)b, (long long)p, r.prefill_tok_s, (long long)a->gen_tokens, r.decode_tok_s,
-                        r.decode_tok_s / (double)b, r.step_ms,
-                        r.other_cores > 0.2 ? fmt::format(" | WARNING: other processes used {:.1f} cores", r.other_cores).c_str() : "");
+            std::printf("%-6lld %-14s %14.1f %14.2f %11.2f %9.1f%s\n", (long long)b, test_name(p, a->gen_tokens).c_str(),
+                        r.prefill_tok_s, r.decode_tok_s, r.decode_tok_s / (double)b, r.step_ms, busy_note(r.other_cores).c_str());
           }
           std::fflush(stdout);
         }
+      if (!a->json) busy_footnote();
       return;
     }
+    if (!a->json)
+      std::printf("%-14s %16s %9s %16s %9s %9s\n", "test", "prefill tok/s", "ttft ms", "decode tok/s", "of bw", "peak RSS");
     for (int64_t p : ps) {
       BenchRun r = bench_model(model, p, a->gen_tokens, a->reps, a->warmup, kv_type);
       double read_gbs = r.decode_tok_s ? r.decode_tok_s->median * (double)model.decode_read_bytes() / 1e9 : 0;
@@ -195,17 +239,15 @@ void add_bench(CLI::App& app) {
       } else {
         double busy = 0;
         for (double c : r.other_cores) busy = std::max(busy, c);
-        std::printf("pp%-5lld prefill %8.1f tok/s (%.1f-%.1f) | ttft %7.1f ms", (long long)p, r.prefill_tok_s.median,
-                    r.prefill_tok_s.min, r.prefill_tok_s.max, r.ttft_ms);
-        if (r.decode_tok_s)
-          std::printf(" | tg%lld decode %6.2f tok/s (%.2f-%.2f)", (long long)a->gen_tokens, r.decode_tok_s->median,
-                      r.decode_tok_s->min, r.decode_tok_s->max);
-        if (bw > 0 && r.decode_tok_s) std::printf(" = %.1f GB/s, %.0f%% of %.1f GB/s read bandwidth", read_gbs, 100 * read_gbs / bw, bw);
-        std::printf(" | peak RSS %.0f MB%s\n", (double)peak_rss_bytes() / 1e6,
-                    busy > 0.2 ? fmt::format(" | WARNING: other processes used up to {:.1f} cores", busy).c_str() : "");
+        std::string decode = r.decode_tok_s ? with_spread(*r.decode_tok_s, 2) : "-";
+        std::string share = bw > 0 && r.decode_tok_s ? fmt::format("{:.0f}%", 100 * read_gbs / bw) : "-";
+        std::printf("%-14s %16s %9.1f %16s %9s %6.0f MB%s\n", test_name(p, a->gen_tokens).c_str(),
+                    with_spread(r.prefill_tok_s, 1).c_str(), r.ttft_ms, decode.c_str(), share.c_str(),
+                    (double)peak_rss_bytes() / 1e6, busy_note(busy).c_str());
       }
       std::fflush(stdout);
     }
+    if (!a->json) busy_footnote();
   });
 }
 

@@ -151,9 +151,19 @@ double measure_read_bandwidth_gbs(size_t bytes) {
 }
 
 size_t peak_rss_bytes() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return (size_t)std::stoull(line.substr(6)) * 1024;  // "VmHWM:   123 kB"
   struct rusage ru {};
   getrusage(RUSAGE_SELF, &ru);
   return (size_t)ru.ru_maxrss * 1024;
+}
+
+bool reset_peak_rss() {
+  std::ofstream clear("/proc/self/clear_refs");  // "5": reset the peak RSS to the current RSS (Linux >= 4.0)
+  clear << "5";
+  clear.flush();
+  return (bool)clear;
 }
 
 // /proc/stat: all CPUs' busy jiffies; /proc/self/stat: this process's utime + stime.

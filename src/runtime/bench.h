@@ -44,7 +44,11 @@ BatchedRun bench_batched(const Model& model, const Tokenizer& tok, int64_t promp
 // Read bandwidth of this machine with the process's threads (GB/s, 1e9 bytes): the bound decode
 // cannot beat, since each token reads every weight once.
 double measure_read_bandwidth_gbs(size_t bytes = (size_t)1 << 30);
+// The most memory this process has held (VmHWM), and a restart of that count: the bandwidth
+// probe's 1 GiB buffer would otherwise be the peak every benchmark reports. false when the
+// kernel cannot reset it (then the peak includes whatever ran before).
 size_t peak_rss_bytes();
+bool reset_peak_rss();
 
 // CPU time used by other processes, for the quiet-machine check (cores busy on average).
 class ForeignCpu {
