@@ -2,11 +2,11 @@
 # Installs what kvad needs to build and test, from Debian/Ubuntu packages only. Idempotent: only
 # missing packages are installed (apt-get update runs only when something is missing).
 #   scripts/install-deps.sh          # build + test dependencies
+#   scripts/install-deps.sh --run    # only what building the kvad binary needs (README's first command)
 set -euo pipefail
 
 PKGS=(
-  build-essential cmake ninja-build pkg-config g++ clang lld libclang-rt-14-dev  # compilers; clang for libFuzzer
-  libgtest-dev                 # GoogleTest: the test suite
+  build-essential cmake ninja-build pkg-config g++  # the compiler and build tools
   nlohmann-json3-dev           # JSON: config.json, tokenizer.json, safetensors headers
   libfmt-dev                   # error messages and number formatting (std::format is not in GCC 12)
   libcli11-dev                 # command-line parsing for every subcommand
@@ -18,14 +18,21 @@ PKGS=(
   libssl-dev                   # libcrypto: sha256 / git sha1 checks of every downloaded file
   libcpp-httplib-dev           # kvad serve: HTTP server (thread pool, chunked streaming, body size limit)
   libedit-dev                  # kvad chat: line editing and history (BSD licence; readline is GPL-3)
+)
+TEST_PKGS=(
+  clang lld libclang-rt-14-dev # libFuzzer and the sanitizer build
+  libgtest-dev                 # GoogleTest: the test suite
   tmux                         # tests: kvad chat in a real terminal (send-keys, capture-pane)
   chromium                     # tests: the web UI in headless Chromium (driven by npm's playwright-core)
   curl                         # tests: every error case of the server's API
 )
-# Node.js + npm for the server's client tests (the official openai npm client, playwright-core).
-# A Node.js installed another way (nodesource's bundles npm) is used as it is.
-command -v node >/dev/null || PKGS+=(nodejs)
-command -v npm >/dev/null || PKGS+=(npm)
+if [ "${1:-}" != --run ]; then
+  PKGS+=("${TEST_PKGS[@]}")
+  # Node.js + npm for the server's client tests (the official openai npm client, playwright-core).
+  # A Node.js installed another way (nodesource's bundles npm) is used as it is.
+  command -v node >/dev/null || PKGS+=(nodejs)
+  command -v npm >/dev/null || PKGS+=(npm)
+fi
 
 missing=()
 for p in "${PKGS[@]}"; do

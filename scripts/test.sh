@@ -14,7 +14,7 @@ JOBS=${JOBS:-$(nproc)}
 #     under ASan + UBSan, compute layers at -O2 as in release.
 # KVAD_RELEASE_UNIT_TESTS=1 also builds and runs the GoogleTest suite in the release pass.
 echo "== release build + end-to-end tests"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVAD_UNIT_TESTS=$([ -n "${KVAD_RELEASE_UNIT_TESTS:-}${KVAD_SKIP_ASAN:-}" ] && echo ON || echo OFF) >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVAD_TESTS=ON -DKVAD_UNIT_TESTS=$([ -n "${KVAD_RELEASE_UNIT_TESTS:-}${KVAD_SKIP_ASAN:-}" ] && echo ON || echo OFF) >/dev/null
 cmake --build build -j "$JOBS"
 ctest --test-dir build --output-on-failure -j "$JOBS"
 
@@ -24,7 +24,7 @@ if [ -z "${KVAD_SKIP_ASAN:-}" ]; then
   # -O1: ASan's recommended level, and 2.4x faster to compile than -O2 on the JSON-heavy files
   # (CMakeLists.txt keeps the compute layers at -O2). docs/build.md has the figures.
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
-    -DKVAD_SANITIZE=ON >/dev/null
+    -DKVAD_SANITIZE=ON -DKVAD_TESTS=ON >/dev/null
   cmake --build build-asan -j "$JOBS"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j "$JOBS"

@@ -246,6 +246,24 @@ TEST(CliBench, ATableThatFitsATerminalAClampSaidAndAPeakWithoutTheProbe) {
   EXPECT_GT(row["peak_rss_bytes"].get<double>(), row["model_bytes"].get<double>()) << j.out;
 }
 
+TEST(CliInstall, AnInstalledBinaryFindsTheDefaultModelBesideIt) {
+  // cmake --install puts the binary in PREFIX/bin and the shipped model in PREFIX/share/kvad; the
+  // installed kvad uses that copy (not the source tree it was built from) and runs it.
+  std::string prefix = test::temp_dir("install");
+  std::string build = std::filesystem::path(KVAD_BINARY).parent_path().string();
+  ASSERT_EQ(std::system(("cmake --install '" + build + "' --prefix '" + prefix + "' >/dev/null").c_str()), 0);
+  std::string kvad = prefix + "/bin/kvad";
+  ASSERT_TRUE(std::filesystem::exists(kvad));
+  std::string out = prefix + "/show.json";
+  ASSERT_EQ(std::system(("'" + kvad + "' show --json > '" + out + "'").c_str()), 0);
+  Json j = Json::parse(kvad::read_file(out));
+  EXPECT_EQ(j["path"], prefix + "/share/kvad/models/kvad-kjv");
+  EXPECT_EQ(j["source"], "shipped with kvad");
+  std::string text = prefix + "/run.txt";
+  ASSERT_EQ(std::system(("'" + kvad + "' run 'And God said' -n 8 --temperature 0 </dev/null > '" + text + "' 2>/dev/null").c_str()), 0);
+  EXPECT_GE(kvad::read_file(text).size(), 8u);
+}
+
 TEST(CliSynth, PresetMustMatchArchAndShardsWork) {
   auto bad = run_kvad("synth --arch qwen3 --preset gpt2 --out " + test::temp_dir("bad"));
   EXPECT_EQ(bad.exit_code, 1);
