@@ -18,6 +18,7 @@ PKGS=(
   libssl-dev                   # libcrypto: sha256 / git sha1 checks of every downloaded file
   libcpp-httplib-dev           # kvad serve: HTTP server (thread pool, chunked streaming, body size limit)
   libedit-dev                  # kvad chat: line editing and history (BSD licence; readline is GPL-3)
+  libncurses-dev               # kvad tui: the full-screen terminal UI (ncursesw)
 )
 TEST_PKGS=(
   clang lld libclang-rt-14-dev # libFuzzer and the sanitizer build

@@ -264,6 +264,12 @@ TEST(CliInstall, AnInstalledBinaryFindsTheDefaultModelBesideIt) {
   EXPECT_GE(kvad::read_file(text).size(), 8u);
 }
 
+TEST(CliTui, WithoutATerminalSaysSoInsteadOfDrawing) {
+  auto r = run_kvad("tui " + tiny("qwen3"));  // stdin and stdout are files here
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("needs a terminal (use kvad chat for pipes)"), std::string::npos) << r.err;
+}
+
 TEST(CliSynth, PresetMustMatchArchAndShardsWork) {
   auto bad = run_kvad("synth --arch qwen3 --preset gpt2 --out " + test::temp_dir("bad"));
   EXPECT_EQ(bad.exit_code, 1);

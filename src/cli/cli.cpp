@@ -77,6 +77,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("-v,--version", "kvad 0.1.0");
   add_run(app);
   add_chat(app);
+  add_tui(app);
   add_synth(app);
   add_tokenize(app);
   add_pull(app);

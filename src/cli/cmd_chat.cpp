@@ -102,28 +102,14 @@ void say(Conversation& c, const std::string& text, bool tty) {
 
 void add_chat(CLI::App& app) {
   auto* cmd = app.add_subcommand("chat", "talk to a model (multi-turn, streaming, prefix reuse between turns)");
-  struct Args {
-    ModelArgs model;
-    SamplingArgs sampling;
-    std::string system;
-    std::vector<std::string> words;
-  };
-  auto a = std::make_shared<Args>();
-  cmd->add_option("words", a->words, "[MODEL]: a folder, .gguf, store name or ORG/NAME (or -m)")->expected(0, 1);
-  add_model_args(cmd, a->model, /*model_required=*/false);  // default: default_model()
-  add_ctx_option(cmd, a->model.ctx);
-  add_sampling_args(cmd, a->sampling);
-  cmd->add_option("--system", a->system, "system message");
+  auto a = std::make_shared<ConversationArgs>();
+  add_conversation_args(cmd, *a);
   cmd->callback([a] {
-    take_positional_model(a->model, a->words);
-    if (!a->words.empty()) fail("chat: '{}' is not a model (a folder, .gguf, store name or ORG/NAME)", a->words[0].substr(0, 60));
-    finalize_sampling(a->sampling);
-    const bool default_one = a->model.model.empty() && !std::getenv("KVAD_DEFAULT_MODEL");
-    if (a->model.model.empty()) a->model.model = default_model();
+    finish_conversation_args(*a, "chat");
     Conversation chat(a->model, a->sampling, a->system);
     bool tty = isatty(0) && isatty(2);
     install_interrupt_handler();
-    greet(chat, default_one);
+    greet(chat, a->default_model);
     LineReader reader(tty, chat_history_path());
     std::string line;
     bool interrupted = false;

@@ -72,6 +72,7 @@ void add_bench(CLI::App& app);
 void add_cache(CLI::App& app);
 void add_serve(CLI::App& app);
 void add_show(CLI::App& app);
+void add_tui(CLI::App& app);
 
 // "3.2M", "1.54B" ("-" for 0): a parameter count as ls and show print it.
 std::string format_parameters(int64_t n);

@@ -1,6 +1,7 @@
 #include "cli/conversation.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "cli/generation_io.h"
 #include "core/error.h"
@@ -19,6 +20,23 @@ std::unique_ptr<RunningModel> start_model(const ModelArgs& args, bool completion
   r->engine = std::make_unique<Engine>(*r->m.model, engine_options(args));
   r->session = r->engine->open_session();
   return r;
+}
+
+void add_conversation_args(CLI::App* cmd, ConversationArgs& a) {
+  cmd->add_option("words", a.words, "[MODEL]: a folder, .gguf, store name or ORG/NAME (or -m)")->expected(0, 1);
+  add_model_args(cmd, a.model, /*model_required=*/false);  // default: default_model()
+  add_ctx_option(cmd, a.model.ctx);
+  add_sampling_args(cmd, a.sampling);
+  cmd->add_option("--system", a.system, "system message");
+}
+
+void finish_conversation_args(ConversationArgs& a, const std::string& command) {
+  take_positional_model(a.model, a.words);
+  if (!a.words.empty())
+    fail("{}: '{}' is not a model (a folder, .gguf, store name or ORG/NAME)", command, a.words[0].substr(0, 60));
+  finalize_sampling(a.sampling);
+  a.default_model = a.model.model.empty() && !std::getenv("KVAD_DEFAULT_MODEL");
+  if (a.model.model.empty()) a.model.model = default_model();
 }
 
 Conversation::Conversation(ModelArgs model, SamplingArgs sampling, std::string system, bool completion_ok)

@@ -22,6 +22,19 @@ struct RunningModel {
 // template is refused unless `completion_ok` (the TUI continues plain text then).
 std::unique_ptr<RunningModel> start_model(const ModelArgs& args, bool completion_ok = false);
 
+// What chat and tui take on the command line: [MODEL] (or -m), the model and sampling options,
+// -c, --system.
+struct ConversationArgs {
+  ModelArgs model;
+  SamplingArgs sampling;
+  std::string system;
+  std::vector<std::string> words;  // the positional [MODEL]
+  bool default_model = false;      // no model named: the shipped default runs
+};
+void add_conversation_args(CLI::App* cmd, ConversationArgs& a);
+// After parsing: the positional model taken, the seed drawn, the default model filled in.
+void finish_conversation_args(ConversationArgs& a, const std::string& command);
+
 class Conversation {
  public:
   Conversation(ModelArgs model, SamplingArgs sampling, std::string system, bool completion_ok = false);

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# `kvad tui` in a real terminal (tmux): the conversation and its live dashboard, Esc stopping an
+# answer, `p` reloading the model in each weight format it offers while the conversation stays,
+# /set, a narrow window, Ctrl-D.
+#   tests/term/tui.sh KVAD WORK
+set -euo pipefail
+KVAD=$1 WORK=$2
+mkdir -p "$WORK" && rm -f "$WORK"/term.rc
+source "$(dirname "$0")/lib.sh"
+Q3=$WORK/tiny-qwen3
+[ -f "$Q3/config.json" ] || "$KVAD" synth --arch qwen3 --preset tiny --std 0.1 --out "$Q3" >/dev/null
+STORED=$("$KVAD" show "$Q3" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["format"].split()[1])')
+
+start_term "LANG=C.UTF-8 '$KVAD' tui '$Q3' -c 512 -n 24 --temperature 0 -t 1"
+wait_for 'backend +cpu '"$STORED"
+wait_for 'p cycles +f32 bf16 q8 q4'
+pass "the dashboard names the model's format and the formats p cycles through"
+
+# A turn: the answer appears beside live figures (decode tok/s, first token, the context used).
+type_line 'hello there'
+wait_for '^you: hello there'
+wait_for 'last answer +24 tokens, length' 30
+wait_for 'decode +[0-9.]+ tok/s'
+wait_for 'first token +[0-9]+ ms'
+wait_for 'context +[1-9][0-9]* / 512'
+screen | grep -q '^model: ' || { echo "FAIL: no answer shown"; screen; exit 1; }
+pass "a turn shows the answer, decode tok/s, time to first token and the context used"
+
+# Esc stops a long answer; the answer so far is kept.
+type_line '/set max_tokens 400'
+wait_for '\(max_tokens = 400\)'
+type_line 'tell me more'
+wait_for 'answering: Esc stops' 10
+sleep 0.5
+keys Escape
+wait_for 'last answer +[0-9]+ tokens, cancelled' 20
+pass "Esc stops an answer"
+
+# p (on the dashboard, after Tab) reloads in every format in turn, back to the first; the
+# conversation stays on screen, and the turn after a reload is prefilled from scratch.
+formats=(f32 bf16 q8 q4)
+start=0
+for i in "${!formats[@]}"; do [ "${formats[$i]}" = "$STORED" ] && start=$i; done
+keys Tab
+wait_for 'dashboard \(p q r, Tab back\)' 5
+for step in 1 2 3 4; do
+  want=${formats[$(((start + step) % 4))]}
+  keys p
+  wait_for "\(now cpu $want: the conversation is kept" 60
+  wait_for "backend +cpu $want" 5
+  screen | grep -q '^you: hello there' || { echo "FAIL: the conversation is gone after reloading as $want"; screen; exit 1; }
+done
+keys Tab
+type_line '/set max_tokens 8'
+type_line 'once more'
+wait_for 'last answer +8 tokens' 30
+wait_for 'last prompt +[0-9]+ \(0 cached\)' 5
+pass "p reloads as ${formats[*]} in turn, keeping the conversation"
+
+# A narrow window: the dashboard gives way, the conversation and input stay.
+tm resize-window -t t -x 60 -y 30
+sleep 0.5
+if screen | grep -q 'backend'; then echo "FAIL: the dashboard is drawn in 60 columns"; screen; exit 1; fi
+wait_for '^you: once more' 5
+tm resize-window -t t -x 130 -y 40
+wait_for 'backend +cpu ' 5
+pass "a narrow window hides the dashboard; widening brings it back"
+
+keys C-d
+[ "$(wait_exit)" = 0 ] || { echo "FAIL: tui exit status"; exit 1; }
+pass "Ctrl-D leaves with exit 0"
