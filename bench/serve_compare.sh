@@ -40,7 +40,7 @@ for c in "${LEVELS[@]}"; do
     fi
     echo "== $who, concurrency $c"
     n=${N:-$(( 2 * c > 8 ? 2 * c : 8 ))}
-    "$KVAD" bench serve --url "http://127.0.0.1:$port" -c "$c" -n "$n" --input-len "$IN" --output-len "$OUTLEN" --json \
+    "$KVAD" bench serve --url "http://127.0.0.1:$port" --concurrency "$c" --num-prompts "$n" --input-len "$IN" --output-len "$OUTLEN" --json \
       | sed "s/^{/{\"server\":\"$who\",/" | tee -a "$OUT.lines"
     if [ $who = kvad ]; then kill $KPID; wait $KPID 2>/dev/null || true; else kill $LPID; wait $LPID 2>/dev/null || true; fi
   done

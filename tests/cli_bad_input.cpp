@@ -116,7 +116,7 @@ TEST(BadInput, PromptProblems) {
   expect_error("run --model " + d + " --prompt-tokens " + long_ids, "context is 256 tokens");
   expect_error("run --model " + d + " --prompt-tokens 1,99999999", "out of range");
   expect_error("run --model " + d + " --prompt-tokens 1,x", "'x' is not a token id");
-  expect_error("run --model " + d + " --prompt ''", "give --prompt");
+  expect_error("run --model " + d + " --prompt ''", "run: no prompt");
   expect_error("run --model " + d + " --prompt hi --top-p 0", "top_p must be in (0, 1]");
 }
 

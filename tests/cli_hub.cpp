@@ -153,7 +153,7 @@ TEST_F(CliHub, GatedModelExplainsAccess) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("request access at " + hub.endpoint() + "/" + kRepo), std::string::npos) << r.err;
   setenv("HF_TOKEN", "hf_granted", 1);
-  r = run_kvad("pull -q " + kRepo);
+  r = run_kvad("pull --quiet " + kRepo);
   unsetenv("HF_TOKEN");
   EXPECT_EQ(r.exit_code, 0) << r.err;
 }
@@ -218,7 +218,7 @@ TEST_F(CliHub, CtrlCLeavesNoPartialFileWhereACompleteOneIsExpected) {
 }
 
 TEST_F(CliHub, RemoveShowsWhatItFreesAndForgetsNqCaches) {
-  ASSERT_EQ(run_kvad("pull -q " + kRepo).exit_code, 0);
+  ASSERT_EQ(run_kvad("pull --quiet " + kRepo).exit_code, 0);
   fs::create_directories(home + "/kvad/cache");
   std::ofstream(home + "/kvad/cache/kvad-test--Tiny-Qwen2.q4.nq") << "cache";
   std::ofstream(home + "/kvad/cache/other--Model.q4.nq") << "keep";
@@ -245,8 +245,8 @@ TEST_F(CliHub, RemoveOneRevisionKeepsSharedBlobs) {
   auto v2 = as_repo(synth_files());
   v2["generation_config.json"].bytes = R"({"eos_token_id": 7})";
   std::string dev = hub.add_commit(kRepo, v2, "dev");
-  ASSERT_EQ(run_kvad("pull -q " + kRepo).exit_code, 0);
-  ASSERT_EQ(run_kvad("pull -q " + kRepo + "@dev").exit_code, 0);
+  ASSERT_EQ(run_kvad("pull --quiet " + kRepo).exit_code, 0);
+  ASSERT_EQ(run_kvad("pull --quiet " + kRepo + "@dev").exit_code, 0);
   auto r = run_kvad("rm --yes " + kRepo + "@dev");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("1 blob(s)"), std::string::npos) << r.err;  // only the changed generation_config.json

@@ -91,10 +91,10 @@ static void add_bench_serve(CLI::App* bench) {
   cmd->add_option("--api-key", a->p.api_key, "sent as 'Authorization: Bearer KEY' (default $KVAD_API_KEY)")->envname("KVAD_API_KEY");
   cmd->add_option("--model", a->p.model, "the request's model field (default: the server's)");
   cmd->add_option("--endpoint", a->p.endpoint, "/v1/completions (default: prompts as token ids, exact lengths) or /v1/chat/completions");
-  cmd->add_option("-c,--concurrency", a->concurrency, "streams in flight, a sweep: 1,2,4,8,16 (default)");
+  cmd->add_option("--concurrency", a->concurrency, "streams in flight, a sweep: 1,2,4,8,16 (default)");
   cmd->add_option("--request-rate", a->p.request_rate, "requests per second, Poisson arrivals (default inf: all at once)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("-n,--num-prompts", a->p.num_prompts, "requests per concurrency level (default 32)")->check(CLI::Range(1, 100000));
+  cmd->add_option("--num-prompts", a->p.num_prompts, "requests per concurrency level (default 32)")->check(CLI::Range(1, 100000));
   cmd->add_option("--input-len", a->p.input_len, "prompt tokens (default 128)")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--output-len", a->p.output_len, "tokens to generate (default 128)")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--range-ratio", a->p.range_ratio, "lengths uniform in [L(1-r), L(1+r)] (default 0)")->check(CLI::Range(0.0, 1.0));

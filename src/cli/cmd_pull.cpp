@@ -184,9 +184,9 @@ void add_pull(CLI::App& app) {
   auto quiet = std::make_shared<bool>(false);
   cmd->add_option("model", *name,
                   "ORG/NAME[@REVISION] for a whole model (config, tokenizer, safetensors), or ORG/NAME:FILE for one "
-                  "file or GGUF quantisation (e.g. city96/Qwen-Image-gguf:Q4_K_S)")
+                  "file or GGUF quantisation (e.g. Qwen/Qwen2.5-0.5B-Instruct-GGUF:qwen2.5-0.5b-instruct-q8_0.gguf)")
       ->required();
-  cmd->add_flag("-q,--quiet", *quiet, "no progress bar");
+  cmd->add_flag("--quiet", *quiet, "no progress bar");  // -q is --quant in every command
   cmd->footer(
       "Environment: HF_TOKEN (gated/private repos), HF_ENDPOINT (another Hub), HF_HOME / HF_HUB_CACHE (where the "
       "cache is), HF_HUB_OFFLINE=1 (never use the network), HF_HUB_ETAG_TIMEOUT / HF_HUB_DOWNLOAD_TIMEOUT (seconds).");
