@@ -359,6 +359,75 @@ TEST(ServeServer, LimitsAndKeys) {
   EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
 }
 
+namespace {
+
+// Streams a chat request; returns its SSE body.
+std::string stream_body(httplib::Client& c, const Json& body) {
+  std::string out;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/chat/completions";
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  req.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) {
+    out.append(d, n);
+    return true;
+  };
+  auto r = c.send(req);
+  EXPECT_TRUE(r && r->status == 200);
+  return out;
+}
+
+// The chunk of a stream whose choice has a finish_reason.
+Json final_chunk(const std::string& sse) {
+  for (size_t at = sse.find("data: {"); at != std::string::npos; at = sse.find("data: {", at + 1)) {
+    Json j = Json::parse(sse.substr(at + 6, sse.find("\n\n", at) - at - 6));
+    if (!j["choices"].empty() && !j["choices"][0]["finish_reason"].is_null()) return j;
+  }
+  ADD_FAILURE() << "no finishing chunk in " << sse;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST(ServeServer, AnAnswerThatFillsTheContextSaysSoBesideLength) {
+  // --ctx 32: max_tokens 100 cannot fit, so the answer ends where the context does; max_tokens 3
+  // ends the answer long before. Both are "length"; only the first carries finish_details.
+  serve::ServeOptions o = options();
+  o.ctx = 32;
+  Running s(o);
+  auto c = s.client();
+  int status = 0;
+  const Json full_req = {{"messages", kMessages}, {"max_tokens", 100}, {"ignore_eos", true}, {"seed", 1}};
+  Json j = post(c, "/v1/chat/completions", full_req, &status);
+  ASSERT_EQ(status, 200) << j.dump();
+  const Json& choice = j["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "length");
+  EXPECT_EQ(j["usage"]["total_tokens"], 32);
+  ASSERT_TRUE(choice.contains("finish_details")) << j.dump();
+  EXPECT_EQ(choice["finish_details"]["type"], "context_full");
+  EXPECT_EQ(choice["finish_details"]["context_length"], 32);
+
+  Json short_req = full_req;
+  short_req["max_tokens"] = 3;
+  j = post(c, "/v1/chat/completions", short_req, &status);
+  ASSERT_EQ(status, 200) << j.dump();
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(j["usage"]["completion_tokens"], 3);
+  EXPECT_FALSE(j["choices"][0].contains("finish_details")) << j.dump();
+
+  // The same in a stream: the detail rides on the chunk that carries finish_reason.
+  Json streamed = full_req;
+  streamed["stream"] = true;
+  Json last = final_chunk(stream_body(c, streamed));
+  EXPECT_EQ(last["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(last["choices"][0]["finish_details"], (Json{{"type", "context_full"}, {"context_length", 32}}));
+  streamed["max_tokens"] = 3;
+  last = final_chunk(stream_body(c, streamed));
+  EXPECT_EQ(last["choices"][0]["finish_reason"], "length");
+  EXPECT_FALSE(last["choices"][0].contains("finish_details")) << last.dump();
+}
+
 TEST(ServeServer, ScoreBenchAndModelsApi) {
   Running s(options());
   auto c = s.client();

@@ -320,6 +320,14 @@ Json completion_logprobs_json(const std::vector<TokenOut>& toks, bool with_top, 
   return {{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offs}};
 }
 
+Json finish_details_json(int64_t context_length) {
+  return {{"type", "context_full"}, {"context_length", context_length}};
+}
+
+static void add_finish_details(Json& choice, int64_t context_full) {
+  if (context_full > 0) choice["finish_details"] = finish_details_json(context_full);
+}
+
 static Json head(const ResponseMeta& m, const char* object) {
   return {{"id", m.id}, {"object", object}, {"created", m.created}, {"model", m.model}, {"system_fingerprint", "kvad"}};
 }
@@ -333,6 +341,7 @@ Json chat_response(const ResponseMeta& m, const std::vector<ChoiceOut>& choices,
                             {"message", {{"role", "assistant"}, {"content", c.text}, {"refusal", nullptr}}},
                             {"logprobs", c.logprobs ? chat_logprobs_json(*c.logprobs, with_top) : Json(nullptr)},
                             {"finish_reason", c.finish}});
+    add_finish_details(r["choices"].back(), c.context_full);
   }
   r["usage"] = usage_json(u);
   return r;
@@ -347,6 +356,7 @@ Json completion_response(const ResponseMeta& m, const std::vector<ChoiceOut>& ch
                             {"text", c.text},
                             {"logprobs", c.logprobs ? completion_logprobs_json(*c.logprobs, with_top, 0) : Json(nullptr)},
                             {"finish_reason", c.finish}});
+    add_finish_details(r["choices"].back(), c.context_full);
   }
   r["usage"] = usage_json(u);
   return r;
@@ -354,7 +364,7 @@ Json completion_response(const ResponseMeta& m, const std::vector<ChoiceOut>& ch
 
 Json chat_chunk(const ResponseMeta& m, int index, const std::optional<std::string>& role,
                 const std::optional<std::string>& content, const std::optional<std::string>& finish,
-                const std::vector<TokenOut>* lp, bool with_top, bool include_usage_null) {
+                const std::vector<TokenOut>* lp, bool with_top, bool include_usage_null, int64_t context_full) {
   Json r = head(m, "chat.completion.chunk");
   Json delta = Json::object();
   if (role) delta["role"] = *role;
@@ -363,18 +373,21 @@ Json chat_chunk(const ResponseMeta& m, int index, const std::optional<std::strin
                  {"delta", delta},
                  {"logprobs", lp ? chat_logprobs_json(*lp, with_top) : Json(nullptr)},
                  {"finish_reason", finish ? Json(*finish) : Json(nullptr)}};
+  add_finish_details(choice, context_full);
   r["choices"] = Json::array({choice});
   if (include_usage_null) r["usage"] = nullptr;
   return r;
 }
 
 Json completion_chunk(const ResponseMeta& m, int index, const std::string& text, const std::optional<std::string>& finish,
-                      const std::vector<TokenOut>* lp, bool with_top, size_t off, bool include_usage_null) {
+                      const std::vector<TokenOut>* lp, bool with_top, size_t off, bool include_usage_null,
+                      int64_t context_full) {
   Json r = head(m, "text_completion");
   Json choice = {{"index", index},
                  {"text", text},
                  {"logprobs", lp ? completion_logprobs_json(*lp, with_top, off) : Json(nullptr)},
                  {"finish_reason", finish ? Json(*finish) : Json(nullptr)}};
+  add_finish_details(choice, context_full);
   r["choices"] = Json::array({choice});
   if (include_usage_null) r["usage"] = nullptr;
   return r;

@@ -91,16 +91,22 @@ struct ResponseMeta {
 struct ChoiceOut {
   std::string text, finish;
   const std::vector<TokenOut>* logprobs = nullptr;  // null: "logprobs": null
+  int64_t context_full = 0;  // > 0: "length" because the context of this many tokens filled
 };
+// kvad's extension to a choice that ended because the context filled, beside finish_reason
+// "length" (which alone cannot tell a full context from max_tokens):
+// "finish_details": {"type": "context_full", "context_length": N}. Absent otherwise.
+Json finish_details_json(int64_t context_length);
 Json chat_response(const ResponseMeta& m, const std::vector<ChoiceOut>& choices, bool with_top, const Usage& u);
 Json completion_response(const ResponseMeta& m, const std::vector<ChoiceOut>& choices, bool with_top, const Usage& u);
 // Stream chunks of choice `index`. `delta` is the content piece; role is sent in the first chunk only.
 Json chat_chunk(const ResponseMeta& m, int index, const std::optional<std::string>& role,
                 const std::optional<std::string>& content, const std::optional<std::string>& finish,
-                const std::vector<TokenOut>* logprobs, bool with_top, bool include_usage_null);
+                const std::vector<TokenOut>* logprobs, bool with_top, bool include_usage_null,
+                int64_t context_full = 0);
 Json completion_chunk(const ResponseMeta& m, int index, const std::string& text, const std::optional<std::string>& finish,
                       const std::vector<TokenOut>* logprobs, bool with_top, size_t text_offset0,
-                      bool include_usage_null);
+                      bool include_usage_null, int64_t context_full = 0);
 // The last chunk of a stream with stream_options.include_usage: empty choices + usage.
 Json usage_chunk(const ResponseMeta& m, bool chat, const Usage& u);
 

@@ -21,6 +21,7 @@ struct Prepared {
   std::shared_ptr<const LoadedModel> model;
   std::vector<int32_t> prompt;
   GenerateOptions opts;
+  int64_t context_length = 0;  // in force for this request
 };
 
 Prepared prepare(Server::Impl& s, const GenRequest& r) {
@@ -29,6 +30,7 @@ Prepared prepare(Server::Impl& s, const GenRequest& r) {
   const LoadedModel& m = *p.model;
   int64_t ctx = s.sched.stats().context_length.load();
   if (ctx <= 0) ctx = m.model->context_length();
+  p.context_length = ctx;
   // Tokenizing stops past the context: a prompt far longer than it costs no more than one that fits.
   const size_t limit = (size_t)ctx;
   if (r.chat) {
@@ -79,6 +81,15 @@ Prepared prepare(Server::Impl& s, const GenRequest& r) {
   return p;
 }
 
+// The context length when this answer ended because the context filled, else 0. prepare() cuts
+// max_tokens to the room the prompt leaves, so the engine mostly sees that as max_tokens: an answer
+// that ran out of tokens exactly where the context ends filled it.
+int64_t context_filled(const GenerateResult& r, int64_t prompt_tokens, int64_t ctx) {
+  if (r.context_full > 0) return r.context_full;
+  if (r.finish_reason == "length" && prompt_tokens + (int64_t)r.tokens.size() >= ctx) return ctx;
+  return 0;
+}
+
 // Per choice: the prompt (computed once for all n) is counted with choice 0.
 void account(Server::Impl& s, const GenerateResult& r) {
   RequestFigures& log = this_request();
@@ -109,8 +120,13 @@ struct ChoicesUsage {
 };
 
 // Non-streaming: wait for every choice's whole answer.
+// What the answer routes need to know of the request beyond the job.
+struct AnswerContext {
+  int64_t prompt_tokens = 0, context_length = 0;
+};
+
 void answer_whole(Server::Impl& s, const GenRequest& r, const std::shared_ptr<GenJob>& job, const ResponseMeta& meta,
-                  httplib::Response& res) {
+                  const AnswerContext& ac, httplib::Response& res) {
   const size_t n = (size_t)job->choices();
   std::vector<std::vector<TokenOut>> toks(n);
   std::vector<ChoiceOut> choices(n);
@@ -142,6 +158,7 @@ void answer_whole(Server::Impl& s, const GenRequest& r, const std::shared_ptr<Ge
     if (ev.result.finish_reason == "cancelled" && s.stopping)
       throw HttpError(503, "the server is shutting down; the answer was cut", "server_error", "", "shutting_down");
     choices[c].finish = wire_finish_reason(ev.result.finish_reason);
+    choices[c].context_full = context_filled(ev.result, ac.prompt_tokens, ac.context_length);
     if (r.logprobs) choices[c].logprobs = &toks[c];
     usage.add(ev.result);
     if (c == 0) {
@@ -168,7 +185,7 @@ struct StreamState {
 };
 
 void answer_stream(Server::Impl& s, const GenRequest& r, const std::shared_ptr<GenJob>& job, const ResponseMeta& meta,
-                   httplib::Response& res) {
+                   const AnswerContext& ac, httplib::Response& res) {
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   auto st = std::make_shared<StreamState>();
@@ -177,7 +194,7 @@ void answer_stream(Server::Impl& s, const GenRequest& r, const std::shared_ptr<G
   s.metrics.streams_active++;
   res.set_chunked_content_provider(
       "text/event-stream",
-      [sp, r, job, meta, st](size_t, httplib::DataSink& sink) {
+      [sp, r, job, meta, ac, st](size_t, httplib::DataSink& sink) {
         Server::Impl& s = *sp;
         auto write = [&](const std::string& data) {
           if (sink.write(data.data(), data.size())) return true;
@@ -221,9 +238,11 @@ void answer_stream(Server::Impl& s, const GenRequest& r, const std::shared_ptr<G
               out += sse(error_json("the server is shutting down; the answer was cut", "server_error", "", "shutting_down"));
             } else {
               std::string finish = wire_finish_reason(ev.result.finish_reason);
-              out += sse(r.chat ? chat_chunk(meta, c, std::nullopt, std::nullopt, finish, nullptr, false, r.include_usage)
+              int64_t full = context_filled(ev.result, ac.prompt_tokens, ac.context_length);
+              out += sse(r.chat ? chat_chunk(meta, c, std::nullopt, std::nullopt, finish, nullptr, false, r.include_usage,
+                                             full)
                                 : completion_chunk(meta, c, "", finish, nullptr, false, st->text_offset[(size_t)c],
-                                                   r.include_usage));
+                                                   r.include_usage, full));
               st->usage.add(ev.result);
               if (++st->ended < n) continue;  // other choices are still going
               if (r.include_usage) out += sse(usage_chunk(meta, r.chat, st->usage.u));
@@ -260,11 +279,12 @@ void generation(Server::Impl& s, const httplib::Request& req, httplib::Response&
   GenRequest r = chat ? parse_chat_request(req.body) : parse_completion_request(req.body);
   Prepared p = prepare(s, r);
   ResponseMeta meta{new_completion_id(chat), model_id(*p.model), now_unix()};
+  AnswerContext ac{(int64_t)p.prompt.size(), p.context_length};
   auto job = std::make_shared<GenJob>(p.model, std::move(p.prompt), std::move(p.opts), cache_scope(s, req, r), r.n);
   EngineThread::Admit a = s.sched.submit(job);
   if (a != EngineThread::Admit::Ok) throw refusal(s, a);
-  if (r.stream) answer_stream(s, r, job, meta, res);
-  else answer_whole(s, r, job, meta, res);
+  if (r.stream) answer_stream(s, r, job, meta, ac, res);
+  else answer_whole(s, r, job, meta, ac, res);
 }
 
 // context_length is the context in force (--ctx), the one requests are checked against.
