@@ -5,12 +5,14 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 #include "core/fs.h"
 #include "core/json.h"
 #include "models/synth.h"
 #include "running_server.h"
+#include "serve/catalog.h"
 #include "serve/server.h"
 #include "serve/serving_bench.h"
 #include "test_support.h"
@@ -450,4 +452,20 @@ TEST(ServeServer, ScoreBenchAndModelsApi) {
   EXPECT_EQ(status, 400);
   r = post(c, "/api/models/load", {{"name", tiny_model()}}, &status);
   EXPECT_EQ(status, 200) << r.dump();
+}
+
+TEST(ServeServer, AModelsSizeIsItsWeightsNotTheOptimizerStateBesideThem) {
+  // kvad train saves optimizer.safetensors (Adam's m and v: twice the weights) in the model's
+  // folder; the Models page and kvad ls count the model, so neither its bytes nor its tensors.
+  namespace fs = std::filesystem;
+  std::string dir = test::temp_dir("trained-like");
+  for (const auto& f : fs::directory_iterator(tiny_model())) fs::copy_file(f.path(), fs::path(dir) / f.path().filename());
+  const uint64_t weights = fs::file_size(fs::path(dir) / "model.safetensors");
+  serve::ModelEntry before = serve::describe_model(dir, "m", "folder");
+  atomic_write_file(join_path(dir, "optimizer.safetensors"), read_file(join_path(dir, "model.safetensors")) +
+                                                                 read_file(join_path(dir, "model.safetensors")));
+  serve::ModelEntry after = serve::describe_model(dir, "m", "folder");
+  EXPECT_EQ(after.bytes, weights);
+  EXPECT_EQ(after.parameters, before.parameters);
+  EXPECT_GT(after.parameters, 0);
 }

@@ -1,6 +1,6 @@
 // kvad ls: every model kvad can find, in the Hugging Face cache and in kvad's store: name,
 // architecture (as the registry sees it), parameters and dtype (from the safetensors headers, no
-// weights read), size on disk, last used.
+// weights read), size of the weights (not the optimizer state a trained model keeps beside them), last used.
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -59,6 +59,7 @@ std::string fmt_when(int64_t t) {
 void describe_model(const std::string& dir, Row& row) {
   ModelFolderInfo info = describe_model_folder(dir);
   row.parameters = info.parameters;
+  if (info.weight_bytes > 0) row.bytes = info.weight_bytes;  // the model, as the Models page counts it
   if (info.problem.rfind("unsupported", 0) == 0 || info.problem == "invalid config" || info.problem == "unreadable config.json") {
     row.arch = info.problem;
     return;

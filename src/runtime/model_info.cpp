@@ -1,5 +1,6 @@
 #include "runtime/model_info.h"
 
+#include <filesystem>
 #include <map>
 #include <set>
 
@@ -74,6 +75,9 @@ ModelFolderInfo describe_model_folder(const std::string& dir) {
       set_problem(file_exists(index) ? "incomplete (run kvad pull)" : "no .safetensors weights");
       return info;
     }
+    std::error_code ec;
+    uint64_t size = std::filesystem::file_size(p, ec);  // through HF cache symlinks to the blob
+    if (!ec) info.weight_bytes += size;
     try {
       SafetensorsFile f(p);
       for (const TensorView& t : f.tensors()) {

@@ -16,6 +16,9 @@ struct ModelFolderInfo {
   // "no .safetensors weights", "no tokenizer.json".
   std::string problem;
   int64_t parameters = 0;
+  // Bytes of the weight shards only: a trained model's folder also holds the optimizer's state
+  // (optimizer.safetensors, twice the weights), which is not part of the model.
+  uint64_t weight_bytes = 0;
   std::string dtype;         // the dtype holding most parameters, e.g. "bf16"
   std::string dtypes;        // all of them, e.g. "bf16+f32"
   int64_t context_length = 0;

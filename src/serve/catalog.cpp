@@ -32,9 +32,7 @@ ModelEntry describe_model(const std::string& dir, const std::string& name, const
   e.format = info.dtypes;
   e.context_length = info.context_length;
   e.chat = info.chat;
-  std::error_code ec;
-  for (const auto& f : fs::directory_iterator(dir, ec))
-    if (f.is_regular_file(ec)) e.bytes += (uint64_t)f.file_size(ec);
+  e.bytes = info.weight_bytes;  // the model's weights, not the optimizer state a trained model keeps beside them
   return e;
 }
 

@@ -1,6 +1,6 @@
 // What kvad can run: the models in kvad's store, in the Hugging Face cache (kvad pull) and in the
 // folders given to `kvad serve --models-dir`, each described from its files (config.json, safetensors headers) without loading
-// weights: architecture, parameters, bytes on disk, weight format, context length.
+// weights: architecture, parameters, weight bytes, weight format, context length.
 #pragma once
 #include <string>
 #include <vector>
@@ -16,7 +16,7 @@ struct ModelEntry {
   std::string architecture;  // config.json architectures[0] (or model_type)
   bool supported = false;    // the registry can run it
   int64_t parameters = 0;    // from the safetensors headers
-  uint64_t bytes = 0;        // files on disk
+  uint64_t bytes = 0;        // the weight files (not optimizer state beside them)
   std::string format;        // tensor dtypes, e.g. "bf16" or "bf16+f32"
   int64_t context_length = 0;
   bool chat = false;         // has a chat template
