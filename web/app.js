@@ -1,4 +1,4 @@
-// kvad web UI: shared pieces (API calls with the key, tabs, formatting, the status bar).
+// kvad web UI: shared pieces (API calls with the key, the page router, formatting, the status bar).
 'use strict';
 
 const kvad = {
@@ -58,6 +58,8 @@ function fmtCount(n) {
   if (n >= 1e3) return (n / 1e3).toFixed(1) + 'K';
   return String(n);
 }
+// Exact integers with thousands separators, for token counts and contexts: "4,096", not "4.1K".
+function fmtInt(n) { return n === null || n === undefined || isNaN(n) ? '–' : Math.round(n).toLocaleString('en-US'); }
 function fmtNum(x, d = 1) { return x === null || x === undefined || isNaN(x) ? '–' : Number(x).toFixed(d); }
 function card(k, v, s) { return el('div', {class: 'card'}, el('div', {class: 'k'}, k), el('div', {class: 'v'}, v), s ? el('div', {class: 's'}, s) : null); }
 
@@ -72,11 +74,40 @@ function toast(msg, isError) {
 
 function showKeyBar() { $('#keybar').classList.remove('hidden'); }
 
+// ---- Pages. The address's #name is the page: it is read on load and on every hashchange, and
+// the tabs are links, so each switch is a history entry (Back returns to the previous page), a
+// reload shows the same page and a bookmark opens it. Each page registers what to do when it is
+// shown (load its data), so a page opened by reload or address has its data, not only one clicked.
+const pageShowers = {};
+function registerPage(name, show) { pageShowers[name] = show; }
+
+function pageFromHash() {
+  const name = decodeURIComponent(location.hash.slice(1));
+  return /^[a-z]+$/.test(name) && $('#page-' + name) ? name : 'chat';
+}
+
 function showPage(name) {
-  document.querySelectorAll('#tabs button').forEach(b => b.classList.toggle('active', b.dataset.page === name));
+  document.querySelectorAll('#tabs a').forEach(a => a.classList.toggle('active', a.dataset.page === name));
   document.querySelectorAll('.page').forEach(p => p.classList.toggle('active', p.id === 'page-' + name));
-  if (location.hash !== '#' + name) history.replaceState(null, '', '#' + name);
+  const tab = $(`#tabs a[data-page="${name}"]`);
+  document.title = name === 'chat' ? 'kvad' : `kvad · ${tab ? tab.textContent : name}`;
+  kvad.page = name;
   kvad.emit('page', name);
+  if (pageShowers[name]) pageShowers[name]();
+}
+
+// Goes to a page as a click on its tab does (a new history entry).
+function go(name) {
+  if (location.hash === '#' + name) showPage(name);
+  else location.hash = name;  // hashchange shows it
+}
+
+// Kept in this browser: small results a page shows again after a reload.
+function remember(key, value) {
+  try { localStorage.setItem(key, JSON.stringify(value)); } catch (e) { /* full or disabled: not kept */ }
+}
+function recall(key) {
+  try { return JSON.parse(localStorage.getItem(key)); } catch (e) { return null; }
 }
 
 async function refreshInfo() {
@@ -86,6 +117,7 @@ async function refreshInfo() {
     kvad.info = await kvad.get('/api/info');
     const m = kvad.info.model;
     $('#model-label').textContent = m ? `${m.id} · ${m.architecture} · ${fmtCount(m.parameters)} params` : 'no model loaded';
+    $('#model-label').title = m ? `context ${fmtInt(m.context_length)} tokens` : '';
     kvad.emit('info', kvad.info);
   } catch (e) {
     if (e.status !== 401) $('#model-label').textContent = 'server unreachable';
@@ -98,6 +130,7 @@ async function pollEngine() {
     const dot = $('#engine-dot');
     dot.className = 'dot' + (s.engine.busy ? ' busy' : '');
     dot.title = s.engine.busy ? `engine busy: ${s.engine.busy}` : 'engine idle';
+    kvad.stats = s;
     kvad.emit('stats', s);
   } catch (e) {
     $('#engine-dot').className = 'dot down';
@@ -112,10 +145,14 @@ document.addEventListener('DOMContentLoaded', () => {
     $('#keybar').classList.add('hidden');
     refreshInfo();
   });
-  document.querySelectorAll('#tabs button').forEach(b => b.addEventListener('click', () => showPage(b.dataset.page)));
+  window.addEventListener('hashchange', () => showPage(pageFromHash()));
   refreshInfo();
   pollEngine();
   setInterval(pollEngine, 1000);
-  const start = location.hash.slice(1);
-  if (start && $('#page-' + start)) showPage(start);
+  // After the other scripts' DOMContentLoaded handlers (registered after this one) have bound
+  // their pages, so the first page shown finds its page ready.
+  setTimeout(() => {
+    if (!location.hash) history.replaceState(null, '', '#chat');
+    showPage(pageFromHash());
+  });
 });

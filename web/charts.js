@@ -3,6 +3,13 @@
 
 const chartColors = ['#2563eb', '#d98e04', '#1e8e3e', '#c0392b', '#7c3aed', '#0891b2'];
 
+// Grid, labels and text in the page's colours (app.css's variables), so dark mode's charts read too.
+function chartTheme() {
+  const css = getComputedStyle(document.documentElement);
+  const v = (name, dflt) => css.getPropertyValue(name).trim() || dflt;
+  return {line: v('--line', '#e2e2de'), muted: v('--muted', '#6b6f76'), ink: v('--ink', '#1d1f21')};
+}
+
 function niceMax(v) {
   if (!(v > 0)) return 1;
   const p = Math.pow(10, Math.floor(Math.log10(v)));
@@ -22,8 +29,9 @@ function setupCanvas(canvas) {
 }
 
 function drawAxes(ctx, box, xmax, ymax, xfmt, yfmt, xlabel) {
-  ctx.strokeStyle = '#e2e2de';
-  ctx.fillStyle = '#6b6f76';
+  const theme = chartTheme();
+  ctx.strokeStyle = theme.line;
+  ctx.fillStyle = theme.muted;
   ctx.lineWidth = 1;
   for (let i = 0; i <= 4; i++) {
     const y = box.y + box.h - (box.h * i) / 4;
@@ -38,10 +46,11 @@ function drawAxes(ctx, box, xmax, ymax, xfmt, yfmt, xlabel) {
 
 function legend(ctx, series, x, y) {
   ctx.textAlign = 'left'; ctx.textBaseline = 'middle';
+  const ink = chartTheme().ink;
   series.forEach((s, i) => {
     ctx.fillStyle = s.color || chartColors[i % chartColors.length];
     ctx.fillRect(x, y + i * 14 - 4, 10, 8);
-    ctx.fillStyle = '#1d1f21';
+    ctx.fillStyle = ink;
     ctx.fillText(s.name, x + 14, y + i * 14);
   });
 }
@@ -78,7 +87,7 @@ function lineChart(canvas, series, opts = {}) {
   });
   legend(ctx, series, box.x + 8, box.y + 8);
   if (!series.some(s => s.points.length)) {
-    ctx.fillStyle = '#6b6f76'; ctx.textAlign = 'center'; ctx.fillText('no data yet', box.x + box.w / 2, box.y + box.h / 2);
+    ctx.fillStyle = chartTheme().muted; ctx.textAlign = 'center'; ctx.fillText('no data yet', box.x + box.w / 2, box.y + box.h / 2);
   }
 }
 
@@ -98,7 +107,7 @@ function barChart(canvas, labels, series, opts = {}) {
       ctx.fillStyle = s.color || chartColors[k % chartColors.length];
       ctx.fillRect(box.x + group * i + group * 0.15 + bw * k, box.y + box.h - bh, bw - 2, bh);
     });
-    ctx.fillStyle = '#6b6f76'; ctx.textAlign = 'center'; ctx.textBaseline = 'top';
+    ctx.fillStyle = chartTheme().muted; ctx.textAlign = 'center'; ctx.textBaseline = 'top';
     ctx.fillText(lab, box.x + group * i + group / 2, box.y + box.h + 4);
   });
   legend(ctx, series, box.x + 8, box.y + 8);

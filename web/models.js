@@ -1,14 +1,29 @@
-// Models page: what kvad can run, load one, remove one from the store.
+// Models page: what kvad can run, load one, chat with one, remove one from the store.
 'use strict';
 
+// Loads a model; true when it is loaded.
 async function loadModel(name) {
   toast(`Loading ${name}…`);
   try {
     await kvad.post('/api/models/load', {name});
     toast(`Loaded ${name}`);
     await refreshInfo();
-    renderModels();
-  } catch (e) { toast(e.message, true); }
+    if (kvad.page === 'models') renderModels();
+    return true;
+  } catch (e) { toast(e.message, true); return false; }
+}
+
+// Whether the loaded model is the one named (a store name, a folder, or the id it is served as).
+function isLoaded(name) {
+  const m = kvad.info && kvad.info.model;
+  return !!m && (m.name === name || m.path === name || m.id === name);
+}
+
+// "Chat with it": loads the model unless it is the loaded one, then opens the Chat page.
+async function chatWith(name) {
+  if (!isLoaded(name) && !(await loadModel(name))) return;
+  go('chat');
+  $('#chat-input').focus();
 }
 
 async function renderModels() {
@@ -20,7 +35,8 @@ async function renderModels() {
   for (const m of r.models) {
     const actions = el('td', {});
     if (m.loaded) actions.append(el('span', {class: 'muted small'}, 'loaded'));
-    else if (m.supported) actions.append(el('button', {onclick: () => loadModel(m.name)}, 'Load'));
+    else if (m.supported) actions.append(el('button', {class: 'secondary', onclick: () => loadModel(m.name)}, 'Load'));
+    if (m.supported) actions.append(el('button', {class: 'chat-with', onclick: () => (m.loaded ? go('chat') : chatWith(m.name))}, 'Chat with it'));
     if ((m.source === 'store' || m.source === 'hf') && !m.loaded)
       actions.append(el('button', {class: 'danger', onclick: async () => {
         if (!confirm(`Remove ${m.name} from ${m.source === 'hf' ? 'the Hugging Face cache' : "kvad's store"}? Its files are deleted.`)) return;
@@ -36,7 +52,7 @@ async function renderModels() {
       el('td', {class: 'num'}, fmtCount(m.parameters)),
       el('td', {class: 'num'}, fmtBytes(m.bytes)),
       el('td', {}, m.format || '?'),
-      el('td', {class: 'num'}, m.context_length ? fmtCount(m.context_length) : '?'),
+      el('td', {class: 'num'}, m.context_length ? fmtInt(m.context_length) : '?'),
       el('td', {}, m.chat ? 'yes' : 'no'),
       actions));
   }
@@ -58,8 +74,9 @@ async function pollPull() {
   try { renderPull(await kvad.get('/api/models/pull')); } catch (e) { clearInterval(pullTimer); pullTimer = null; }
 }
 
+registerPage('models', renderModels);
+
 document.addEventListener('DOMContentLoaded', () => {
-  kvad.on('page', p => p === 'models' && renderModels());
   kvad.on('trained', () => { renderModels(); fillModelPicker(); });
   $('#pull-form').addEventListener('submit', async ev => {
     ev.preventDefault();

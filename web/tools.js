@@ -12,17 +12,24 @@ function renderTrainJob(j) {
   const c = $('#train-cards');
   c.innerHTML = '';
   if (!j) return;
+  // One unit for loss across the page: bits per character (the trainer logs nats; bits = nats / ln 2),
+  // so the train loss, the validation figure, the chart and the finished figure compare directly.
+  const bpc = nats => nats / Math.LN2;
   const lastVal = j.val.length ? j.val[j.val.length - 1] : null;
   c.append(
-    card(`Job ${j.id}: ${j.name}`, j.state, `${j.params.size} ${j.params.arch}, ${fmtCount(j.params.bytes)} bytes of text`),
-    card('Step', `${j.step} / ${j.total_steps}`, `${fmtNum(j.seconds, 0)} s`),
-    card('Train loss', fmtNum(j.last_loss, 4), 'nats per character'),
-    card('Validation', lastVal ? fmtNum(lastVal[2], 3) + ' bpc' : '–', lastVal ? `loss ${fmtNum(lastVal[1], 4)} at step ${lastVal[0]}` : 'bits per character'),
+    card(`Job ${j.id}: ${j.name}`, j.state, `${j.params.size} ${j.params.arch}, ${fmtBytes(j.params.bytes)} of text`),
+    card('Step', `${fmtInt(j.step)} / ${fmtInt(j.total_steps)}`, `${fmtNum(j.seconds, 0)} s`),
+    card('Train loss', j.last_loss === null ? '–' : fmtNum(bpc(j.last_loss), 3) + ' bpc', 'bits per character, last step'),
+    card('Validation loss', lastVal ? fmtNum(lastVal[2], 3) + ' bpc' : '–', lastVal ? `bits per character at step ${fmtInt(lastVal[0])}` : 'bits per character'),
   );
-  if (j.summary) c.append(card('Finished', `${fmtNum(j.summary.val_bpc, 3)} bpc`, `${fmtCount(j.summary.params)} params, ${fmtCount(j.summary.chars_per_s_median)} chars/s`));
+  if (j.summary) c.append(card('Finished', `${fmtNum(j.summary.val_bpc, 3)} bpc`, `validation; ${fmtCount(j.summary.params)} params, ${fmtCount(j.summary.chars_per_s_median)} chars/s`));
+  if (j.state === 'finished') {
+    c.append(el('div', {class: 'card card-action'}, el('div', {class: 'k'}, `${j.name} is in the store`),
+      el('button', {id: 'train-chat', onclick: () => chatWith(j.name)}, 'Chat with it')));
+  }
   lineChart($('#train-loss'), [
-    {name: 'train loss', points: j.loss},
-    {name: 'val loss', points: j.val.map(v => [v[0], v[1]]), scatter: true},
+    {name: 'train (bpc)', points: j.loss.map(([step, nats]) => [step, bpc(nats)])},
+    {name: 'validation (bpc)', points: j.val.map(v => [v[0], v[2]]), scatter: true},
   ], {xlabel: 'step', xmax: j.total_steps, yfmt: v => v.toFixed(2)});
   const s = $('#train-samples');
   s.innerHTML = '';
@@ -45,7 +52,6 @@ async function pollTrain() {
     if (!running && trainState.timer) { clearInterval(trainState.timer); trainState.timer = null; kvad.emit('trained'); }
   } catch (e) { toast(e.message, true); }
 }
-function renderTrain() { pollTrain(); }
 
 async function startTrain(ev) {
   ev.preventDefault();
@@ -64,7 +70,20 @@ async function startTrain(ev) {
   } catch (e) { toast(e.message, true); }
 }
 
-// ---- Scoring
+// ---- Scoring (the last result is kept in this browser, shown again when the page is)
+function renderScore(r) {
+  const out = $('#score-result');
+  out.innerHTML = '';
+  if (!r) return;
+  out.append(
+    card('Perplexity', fmtNum(r.perplexity, 2), `${r.model}, per token`),
+    card('Bits per character', fmtNum(r.bits_per_char, 3), `${fmtInt(r.characters)} characters`),
+    card('Bits per byte', fmtNum(r.bits_per_byte, 3), `${fmtInt(r.bytes)} bytes`),
+    card('Tokens', fmtInt(r.tokens), `${fmtInt(r.predicted_tokens)} predicted, window ${fmtInt(r.window)}`),
+    card('Time', fmtNum(r.seconds, 2) + ' s', `${fmtNum(r.tokens_per_second)} tok/s`),
+  );
+}
+
 async function runScore(ev) {
   ev.preventDefault();
   const text = $('#score-text').value;
@@ -74,18 +93,27 @@ async function runScore(ev) {
   out.append(card('Scoring…', '…'));
   try {
     const r = await kvad.post('/api/score', {text, window: parseInt($('#score-window').value, 10) || 0});
-    out.innerHTML = '';
-    out.append(
-      card('Perplexity', fmtNum(r.perplexity, 2), `${r.model}, per token`),
-      card('Bits per character', fmtNum(r.bits_per_char, 3), `${fmtCount(r.characters)} characters`),
-      card('Bits per byte', fmtNum(r.bits_per_byte, 3), `${fmtCount(r.bytes)} bytes`),
-      card('Tokens', fmtCount(r.tokens), `${fmtCount(r.predicted_tokens)} predicted, window ${r.window}`),
-      card('Time', fmtNum(r.seconds, 2) + ' s', `${fmtNum(r.tokens_per_second)} tok/s`),
-    );
+    remember('kvad_score_last', r);
+    renderScore(r);
   } catch (e) { out.innerHTML = ''; toast(e.message, true); }
 }
 
-// ---- Benchmark: model speed
+// ---- Benchmark: model speed (the last run is kept in this browser, shown again with the page).
+// Prefill and decode each get their own chart: prefill is many times faster, and on one scale
+// decode's bars were too short to read.
+function renderModelBench(r) {
+  const tbody = $('#bench-model-table tbody');
+  tbody.innerHTML = '';
+  if (!r) return;
+  for (const row of r.rows)
+    tbody.append(el('tr', {}, el('td', {class: 'num'}, fmtInt(row.prompt_tokens)), el('td', {class: 'num'}, fmtNum(row.prefill_tok_s)),
+      el('td', {class: 'num'}, fmtInt(row.decode_tokens)), el('td', {class: 'num'}, fmtNum(row.decode_tok_s)), el('td', {class: 'num'}, fmtBytes(row.kv_bytes))));
+  const labels = r.rows.map(x => `${x.prompt_tokens} tok`);
+  barChart($('#bench-prefill-chart'), labels, [{name: 'prefill tok/s', values: r.rows.map(x => x.prefill_tok_s)}]);
+  barChart($('#bench-decode-chart'), labels, [{name: 'decode tok/s', values: r.rows.map(x => x.decode_tok_s), color: chartColors[1]}]);
+  $('#bench-model-note').textContent = `${r.model} (${r.architecture}, ${r.weight_format}, ${fmtCount(r.parameters)} params) on ${r.threads} threads, ${r.isa}: ${r.cpu}`;
+}
+
 async function runModelBench(ev) {
   ev.preventDefault();
   const lengths = $('#bench-lengths').value.split(',').map(s => parseInt(s.trim(), 10)).filter(n => n > 0);
@@ -94,15 +122,8 @@ async function runModelBench(ev) {
   tbody.append(el('tr', {}, el('td', {colspan: 5, class: 'muted'}, 'running…')));
   try {
     const r = await kvad.post('/api/bench/model', {prompt_lengths: lengths, decode_tokens: parseInt($('#bench-decode').value, 10)});
-    tbody.innerHTML = '';
-    for (const row of r.rows)
-      tbody.append(el('tr', {}, el('td', {class: 'num'}, row.prompt_tokens), el('td', {class: 'num'}, fmtNum(row.prefill_tok_s)),
-        el('td', {class: 'num'}, row.decode_tokens), el('td', {class: 'num'}, fmtNum(row.decode_tok_s)), el('td', {class: 'num'}, fmtBytes(row.kv_bytes))));
-    barChart($('#bench-model-chart'), r.rows.map(x => `${x.prompt_tokens} tok`), [
-      {name: 'prefill tok/s', values: r.rows.map(x => x.prefill_tok_s)},
-      {name: 'decode tok/s', values: r.rows.map(x => x.decode_tok_s)},
-    ]);
-    $('#bench-model-note').textContent = `${r.model} (${r.architecture}, ${r.weight_format}, ${fmtCount(r.parameters)} params) on ${r.threads} threads, ${r.isa}: ${r.cpu}`;
+    remember('kvad_bench_model_last', r);
+    renderModelBench(r);
   } catch (e) { tbody.innerHTML = ''; toast(e.message, true); }
 }
 
@@ -150,8 +171,18 @@ async function startServing(ev) {
   } catch (e) { toast(e.message, true); }
 }
 
+registerPage('train', pollTrain);
+registerPage('score', () => renderScore(recall('kvad_score_last')));
+registerPage('bench', async () => {
+  renderModelBench(recall('kvad_bench_model_last'));
+  try {
+    const s = await kvad.get('/api/bench/serving');
+    if (s.elapsed > 0) renderServing(s);
+    if (s.running && !servingTimer) servingTimer = setInterval(pollServing, 1000);
+  } catch (e) { /* the page still works; the sweep's state shows on the next run */ }
+});
+
 document.addEventListener('DOMContentLoaded', () => {
-  kvad.on('page', p => p === 'train' && renderTrain());
   $('#train-form').addEventListener('submit', startTrain);
   $('#train-file').addEventListener('change', async ev => {
     const f = ev.target.files[0];
@@ -171,8 +202,4 @@ document.addEventListener('DOMContentLoaded', () => {
   $('#bench-model-form').addEventListener('submit', runModelBench);
   $('#bench-serving-form').addEventListener('submit', startServing);
   $('#serving-stop').addEventListener('click', async () => { try { renderServing(await kvad.del('/api/bench/serving')); } catch (e) { toast(e.message, true); } });
-  kvad.on('page', async p => {
-    if (p !== 'bench') return;
-    try { const s = await kvad.get('/api/bench/serving'); if (s.elapsed > 0) renderServing(s); if (s.running && !servingTimer) servingTimer = setInterval(pollServing, 1000); } catch (e) { /* */ }
-  });
 });

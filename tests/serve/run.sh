@@ -3,7 +3,7 @@
 #   tests/serve/run.sh setup    KVAD WORK   # npm ci (openai, playwright-core) + a tiny synthesized model
 #   tests/serve/run.sh api      KVAD WORK   # the official openai npm client: chat, streaming, completions, models
 #   tests/serve/run.sh errors   KVAD WORK   # curl: every error status, disconnect, SIGTERM mid-stream
-#   tests/serve/run.sh ui       KVAD WORK   # headless Chromium: chat streams, dashboard shows figures (+ screenshots)
+#   tests/serve/run.sh ui       KVAD WORK   # headless Chromium: every page as a user uses it, the chat's features (+ one screenshot a page)
 #   tests/serve/run.sh load     KVAD WORK   # 16 concurrent clients for 60 s (loopback): all answered, memory flat
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -45,8 +45,12 @@ case "$KIND" in
   ui)
     need node
     [ -x /usr/bin/chromium ] || { echo "FAIL: /usr/bin/chromium is not installed (scripts/install-deps.sh)"; exit 1; }
-    start_server ui
-    KVAD_URL=$URL SHOTS=$WORK/screenshots node --test "$HERE/ui.test.mjs"
+    # --ctx 512: an answer can fill the context in a few seconds (the UI must say so). --models-dir:
+    # the test model stays listed (and loadable again) after the tests load another one.
+    start_server ui --ctx 512 --models-dir "$WORK"
+    rm -rf "$WORK/screenshots"
+    # One file at a time: each drives one browser against the one server.
+    KVAD_URL=$URL SHOTS=$WORK/screenshots node --test --test-concurrency=1 "$HERE/ui-chat.test.mjs" "$HERE/ui.test.mjs"
     stop_server
     ;;
   load)

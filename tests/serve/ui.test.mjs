@@ -1,73 +1,101 @@
-// The web UI in headless Chromium, as a person uses it: load the page, send a message, watch the
-// answer stream in, open the dashboard and see figures. Screenshots of every page go to $SHOTS.
+// The web UI's pages in headless Chromium, as a person uses them: load the page, chat, open each
+// page by its tab, by typing its address, by reload and with Back, and see its figures; a phone's
+// width and dark mode. One screenshot of every page goes to $SHOTS. The chat's own features
+// (markdown, conversations, settings, editing) are in ui-chat.test.mjs.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import { launch } from './browser.mjs';
+import path from 'node:path';
+import { URL, openBrowser, waitUntil, waitForPage, activePage, waitForAnswers, shot } from './ui-lib.mjs';
 
-const URL = process.env.KVAD_URL;
-const SHOTS = process.env.SHOTS;
-let b, page;
-const consoleErrors = [];
-
-before(async () => {
-  b = await launch();
-  page = await b.newPage();
-  page.on('pageerror', e => consoleErrors.push(String(e)));
-  page.on('console', m => { if (m.type() === 'error') consoleErrors.push(m.text()); });
-  if (SHOTS) fs.mkdirSync(SHOTS, { recursive: true });
-});
+let b, page, errors;
+before(async () => ({ b, page, errors } = await openBrowser()));
 after(async () => { if (b) await b.close(); });
 
-// Waits for fn in the page; on a timeout the error says what the page showed (toast, section text).
-async function waitUntil(fn, what, timeout = 60000) {
-  try {
-    await page.waitForFunction(fn, null, { timeout });
-  } catch (e) {
-    const toast = await page.textContent('#toast').catch(() => '');
-    const section = await page.textContent('.page.active').catch(() => '');
-    throw new Error(`${what}: ${e.message}\ntoast: ${toast}\npage: ${section.replace(/\s+/g, ' ').slice(0, 600)}`);
-  }
-}
+const tab = name => page.click(`#tabs a[data-page=${name}]`);
 
-async function shot(name) { if (SHOTS) await page.screenshot({ path: `${SHOTS}/${name}.png`, fullPage: true }); }
+// What each page shows once its data is in: a reload or a typed address must reach the same.
+const shows = {
+  chat: () => /\d+ \/ [\d,]+ tokens/.test(document.querySelector('#chat-tokens').textContent) && document.querySelectorAll('#conv-list li').length > 0,
+  models: () => !!document.querySelector('#models-table tbody tr.loaded'),
+  dashboard: () => document.querySelectorAll('#dash-cards .card').length >= 8,
+  train: () => document.querySelector('#train-cards').textContent.includes('ui-trained'),
+  score: () => [...document.querySelectorAll('#score-result .k')].some(k => k.textContent === 'Perplexity'),
+  bench: () => document.querySelectorAll('#bench-model-table tbody tr').length === 2 && document.querySelectorAll('#serving-table tbody tr').length === 2,
+};
+const pages = Object.keys(shows);
+async function seesData(name) { await waitUntil(page, `(${shows[name]})()`, `page ${name} shows its data`, 15000); }
 
 test('the page loads from the binary and shows the loaded model', async () => {
   await page.goto(URL + '/');
-  await page.waitForFunction(() => document.querySelector('#model-label').textContent.includes('tiny-qwen2'));
+  await waitUntil(page, () => document.querySelector('#model-label').textContent.includes('tiny-qwen2'), 'model label');
   assert.equal(await page.title(), 'kvad');
+  assert.equal(await activePage(page), 'chat');
+  assert.match(page.url(), /#chat$/);
 });
 
-test('chat: a message gets a streamed answer with its stats', async () => {
+test('chat: a message gets a streamed answer with its stats, and the context meter counts it', async () => {
   await page.fill('#chat-max', '48');
   await page.fill('#chat-input', 'Hello there, who are you?');
-  // Count how often the answer's text changes while it streams: more than once means streaming.
+  // The answer's text as it streams: several different partial lengths mean it arrived in pieces.
   await page.evaluate(() => {
-    window.__updates = 0;
-    new MutationObserver(() => window.__updates++).observe(document.querySelector('#chat-log'), { subtree: true, characterData: true, childList: true });
+    window.__lengths = new Set();
+    new MutationObserver(() => {
+      const t = document.querySelector('.msg.streaming .text');
+      if (t && t.textContent) window.__lengths.add(t.textContent.length);
+    }).observe(document.querySelector('#chat-log'), { subtree: true, characterData: true, childList: true });
   });
   await page.press('#chat-input', 'Enter');
   await page.waitForSelector('.msg.user');
-  await page.waitForSelector('.msg.assistant .stats', { timeout: 60000 });
+  await waitForAnswers(page, 1);
   const answer = await page.textContent('.msg.assistant .text');
   const stats = await page.textContent('.msg.assistant .stats');
   assert.ok(answer.length > 0, 'the answer has text');
   assert.match(stats, /\d+ tokens/);
   assert.match(stats, /cached/);
   assert.match(stats, /tok\/s/);
-  assert.ok(await page.evaluate(() => window.__updates) > 3, 'the answer arrived in pieces');
-  await shot('chat');
+  assert.ok(await page.evaluate(() => window.__lengths.size) > 2, 'the answer arrived in pieces');
+  // "412 / 4,096 tokens": the answer's prompt + completion against the context in force (--ctx 512).
+  const [, completion] = /^(\d+) tokens/.exec(stats);
+  const [, prompt] = /prompt (\d+)/.exec(stats);
+  assert.equal(await page.textContent('#chat-tokens'), `${Number(prompt) + Number(completion)} / 512 tokens`);
+  await shot(page, 'chat');
   // A second turn reuses the cached prefix.
   await page.fill('#chat-input', 'Tell me more.');
   await page.press('#chat-input', 'Enter');
-  await page.waitForFunction(() => document.querySelectorAll('.msg.assistant .stats').length === 2, null, { timeout: 60000 });
+  await waitForAnswers(page, 2);
   const stats2 = await page.textContent('.msg.assistant:nth-of-type(4) .stats');
   const cached = Number(/\((\d+) cached\)/.exec(stats2)[1]);
   assert.ok(cached > 10, `second turn cached ${cached} tokens: ${stats2}`);
 });
 
+test('chat: Stop ends a streaming answer, which keeps what came', async () => {
+  await page.click('#chat-new');
+  await page.fill('#chat-max', '');  // no limit: it would run to the end of the context
+  await page.fill('#chat-input', 'Talk for a long time.');
+  await page.press('#chat-input', 'Enter');
+  await waitUntil(page, () => (document.querySelector('.msg.streaming .text')?.textContent || '').length > 0, 'streaming text');
+  await page.click('#chat-stop');
+  await waitForAnswers(page, 1);
+  assert.match(await page.textContent('.msg.assistant .stats'), /stopped/);
+  assert.ok(await page.isVisible('#chat-send'), 'Send is back');
+  assert.ok(!(await page.isVisible('#chat-stop')), 'Stop is gone');
+});
+
+test('chat: an answer that fills the context says so in its bubble', async () => {
+  await page.click('#chat-new');
+  await page.fill('#chat-max', '');
+  await page.fill('#chat-input', 'Go on until there is no room left.');
+  await page.press('#chat-input', 'Enter');
+  await waitForAnswers(page, 1, 120000);
+  const note = await page.textContent('.msg.assistant .context-full');
+  assert.match(note, /context is full \(512 tokens\)/);
+  assert.equal(await page.textContent('#chat-tokens'), '512 / 512 tokens');
+  await page.fill('#chat-max', '256');
+});
+
 test('dashboard shows live figures', async () => {
-  await page.click('#tabs button[data-page=dashboard]');
+  await tab('dashboard');
   await page.waitForSelector('#dash-cards .card');
   await page.waitForTimeout(1500);
   const cards = await page.$$eval('#dash-cards .card', cs => Object.fromEntries(cs.map(c => [c.querySelector('.k').textContent, c.querySelector('.v').textContent])));
@@ -77,59 +105,157 @@ test('dashboard shows live figures', async () => {
   assert.match(cards['KV bytes per token'], /\d+(\.\d+)? (B|KB)/);
   assert.match(cards['KV cache held now'], /\d/);
   assert.notEqual(cards['Decode'], '0.0 tok/s');
-  await shot('dashboard');
+  assert.match(await page.textContent('#dash-note'), /context 512 tokens \(capped from 4,096\)/);
+  await shot(page, 'dashboard');
 });
 
-test('models, scoring, benchmark and training pages render', async () => {
-  await page.click('#tabs button[data-page=models]');
+// Pixels of a canvas drawn in a colour: red, green, blue within 40 of it.
+function colouredPixels(sel, rgb) {
+  return page.$eval(sel, (c, [r, g, bl]) => {
+    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    let n = 0;
+    for (let i = 0; i < d.length; i += 4) if (Math.abs(d[i] - r) < 40 && Math.abs(d[i + 1] - g) < 40 && Math.abs(d[i + 2] - bl) < 40) n++;
+    return n;
+  }, rgb);
+}
+
+test('models, scoring and benchmark pages render their figures', async () => {
+  await tab('models');
   await page.waitForSelector('#models-table tbody tr.loaded');
-  await shot('models');
-  await page.click('#tabs button[data-page=score]');
+  const loadedRow = await page.$$eval('#models-table tbody tr.loaded td', tds => tds.map(td => td.textContent));
+  assert.equal(loadedRow[6], '4,096', 'the context is an exact integer');
+  await shot(page, 'models');
+  await tab('score');
   await page.fill('#score-text', 'The quick brown fox jumps over the lazy dog. '.repeat(4));
   await page.click('#score-form button[type=submit]');
-  await waitUntil(() => [...document.querySelectorAll('#score-result .k')].some(k => k.textContent === 'Perplexity'), 'scoring result');
-  await shot('scoring');
-  await page.click('#tabs button[data-page=bench]');
+  await waitUntil(page, () => [...document.querySelectorAll('#score-result .k')].some(k => k.textContent === 'Perplexity'), 'scoring result');
+  await shot(page, 'score');
+  await tab('bench');
   await page.fill('#bench-lengths', '8,32');
   await page.fill('#bench-decode', '8');
   await page.click('#bench-model-form button[type=submit]');
-  await waitUntil(() => document.querySelectorAll('#bench-model-table tbody tr').length === 2 && !document.querySelector('#bench-model-table tbody').textContent.includes('running'), 'model benchmark rows');
+  await waitUntil(page, () => document.querySelectorAll('#bench-model-table tbody tr').length === 2 && !document.querySelector('#bench-model-table tbody').textContent.includes('running'), 'model benchmark rows');
+  // Prefill and decode on their own charts, each with its bars drawn on its own scale.
+  assert.ok(await colouredPixels('#bench-prefill-chart', [37, 99, 235]) > 100, 'prefill bars');
+  assert.ok(await colouredPixels('#bench-decode-chart', [217, 142, 4]) > 100, 'decode bars are tall enough to see');
   // The serving sweep: two levels, a point per level in both charts, rows with real figures.
   await page.fill('#serving-levels', '1,2');
   await page.fill('#serving-input', '8');
   await page.fill('#serving-output', '6');
   await page.click('#serving-start');
-  await waitUntil(() => document.querySelector('#serving-progress').textContent.startsWith('Finished'), 'serving sweep finished', 60000);
+  await waitUntil(page, () => document.querySelector('#serving-progress').textContent.startsWith('Finished'), 'serving sweep finished');
   const rows = await page.$$eval('#serving-table tbody tr', trs => trs.map(tr => [...tr.children].map(td => td.textContent)));
   assert.equal(rows.length, 2);
   assert.deepEqual(rows.map(r => r[0]), ['1', '2']);
   assert.deepEqual(rows.map(r => r[1]), ['4', '4']);  // 2 x the level, at least 4, none failed
   for (const r of rows) assert.ok(parseFloat(r[2]) > 0, `output tok/s ${r[2]}`);
-  const drawn = await page.$eval('#serving-itl', c => {  // some pixels in the chart's colours
-    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-    let blue = 0;
-    for (let i = 0; i < d.length; i += 4) if (d[i + 2] > 180 && d[i] < 80) blue++;
-    return blue;
-  });
-  assert.ok(drawn > 20, 'the ITL chart has its points drawn');
-  await shot('benchmark');
-  assert.deepEqual(consoleErrors, []);
+  assert.ok(await colouredPixels('#serving-itl', [37, 99, 235]) > 20, 'the ITL chart has its points drawn');
+  await shot(page, 'bench');
+  assert.deepEqual(errors, []);
 });
 
-test('training: upload a text, watch the loss, read samples, the model appears in Models', async () => {
-  await page.click('#tabs button[data-page=train]');
+test('training: upload a text, watch the loss in bits per character, chat with the model', async () => {
+  await tab('train');
   const text = 'It was the best of times, it was the worst of times, it was the age of wisdom, it was the age of foolishness. '.repeat(40);
   await page.setInputFiles('#train-file', { name: 'corpus.txt', mimeType: 'text/plain', buffer: Buffer.from(text) });
   await page.fill('#train-name', 'ui-trained');
   await page.selectOption('#train-size', 'tiny');
   await page.fill('#train-steps', '40');
   await page.click('#train-start');
-  await waitUntil(() => [...document.querySelectorAll('#train-cards .v')].some(v => v.textContent === 'finished'), 'training finished', 120000);
-  const samples = await page.$$('#train-samples .sample');
-  assert.ok(samples.length >= 1, 'a sample at a checkpoint');
+  await waitUntil(page, () => [...document.querySelectorAll('#train-cards .v')].some(v => v.textContent === 'finished'), 'training finished', 120000);
+  assert.ok((await page.$$('#train-samples .sample')).length >= 1, 'a sample at a checkpoint');
   assert.match(await page.textContent('#train-log'), /val loss/);
-  await shot('training');
-  await page.click('#tabs button[data-page=models]');
-  await waitUntil(() => document.querySelector('#models-table').textContent.includes('ui-trained'), 'trained model listed');
-  assert.deepEqual(consoleErrors, []);
+  // One unit for loss: the train loss card is the job's last loss (nats) in bits per character.
+  const job = await page.evaluate(() => kvad.get('/api/train').then(t => t.current));
+  const cards = await page.$$eval('#train-cards .card', cs => Object.fromEntries(cs.map(c => [c.querySelector('.k').textContent, c.querySelector('.v')?.textContent])));
+  assert.equal(cards['Train loss'], `${(job.last_loss / Math.LN2).toFixed(3)} bpc`);
+  assert.match(cards['Validation loss'], /^\d+\.\d{3} bpc$/);
+  assert.doesNotMatch(await page.textContent('#page-train'), /nats/);
+  await shot(page, 'train');
+  // "Chat with it" loads the trained model and opens the chat.
+  await page.click('#train-chat');
+  await waitForPage(page, 'chat');
+  await waitUntil(page, () => document.querySelector('#model-label').textContent.startsWith('ui-trained'), 'trained model loaded');
+  await page.click('#chat-new');
+  await page.fill('#chat-input', 'It was the');
+  await page.press('#chat-input', 'Enter');
+  await waitForAnswers(page, 1);
+  assert.deepEqual(errors, []);
+});
+
+test('models: a trained model counts its weights only, and "Chat with it" loads another model', async () => {
+  await tab('models');
+  await waitUntil(page, () => document.querySelector('#models-table').textContent.includes('ui-trained'), 'trained model listed');
+  const trained = await page.$$eval('#models-table tbody tr', trs => trs.map(tr => [...tr.children].map(td => td.textContent))
+    .find(r => r[0].startsWith('ui-trained')));
+  const dir = path.join(process.env.KVAD_HOME, 'models', 'ui-trained');
+  assert.ok(fs.existsSync(path.join(dir, 'optimizer.safetensors')), 'the trainer kept its optimizer state beside the weights');
+  const weights = fs.statSync(path.join(dir, 'model.safetensors')).size;
+  const [, num, unit] = /^([\d.]+) (B|KB|MB)$/.exec(trained[4]);
+  const shown = Number(num) * { B: 1, KB: 1e3, MB: 1e6 }[unit];
+  assert.ok(Math.abs(shown - weights) / weights < 0.02, `size ${trained[4]} is the weights' ${weights} bytes`);
+  const row = page.locator('#models-table tbody tr', { hasText: 'tiny-qwen2' });
+  await row.locator('button.chat-with').click();
+  await waitForPage(page, 'chat');
+  await waitUntil(page, () => document.querySelector('#model-label').textContent.startsWith('tiny-qwen2'), 'tiny-qwen2 loaded again');
+});
+
+test('every page: typed address, reload and Back show it with its data', async () => {
+  for (const p of pages) {
+    await page.goto(`${URL}/#${p}`);  // typing the address: the same document, a new #page
+    await waitForPage(page, p);
+    await seesData(p);
+    await page.reload();
+    await waitForPage(page, p);
+    await seesData(p);
+  }
+  // Tabs make history entries: Back walks back through them without leaving the app.
+  await tab('chat');
+  await tab('models');
+  await tab('dashboard');
+  await page.goBack();
+  await waitForPage(page, 'models');
+  await seesData('models');
+  await page.goBack();
+  await waitForPage(page, 'chat');
+  await page.goForward();
+  await waitForPage(page, 'models');
+  assert.match(page.url(), /#models$/);
+  assert.deepEqual(errors, []);
+});
+
+test('a phone (390 px): no page scrolls sideways, every tab is reachable, the chat answers', async () => {
+  await page.setViewportSize({ width: 390, height: 844 });
+  try {
+    for (const p of pages) {
+      await tab(p);  // Playwright scrolls the tab into view first, as a thumb would
+      await waitForPage(page, p);
+      await seesData(p);
+      const width = await page.evaluate(() => document.documentElement.scrollWidth);
+      assert.ok(width <= 390, `page ${p} is ${width} px wide`);
+    }
+    await tab('chat');
+    await page.click('#chat-new');
+    await page.fill('#chat-input', 'Hi from a phone');
+    await page.click('#chat-send');
+    await waitForAnswers(page, 1);
+    assert.ok(await page.isVisible('#chat-input'));
+    assert.ok(await page.evaluate(() => document.documentElement.scrollWidth) <= 390);
+  } finally {
+    await page.setViewportSize({ width: 1280, height: 860 });
+  }
+});
+
+test('dark mode follows the system', async () => {
+  const background = () => page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+  const ink = () => page.evaluate(() => getComputedStyle(document.body).color);
+  await page.emulateMedia({ colorScheme: 'light' });
+  const light = [await background(), await ink()];
+  await page.emulateMedia({ colorScheme: 'dark' });
+  const dark = [await background(), await ink()];
+  await page.emulateMedia({ colorScheme: 'light' });
+  assert.notEqual(dark[0], light[0], 'the background changes');
+  assert.notEqual(dark[1], light[1], 'so does the text');
+  const lum = c => { const [r, g, bl] = c.match(/\d+/g).map(Number); return 0.2126 * r + 0.7152 * g + 0.0722 * bl; };
+  assert.ok(lum(dark[0]) < 60 && lum(dark[1]) > 180, `dark: ${dark}`);
 });
