@@ -133,6 +133,16 @@ TEST(TrainCli, TrainRunScore) {
   std::string dir = join_path(join_path(home, "models"), "tiny");
   for (const char* f : {"config.json", "model.safetensors", "tokenizer.json", "optimizer.safetensors", "trainer_state.json"})
     EXPECT_TRUE(file_exists(join_path(dir, f))) << f;
+  // kvad ls counts the model's weights, not the optimizer state saved beside them (twice as big).
+  auto ls = test::run_kvad("ls --json");
+  ASSERT_EQ(ls.exit_code, 0) << ls.err;
+  Json row;
+  for (size_t at = 0, nl; (nl = ls.out.find('\n', at)) != std::string::npos; at = nl + 1) {
+    Json j = Json::parse(ls.out.substr(at, nl - at));
+    if (j["name"] == "tiny" && j["source"] == "store") row = j;
+  }
+  ASSERT_FALSE(row.is_null()) << ls.out;
+  EXPECT_EQ(row["bytes"].get<uint64_t>(), (uint64_t)std::filesystem::file_size(join_path(dir, "model.safetensors"))) << ls.out;
   auto run = test::run_kvad("run --model tiny --prompt 'in the' -n 10 --seed 1");
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_GE(run.out.size(), 10u);
