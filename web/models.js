@@ -31,7 +31,7 @@ async function renderModels() {
   let r;
   try { r = await kvad.get('/api/models'); } catch (e) { toast(e.message, true); return; }
   tbody.innerHTML = '';
-  if (!r.models.length) tbody.append(el('tr', {}, el('td', {colspan: 9, class: 'muted'}, 'No models found. Make one with: kvad synth --arch qwen2 --preset tiny --out DIR, then pass --models-dir or load the folder below.')));
+  if (!r.models.length) tbody.append(el('tr', {}, el('td', {colspan: 9, class: 'muted'}, 'No models found. Download one with kvad pull ORG/NAME (e.g. kvad pull Qwen/Qwen2.5-0.5B-Instruct), train one on the Training page, start the server with --models-dir DIR for a folder of models, or load a folder or .gguf by its path below.')));
   for (const m of r.models) {
     const actions = el('td', {});
     if (m.loaded) actions.append(el('span', {class: 'muted small'}, 'loaded'));

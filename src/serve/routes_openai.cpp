@@ -119,12 +119,12 @@ struct ChoicesUsage {
   }
 };
 
-// Non-streaming: wait for every choice's whole answer.
 // What the answer routes need to know of the request beyond the job.
 struct AnswerContext {
   int64_t prompt_tokens = 0, context_length = 0;
 };
 
+// Non-streaming: wait for every choice's whole answer.
 void answer_whole(Server::Impl& s, const GenRequest& r, const std::shared_ptr<GenJob>& job, const ResponseMeta& meta,
                   const AnswerContext& ac, httplib::Response& res) {
   const size_t n = (size_t)job->choices();
