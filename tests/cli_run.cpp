@@ -76,11 +76,12 @@ TEST(CliRun, ModelAndPromptPositionallyFromStdinOrAFile) {
   ASSERT_EQ(flag.exit_code, 0) << flag.err;
   auto words = run_kvad("run " + m + " Once upon a time" + opts);
   auto piped = run_kvad("run " + m + opts, "Once upon a time\n");
+  auto after_stop = run_kvad("run " + m + " --stop zzzz Once upon a time" + opts);  // --stop takes one value
   std::ofstream(dir + "/p.txt") << "Once upon a time\n";
   auto file = run_kvad("run " + m + " -f " + dir + "/p.txt" + opts);
   auto tokens = [](const std::string& out) { return out.substr(0, out.rfind("{\"cached_tokens\"")); };  // not the timings
   ASSERT_NE(tokens(flag.out), "");
-  for (auto* r : {&words, &piped, &file}) {
+  for (auto* r : {&words, &piped, &file, &after_stop}) {
     ASSERT_EQ(r->exit_code, 0) << r->err;
     EXPECT_EQ(tokens(r->out), tokens(flag.out));
   }

@@ -39,7 +39,7 @@ void add_model_args(CLI::App* cmd, ModelArgs& a, bool required) {
 
 void add_kv_type_option(CLI::App* cmd, std::string& kv_type) {
   cmd->add_option("--kv-type", kv_type, "what the KV cache stores per position: f32 (default), bf16 (half the bytes) or "
-                  "q8 (int8 + a scale per head: about a quarter; docs/engine.md has its quality)")
+                  "q8 (int8 + a scale per head: about a quarter; docs/kv-cache.md has its quality)")
       ->check(CLI::IsMember({"f32", "bf16", "q8"}));
 }
 
@@ -102,7 +102,10 @@ void add_sampling_args(CLI::App* cmd, SamplingArgs& a) {
   cmd->add_option("--frequency-penalty", a.p.frequency_penalty, "OpenAI-style, -2..2 (default 0)");
   cmd->add_option("--seed", a.p.seed, "random seed: the same seed gives the same text (default: random)")
       ->each([&a](const std::string&) { a.seed_given = true; });
-  cmd->add_option("--stop", a.stop, "stop when this text appears (repeatable)");
+  // One text per --stop, so words after it stay the prompt (kvad run M --stop X once upon a time).
+  cmd->add_option("--stop", a.stop, "stop when this text appears (repeatable)")
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_flag("--ignore-eos", a.ignore_eos, "keep generating past the end-of-sequence token");
 }
 
