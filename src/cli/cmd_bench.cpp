@@ -168,7 +168,7 @@ void add_bench(CLI::App& app) {
                   "step, then decoded together (aggregate tok/s; llama-batched-bench's measurement, no HTTP)");
   cmd->callback([a, cmd] {
     if (cmd->got_subcommand("serve")) return;
-    if (a->model.model.empty()) fail("--model is required (or `kvad bench serve` to benchmark a running server)");
+    if (a->model.model.empty()) a->model.model = default_model();  // as run does; `kvad bench serve` measures a server
     std::vector<int64_t> ps = parse_list(a->prompt_tokens, "--prompt-tokens");
     if (a->gen_tokens < 0) fail("--gen-tokens must be >= 0");
     LoadedModel m = load_from_args(a->model);
