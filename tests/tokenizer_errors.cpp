@@ -47,10 +47,10 @@ TEST(TokenizerErrors, MissingOrWrongModel) {
   j.erase("model");
   EXPECT_ERROR(j, "x/tokenizer.json: model: missing");
   j = minimal();
-  j["model"]["type"] = "Unigram";
-  EXPECT_ERROR(j, "x/tokenizer.json", "model.type", "'Unigram'", "not supported");
   j["model"]["type"] = "WordPiece";
-  EXPECT_ERROR(j, "'WordPiece'", "not supported");
+  EXPECT_ERROR(j, "x/tokenizer.json", "model.type", "'WordPiece'", "not supported", "BPE and Unigram");
+  j["model"]["type"] = "WordLevel";
+  EXPECT_ERROR(j, "'WordLevel'", "not supported");
   j = minimal();
   j["model"] = "BPE";
   EXPECT_ERROR(j, "model: expected an object");
@@ -104,20 +104,22 @@ TEST(TokenizerErrors, BadIds) {
 
 TEST(TokenizerErrors, UnsupportedPipelineParts) {
   Json j = minimal();
-  j["pre_tokenizer"] = {{"type", "Metaspace"}};
-  EXPECT_ERROR(j, "pre_tokenizer.type", "'Metaspace'", "not supported");
-  j["pre_tokenizer"] = nullptr;
-  EXPECT_ERROR(j, "pre_tokenizer: missing");
-  j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "\\s+"}}}, {"behavior", "Isolated"}};
-  EXPECT_ERROR(j, "pre_tokenizer", "ByteLevel");
+  j["pre_tokenizer"] = {{"type", "BertPreTokenizer"}};
+  EXPECT_ERROR(j, "pre_tokenizer.type", "'BertPreTokenizer'", "not supported");
+  j["pre_tokenizer"] = {{"type", "Sequence"},
+                        {"pretokenizers", {{{"type", "ByteLevel"}}, {{"type", "WhitespaceSplit"}}}}};
+  EXPECT_ERROR(j, "pre_tokenizer", "ByteLevel must be the last");
   j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "\\s+"}}}, {"behavior", "Sideways"}};
   EXPECT_ERROR(j, "pre_tokenizer.behavior", "Sideways");
   j = minimal();
-  j["normalizer"] = {{"type", "Lowercase"}};
-  EXPECT_ERROR(j, "normalizer.type", "'Lowercase'");
+  j["normalizer"] = {{"type", "BertNormalizer"}};
+  EXPECT_ERROR(j, "normalizer.type", "'BertNormalizer'", "not supported");
+  j["normalizer"] = {{"type", "Sequence"},
+                     {"normalizers", {{{"type", "NFKC"}}, {{"type", "Precompiled"}, {"precompiled_charsmap", "AAAA"}}}}};
+  EXPECT_ERROR(j, "normalizer.normalizers[1].type", "'Precompiled'", "precompiled_charsmap", "not supported");
   j = minimal();
-  j["decoder"] = {{"type", "Metaspace"}};
-  EXPECT_ERROR(j, "decoder.type", "'Metaspace'");
+  j["decoder"] = {{"type", "WordPiece"}};
+  EXPECT_ERROR(j, "decoder.type", "'WordPiece'", "not supported");
   j = minimal();
   j["post_processor"] = {{"type", "TemplateProcessing"}, {"single", {{{"SpecialToken", {{"id", "<s>"}}}}}}};
   EXPECT_ERROR(j, "post_processor.special_tokens.<s>", "missing");
@@ -127,6 +129,65 @@ TEST(TokenizerErrors, UnsupportedPipelineParts) {
   j = minimal();
   j["model"]["dropout"] = 0.1;
   EXPECT_ERROR(j, "model.dropout");
+}
+
+// The SentencePiece-era parts: each wrong or unsupported setting names its field.
+TEST(TokenizerErrors, SentencePieceParts) {
+  Json j = minimal();
+  j["pre_tokenizer"] = {{"type", "Metaspace"}, {"prepend_scheme", "sometimes"}};
+  EXPECT_ERROR(j, "pre_tokenizer.prepend_scheme", "'sometimes'");
+  j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "ab"}};
+  EXPECT_ERROR(j, "pre_tokenizer.replacement", "one character");
+  j["pre_tokenizer"] = {{"type", "Metaspace"}, {"split", "yes"}};
+  EXPECT_ERROR(j, "pre_tokenizer.split", "true or false");
+  j = minimal();
+  j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"String", ""}}}, {"content", "x"}};
+  EXPECT_ERROR(j, "normalizer.pattern.String", "empty");
+  j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"Regex", "("}}}, {"content", "x"}};
+  EXPECT_ERROR(j, "normalizer.pattern.Regex", "invalid regex");
+  j["normalizer"] = {{"type", "Replace"}, {"content", "x"}};
+  EXPECT_ERROR(j, "normalizer.pattern", "String");
+  j["normalizer"] = {{"type", "Prepend"}, {"prepend", 3}};
+  EXPECT_ERROR(j, "normalizer.prepend", "expected a string");
+  j = minimal();
+  auto decoders = [](Json list) { return Json{{"type", "Sequence"}, {"decoders", std::move(list)}}; };
+  j["decoder"] = decoders({{{"type", "Fuse"}}, {{"type", "ByteFallback"}}});
+  EXPECT_ERROR(j, "decoder.decoders[1].type", "ByteFallback after Fuse");
+  j["decoder"] = decoders({{{"type", "Fuse"}}, {{"type", "Strip"}, {"content", " "}, {"start", 0}, {"stop", 1}}});
+  EXPECT_ERROR(j, "decoder.decoders[1].stop", "end of the text");
+  j["decoder"] = decoders({{{"type", "Fuse"}}, {{"type", "Replace"}, {"pattern", {{"String", "ab"}}}, {"content", ""}}});
+  EXPECT_ERROR(j, "decoder.decoders[1].pattern", "one-character");
+  j["decoder"] = decoders({{{"type", "Fuse"}}, {{"type", "Strip"}, {"content", " "}, {"start", 1}}, {{"type", "ByteLevel"}}});
+  EXPECT_ERROR(j, "decoder.decoders[2]", "after a Strip at the start");
+  j["decoder"] = decoders({{{"type", "Strip"}, {"content", "xy"}, {"start", 1}}});
+  EXPECT_ERROR(j, "decoder.decoders[0].content", "one character");
+  j["decoder"] = decoders({{{"type", "Strip"}, {"content", " "}, {"start", -1}}});
+  EXPECT_ERROR(j, "decoder.decoders[0].start", "non-negative");
+}
+
+TEST(TokenizerErrors, BadUnigramModels) {
+  Json j = minimal();
+  j["pre_tokenizer"] = {{"type", "Metaspace"}};
+  j["decoder"] = {{"type", "Metaspace"}};
+  // (Json::parse: an initializer list of [string, x] pairs would be an object.)
+  j["model"] = {{"type", "Unigram"}, {"unk_id", 0}, {"vocab", Json::parse(R"([["<unk>", 0.0], ["\u2581a", -1.0]])")}};
+  EXPECT_EQ(error_of(j), "");
+  j["model"]["vocab"] = Json::parse(R"([["<unk>", 0.0], ["a", "high"]])");
+  EXPECT_ERROR(j, "model.vocab[1][1]", "expected a number");
+  j["model"]["vocab"] = Json::parse(R"([["<unk>", 0.0], ["a"]])");
+  EXPECT_ERROR(j, "model.vocab[1]", "[piece, score]");
+  j["model"]["vocab"] = Json::array();
+  EXPECT_ERROR(j, "model.vocab", "empty");
+  j["model"]["vocab"] = {{"a", 1}};
+  EXPECT_ERROR(j, "model.vocab", "expected an array of [piece, score]");
+  j["model"]["vocab"] = Json::parse(R"([["<unk>", 0.0], ["a", -1.0]])");
+  j["model"]["unk_id"] = 2;
+  EXPECT_ERROR(j, "model.unk_id", "not in the vocab");
+  j["model"].erase("unk_id");
+  EXPECT_ERROR(j, "model.unk_id", "missing");
+  j["model"]["unk_id"] = 0;
+  j["pre_tokenizer"] = {{"type", "ByteLevel"}};
+  EXPECT_ERROR(j, "x/tokenizer.json: model", "Unigram model after a ByteLevel");
 }
 
 TEST(TokenizerErrors, ConfigErrorsNameTheConfig) {

@@ -5,17 +5,12 @@
 #include <algorithm>
 
 #include "core/utf8.h"
-#include "tokenizer/pretokenizer.h"
+#include "tokenizer/normalizer.h"
+#include "tokenizer/unicode_chars.h"
 
 namespace kvad::tok {
 
 namespace {
-
-// Unicode White_Space (the regex crate's \s, used by HF for lstrip/rstrip).
-bool is_white_space(uint32_t c) {
-  return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
-}
 
 // The regex crate's Unicode \w (used by HF for single_word): letters, marks, decimal digits,
 // connector punctuation, joiners. Letter numbers count as Alphabetic.
@@ -30,13 +25,6 @@ bool is_word_char(uint32_t c) {
     default:
       return false;
   }
-}
-
-// Start of the code point that ends at byte `end` (text is valid UTF-8, end > 0).
-size_t prev_char_start(std::string_view text, size_t end) {
-  size_t i = end - 1;
-  while (i > 0 && ((unsigned char)text[i] & 0xC0) == 0x80) i--;
-  return i;
 }
 
 uint32_t char_before(std::string_view text, size_t end) {

@@ -3,15 +3,20 @@
 #include <algorithm>
 
 #include "tokenizer/byte_level.h"
+#include "tokenizer/unicode_chars.h"
 
 namespace kvad::tok {
 
-BpeModel::BpeModel(const Json& model, const Field& f) {
+namespace {
+constexpr std::string_view kMetaspace = "\u2581";  // SentencePiece's word-start mark
+}  // namespace
+
+BpeModel::BpeModel(const Json& model, const Field& f, bool byte_level) : byte_level_(byte_level) {
   require_object(model, f);
   const Json* type = find_field(model, "type");
   if (type) {
     std::string t = read_string(*type, f.at("type"));
-    if (t != "BPE") f.at("type").fail("model type '{}' is not supported (only byte-level BPE)", t);
+    if (t != "BPE") f.at("type").fail("model type '{}' is not supported (only BPE and Unigram)", t);
   }
   const Json* vocab = find_field(model, "vocab");
   const Json* merges = find_field(model, "merges");
@@ -19,28 +24,8 @@ BpeModel::BpeModel(const Json& model, const Field& f) {
   if (!merges) f.at("merges").fail("missing");
   if (!vocab->is_object()) f.at("vocab").fail("expected an object of piece -> id, got {}", json_type(*vocab));
   if (!merges->is_array()) f.at("merges").fail("expected an array, got {}", json_type(*merges));
-
-  // Options that change the algorithm in ways byte-level tokenizers never use: refuse rather than
-  // silently tokenise differently from HF.
-  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
-    if (!read_string_or(model, key, "", f).empty()) f.at(key).fail("is not supported (byte-level BPE has none)");
-  if (const Json* d = find_field(model, "dropout")) {
-    if (!d->is_number()) f.at("dropout").fail("expected a number, got {}", json_type(*d));
-    if (d->get<double>() != 0.0) f.at("dropout").fail("BPE dropout is not supported");
-  }
-  fuse_unk_ = read_bool(model, "fuse_unk", false, f);
-  ignore_merges_ = read_bool(model, "ignore_merges", false, f);
-  bool byte_fallback = read_bool(model, "byte_fallback", false, f);
-
-  const ByteLevelAlphabet& alphabet = byte_level_alphabet();
-  Field vf = f.at("vocab");
-  piece_to_id_.reserve(vocab->size());
-  bytes_to_id_.reserve(vocab->size());
-  for (auto it = vocab->begin(); it != vocab->end(); ++it) {
-    int32_t id = read_id(it.value(), vf.at(it.key()));
-    piece_to_id_.emplace(it.key(), id);
-    if (auto bytes = alphabet.decode(it.key())) bytes_to_id_.emplace(std::move(*bytes), id);
-  }
+  read_options(model, f);
+  read_vocab(*vocab, f.at("vocab"));
 
   std::string unk = read_string_or(model, "unk_token", "", f);
   if (!unk.empty()) {
@@ -49,23 +34,78 @@ BpeModel::BpeModel(const Json& model, const Field& f) {
     auto it = piece_to_id_.find(unk);
     if (it != piece_to_id_.end()) unk_id_ = it->second;
   }
+  bool byte_fallback = read_bool(model, "byte_fallback", false, f);
+  fallback_id_.fill(-1);
+  for (int b = 0; byte_fallback && b < 256; b++)
+    if (auto it = piece_to_id_.find(fmt::format("<0x{:02X}>", b)); it != piece_to_id_.end()) fallback_id_[b] = it->second;
+  if (byte_level_) init_byte_level_symbols(byte_fallback);
+  else init_char_symbols();
+  read_merges(*merges, f.at("merges"));
+  init_metaspace_split();
+}
+
+void BpeModel::read_options(const Json& model, const Field& f) {
+  // Options that change the algorithm in ways none of the supported families use: refuse rather
+  // than silently tokenise differently from HF.
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
+    if (!read_string_or(model, key, "", f).empty()) f.at(key).fail("is not supported (no supported family uses one)");
+  if (const Json* d = find_field(model, "dropout")) {
+    if (!d->is_number()) f.at("dropout").fail("expected a number, got {}", json_type(*d));
+    if (d->get<double>() != 0.0) f.at("dropout").fail("BPE dropout is not supported");
+  }
+  fuse_unk_ = read_bool(model, "fuse_unk", false, f);
+  ignore_merges_ = read_bool(model, "ignore_merges", false, f);
+}
+
+void BpeModel::read_vocab(const Json& vocab, const Field& f) {
+  const ByteLevelAlphabet& alphabet = byte_level_alphabet();
+  piece_to_id_.reserve(vocab.size());
+  if (byte_level_) bytes_to_id_.reserve(vocab.size());
+  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+    int32_t id = read_id(it.value(), f.at(it.key()));
+    piece_to_id_.emplace(it.key(), id);
+    if (!byte_level_) continue;
+    if (auto bytes = alphabet.decode(it.key())) bytes_to_id_.emplace(std::move(*bytes), id);
+  }
+}
+
+// Byte-level: each byte is its alphabet character's token. With byte_fallback a missing one is
+// the <0xXX> tokens of that character's UTF-8 (what HF does with the alphabet string it sees).
+void BpeModel::init_byte_level_symbols(bool byte_fallback) {
+  const ByteLevelAlphabet& alphabet = byte_level_alphabet();
   for (int b = 0; b < 256; b++) {
     std::string piece;
     append_utf8(piece, alphabet.byte_to_cp[b]);
     if (auto it = piece_to_id_.find(piece); it != piece_to_id_.end()) {
       byte_symbols_[b] = {it->second};
     } else if (byte_fallback) {
-      // HF's byte fallback spells the missing character's UTF-8 bytes as <0xXX> tokens.
       std::vector<int32_t> ids;
-      for (unsigned char c : piece) {
-        auto fb = piece_to_id_.find(fmt::format("<0x{:02X}>", c));
-        if (fb == piece_to_id_.end()) break;
-        ids.push_back(fb->second);
-      }
+      for (unsigned char c : piece)
+        if (fallback_id_[c] >= 0) ids.push_back(fallback_id_[c]);
       if (ids.size() == piece.size()) byte_symbols_[b] = std::move(ids);
     }
   }
-  read_merges(*merges, f.at("merges"));
+}
+
+// SentencePiece-style: the table covers ASCII; other characters are looked up as they come.
+void BpeModel::init_char_symbols() {
+  for (int c = 0; c < 0x80; c++) {
+    if (auto it = piece_to_id_.find(std::string(1, (char)c)); it != piece_to_id_.end()) byte_symbols_[c] = {it->second};
+    else if (fallback_id_[c] >= 0) byte_symbols_[c] = {fallback_id_[c]};
+  }
+}
+
+void BpeModel::init_metaspace_split() {
+  if (byte_level_ || ignore_merges_ || !piece_to_id_.count(kMetaspace)) return;
+  // (ignore_merges looks the whole word up in the vocabulary: cutting it would change that.)
+  for (const auto& [piece, id] : piece_to_id_) {
+    for (size_t pos = piece.find(kMetaspace, 1); pos != std::string::npos; pos = piece.find(kMetaspace, pos + 1)) {
+      size_t prev = prev_char_start(piece, pos);
+      uint32_t c = next_codepoint(piece, prev);
+      if (c != 0x2581) glue_before_metaspace_.insert(c);
+    }
+  }
+  split_at_metaspace_ = true;
 }
 
 void BpeModel::read_merges(const Json& merges, const Field& f) {
@@ -105,25 +145,51 @@ void BpeModel::encode(std::string_view word, std::vector<int32_t>& out) const {
   if (word.empty()) return;
   if (ignore_merges_) {
     // Llama 3: a pre-token that is itself a vocabulary entry is that token, merges or not.
-    auto it = bytes_to_id_.find(word);
-    if (it != bytes_to_id_.end()) return out.push_back(it->second);
+    const StringMap<int32_t>& whole = byte_level_ ? bytes_to_id_ : piece_to_id_;
+    if (auto it = whole.find(word); it != whole.end()) return out.push_back(it->second);
   }
-  bool cacheable = word.size() <= kCacheMaxWordBytes;
-  if (cacheable) {
-    std::lock_guard<std::mutex> lock(cache_mu_);
-    auto it = cache_.find(word);
-    if (it != cache_.end()) {
-      out.insert(out.end(), it->second.begin(), it->second.end());
-      return;
+  if (!split_at_metaspace_) return encode_piece(word, out);
+  // Cut before each "▁" that no merge can join to what precedes it (see split_at_metaspace_):
+  // the same ids as merging the whole word, and short pieces the cache can keep.
+  size_t start = 0;
+  for (size_t pos = word.find(kMetaspace, 1); pos != std::string_view::npos; pos = word.find(kMetaspace, pos + 1)) {
+    size_t prev = prev_char_start(word, pos);
+    uint32_t c = next_codepoint(word, prev);
+    if (c == 0x2581 || glue_before_metaspace_.count(c)) continue;
+    encode_piece(word.substr(start, pos - start), out);
+    start = pos;
+  }
+  encode_piece(word.substr(start), out);
+}
+
+void BpeModel::encode_piece(std::string_view word, std::vector<int32_t>& out) const {
+  encode_cached(cache_, word, out, [this](std::string_view w, std::vector<int32_t>& o) { merge_word(w, o); });
+}
+
+// Calls add(ids, n) with the starting symbols of each character of `word`, or unknown() for one
+// that has none.
+template <typename Add, typename Unknown>
+void BpeModel::seed_chars(std::string_view word, Add&& add, Unknown&& unknown) const {
+  for (size_t i = 0; i < word.size();) {
+    unsigned char lead = (unsigned char)word[i];
+    if (lead < 0x80) {
+      const auto& ids = byte_symbols_[lead];
+      ids.empty() ? unknown() : add(ids.data(), ids.size());
+      i++;
+      continue;
     }
-  }
-  size_t first = out.size();
-  merge_word(word, out);
-  if (cacheable) {
-    std::vector<int32_t> ids(out.begin() + (ptrdiff_t)first, out.end());
-    std::lock_guard<std::mutex> lock(cache_mu_);
-    if (cache_.size() >= kCacheMaxEntries) cache_.clear();  // crude, but keeps memory bounded
-    cache_.emplace(std::string(word), std::move(ids));
+    size_t n = std::min(utf8_char_len(lead), word.size() - i);
+    std::string_view ch = word.substr(i, n);
+    i += n;
+    if (auto it = piece_to_id_.find(ch); it != piece_to_id_.end()) {
+      add(&it->second, 1);
+      continue;
+    }
+    int32_t bytes[4];
+    size_t k = 0;
+    for (unsigned char c : ch)
+      if (fallback_id_[c] >= 0) bytes[k++] = fallback_id_[c];
+    k == n ? add(bytes, k) : unknown();
   }
 }
 
@@ -148,19 +214,26 @@ void BpeModel::merge_word(std::string_view word, std::vector<int32_t>& out) cons
   syms.clear();
   heap.clear();
 
-  // One symbol per byte. Bytes with no token become the unk token (fused if asked) or vanish,
-  // as HF does; neither happens with a complete byte-level vocabulary.
+  // One symbol per character. Characters with no token become the unk token (fused if asked) or
+  // vanish, as HF does; neither happens with a complete byte-level vocabulary.
   bool pending_unk = false;
   auto add = [&](int32_t id) { syms.push_back({id, (int32_t)syms.size() - 1, (int32_t)syms.size() + 1, true}); };
-  for (unsigned char c : word) {
-    const auto& ids = byte_symbols_[c];
-    if (!ids.empty()) {
-      if (pending_unk) add(unk_id_), pending_unk = false;
-      for (int32_t id : ids) add(id);
-    } else if (unk_id_ >= 0) {
-      if (pending_unk && !fuse_unk_) add(unk_id_);
-      pending_unk = true;
+  auto known = [&](const int32_t* ids, size_t n) {
+    if (pending_unk) add(unk_id_), pending_unk = false;
+    for (size_t k = 0; k < n; k++) add(ids[k]);
+  };
+  auto unknown = [&] {
+    if (unk_id_ < 0) return;
+    if (pending_unk && !fuse_unk_) add(unk_id_);
+    pending_unk = true;
+  };
+  if (byte_level_) {
+    for (unsigned char c : word) {
+      const auto& ids = byte_symbols_[c];
+      ids.empty() ? unknown() : known(ids.data(), ids.size());
     }
+  } else {
+    seed_chars(word, known, unknown);
   }
   if (pending_unk) add(unk_id_);
   if (syms.empty()) return;

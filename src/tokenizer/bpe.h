@@ -1,38 +1,33 @@
-// The byte-level BPE model of tokenizer.json ("model": {"type": "BPE", vocab, merges, ...}).
-// A pre-token's bytes start as one symbol per byte and adjacent symbols are merged by merge rank
-// (lowest first, leftmost first on ties) until no listed merge applies — the result HF's BPE gives.
-// Works on raw bytes: the byte-level alphabet (Ġ for space ...) is undone once when loading.
+// The BPE model of tokenizer.json ("model": {"type": "BPE", vocab, merges, ...}). A word starts as
+// one symbol per character and adjacent symbols are merged by merge rank (lowest first, leftmost
+// first on ties) until no listed merge applies — the result HF's BPE gives. Two kinds of files:
+//   byte-level (GPT-2, Llama 3, Qwen: the pre-tokenizer ends in ByteLevel): a character is a byte,
+//     spelled in GPT-2's alphabet (Ġ for space ...), which is undone once when loading;
+//   SentencePiece-style (Llama 2, Mistral, Gemma): a character is a Unicode code point; one not in
+//     the vocabulary becomes its UTF-8 bytes as <0xXX> tokens (byte_fallback) or the unk token
+//     (consecutive ones fused into one with fuse_unk).
+// ignore_merges: a word that is itself a vocabulary entry is that token, merges or not.
 #pragma once
 #include <array>
 #include <cstdint>
-#include <mutex>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
+#include "tokenizer/model.h"
 #include "tokenizer/tokenizer_json.h"
 
 namespace kvad::tok {
 
-struct StringHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
-template <typename V>
-using StringMap = std::unordered_map<std::string, V, StringHash, std::equal_to<>>;
-
-class BpeModel {
+class BpeModel : public Model {
  public:
-  // `model` is tokenizer.json's "model" value, `f` names it in errors.
-  BpeModel(const Json& model, const Field& f);
+  // `model` is tokenizer.json's "model" value, `f` names it in errors. `byte_level`: the
+  // pre-tokenizer ends in ByteLevel, so pieces are in GPT-2's byte alphabet.
+  BpeModel(const Json& model, const Field& f, bool byte_level);
 
-  // Appends the ids of one pre-token (raw UTF-8 bytes). Thread-safe.
-  void encode(std::string_view word, std::vector<int32_t>& out) const;
-
-  // The vocabulary as written in tokenizer.json (byte-level alphabet), piece -> id.
-  const StringMap<int32_t>& vocab() const { return piece_to_id_; }
+  void encode(std::string_view word, std::vector<int32_t>& out) const override;
 
  private:
   struct Merge {
@@ -44,24 +39,34 @@ class BpeModel {
     auto it = merges_.find(pair_key(a, b));
     return it == merges_.end() ? nullptr : &it->second;
   }
+  void read_options(const Json& model, const Field& f);
+  void read_vocab(const Json& vocab, const Field& f);
+  void init_byte_level_symbols(bool byte_fallback);
+  void init_char_symbols();
+  void init_metaspace_split();
   void read_merges(const Json& merges, const Field& f);
+  void encode_piece(std::string_view word, std::vector<int32_t>& out) const;
   void merge_word(std::string_view word, std::vector<int32_t>& out) const;
+  template <typename Add, typename Unknown>
+  void seed_chars(std::string_view word, Add&& add, Unknown&& unknown) const;
 
-  StringMap<int32_t> piece_to_id_;
-  StringMap<int32_t> bytes_to_id_;  // entries whose piece is all byte-level alphabet, by raw bytes
+  bool byte_level_;
+  StringMap<int32_t> bytes_to_id_;  // byte-level: entries whose piece is all alphabet, by raw bytes
   std::unordered_map<uint64_t, Merge> merges_;
-  // Starting symbols for each byte: its own token, or with byte_fallback the <0xXX> tokens of its
-  // alphabet character; empty when the byte is not in the vocabulary.
+  // Starting symbols of a byte (byte-level) or of an ASCII character (SentencePiece-style): its own
+  // token, or with byte_fallback its <0xXX> tokens; empty when it has no token.
   std::array<std::vector<int32_t>, 256> byte_symbols_;
+  std::array<int32_t, 256> fallback_id_;  // <0xXX> token of each byte, -1 when none (or no byte_fallback)
   int32_t unk_id_ = -1;
   bool fuse_unk_ = false;
   bool ignore_merges_ = false;
+  // SentencePiece-style vocabularies rarely hold a piece with "▁" after another character, so no
+  // merge can join a word to the "▁" that starts the next: the text may be cut there (HF runs
+  // Llama 2's whole text as one word). Characters that do precede "▁" inside some piece are kept.
+  bool split_at_metaspace_ = false;
+  std::unordered_set<uint32_t> glue_before_metaspace_;
 
-  // Words seen before (most pre-tokens of real text repeat): raw bytes -> ids.
-  static constexpr size_t kCacheMaxWordBytes = 256;
-  static constexpr size_t kCacheMaxEntries = 1 << 16;
-  mutable std::mutex cache_mu_;
-  mutable StringMap<std::vector<int32_t>> cache_;
+  WordCache cache_;
 };
 
 }  // namespace kvad::tok

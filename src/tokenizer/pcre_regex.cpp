@@ -7,6 +7,8 @@
 #include <cctype>
 
 #include "core/error.h"
+#include "core/utf8.h"
+#include "tokenizer/unicode_chars.h"
 
 namespace kvad::tok {
 
@@ -150,6 +152,55 @@ bool Regex::find(std::string_view text, size_t from, size_t* start, size_t* end)
     from = at;
   }
   return false;
+}
+
+Replacement Replacement::from_json(const Json& j, const Field& f) {
+  Replacement r;
+  r.content_ = read_string_or(j, "content", "", f);
+  const Json* pat = find_field(j, "pattern");
+  Field pf = f.at("pattern");
+  if (!pat || !pat->is_object()) pf.fail("expected an object {{\"String\": ...}} or {{\"Regex\": ...}}");
+  if (const Json* s = find_field(*pat, "String")) {
+    r.literal_ = read_string(*s, pf.at("String"));
+    // An empty literal would match between every two characters: no real file has one.
+    if (r.literal_.empty()) pf.at("String").fail("an empty pattern is not supported");
+  } else if (const Json* re = find_field(*pat, "Regex")) {
+    r.regex_ = std::make_unique<Regex>(read_string(*re, pf.at("Regex")), pf.at("Regex"));
+  } else {
+    pf.fail("expected a \"String\" or \"Regex\" member");
+  }
+  return r;
+}
+
+Replacement Replacement::literal(std::string from, std::string to) {
+  Replacement r;
+  r.literal_ = std::move(from);
+  r.content_ = std::move(to);
+  return r;
+}
+
+std::string Replacement::apply(std::string_view text) const {
+  // A decoder may hand over a lone byte (ByteFallback): the regex engine needs valid UTF-8.
+  if (regex_ && !is_valid_utf8(text)) return std::string(text);
+  std::string out;
+  size_t pos = 0, s, e;
+  auto next = [&] {
+    if (regex_) return regex_->find(text, pos, &s, &e);
+    s = text.find(literal_, pos);
+    e = s + literal_.size();
+    return s != std::string_view::npos;
+  };
+  while (pos < text.size() && next()) {
+    out.append(text, pos, s - pos);
+    out += content_;
+    pos = e;
+  }
+  out.append(text, pos);
+  return out;
+}
+
+bool Replacement::is_single_char() const {
+  return !regex_ && literal_.size() == utf8_char_len((unsigned char)literal_[0]);
 }
 
 }  // namespace kvad::tok

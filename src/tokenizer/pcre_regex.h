@@ -3,6 +3,7 @@
 // with Oniguruma; the few places where the two dialects differ are translated (see the .cpp).
 #pragma once
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -30,6 +31,25 @@ class Regex {
   Regex() = default;
   void compile(const std::string& pcre_pattern, const Field& where);
   void* code_ = nullptr;  // pcre2_code_8*, kept out of this header
+};
+
+// A Replace step's pattern ({"String": "..."} or {"Regex": "..."}, in a normalizer, a
+// pre-tokenizer or a decoder) and what it turns matches into.
+class Replacement {
+ public:
+  // `j` is the Replace object (with "pattern" and "content"); errors name fields under `f`.
+  static Replacement from_json(const Json& j, const Field& f);
+  static Replacement literal(std::string from, std::string to);
+  // `text` with every non-overlapping match replaced, left to right.
+  std::string apply(std::string_view text) const;
+  // The pattern is one literal code point: replacing token by token equals replacing in the
+  // joined text (a match cannot straddle two tokens).
+  bool is_single_char() const;
+
+ private:
+  std::string literal_;            // String pattern
+  std::unique_ptr<Regex> regex_;   // Regex pattern
+  std::string content_;
 };
 
 // Oniguruma (Ruby syntax, as HF tokenizers uses it) -> PCRE2. Exposed for the tests.

@@ -1,58 +1,9 @@
 #include "tokenizer/pretokenizer.h"
 
-#include <utf8proc.h>
-
-#include <cstdlib>
+#include "core/utf8.h"
+#include "tokenizer/unicode_chars.h"
 
 namespace kvad::tok {
-
-// ---- normalizer ------------------------------------------------------------------------------
-
-Normalizer Normalizer::from_json(const Json* j, const Field& f) {
-  Normalizer n;
-  if (j) n.add(*j, f);
-  return n;
-}
-
-void Normalizer::add(const Json& j, const Field& f, size_t depth) {
-  require_object(j, f);
-  std::string type = read_string_or(j, "type", "", f);
-  if (type == "Sequence") {
-    check_sequence_depth(depth + 1, f);
-    const Json* list = find_field(j, "normalizers");
-    if (!list || !list->is_array()) f.at("normalizers").fail("expected an array");
-    check_step_count(forms_.size() + list->size(), f.at("normalizers"));
-    for (size_t i = 0; i < list->size(); i++) add((*list)[i], f.at("normalizers").at(i), depth + 1);
-    return;
-  }
-  int opts = UTF8PROC_STABLE;
-  if (type == "NFC") opts |= UTF8PROC_COMPOSE;
-  else if (type == "NFD") opts |= UTF8PROC_DECOMPOSE;
-  else if (type == "NFKC") opts |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT;
-  else if (type == "NFKD") opts |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT;
-  else f.at("type").fail("normalizer '{}' is not supported (only NFC/NFD/NFKC/NFKD and Sequence)", type);
-  check_step_count(forms_.size() + 1, f);
-  forms_.push_back(opts);
-}
-
-std::string Normalizer::apply(std::string_view text) const {
-  std::string cur(text);
-  // Every Unicode normal form leaves ASCII unchanged: skip the library call for the common case.
-  bool ascii = true;
-  for (unsigned char c : cur) ascii &= c < 0x80;
-  if (ascii) return cur;
-  for (int opts : forms_) {
-    utf8proc_uint8_t* out = nullptr;
-    utf8proc_ssize_t n = utf8proc_map((const utf8proc_uint8_t*)cur.data(), (utf8proc_ssize_t)cur.size(), &out,
-                                      (utf8proc_option_t)opts);
-    if (n < 0) fail("tokenizer normalizer: {}", utf8proc_errmsg(n));  // input is valid UTF-8: not expected
-    cur.assign((const char*)out, (size_t)n);
-    std::free(out);
-  }
-  return cur;
-}
-
-// ---- pre-tokenizer ---------------------------------------------------------------------------
 
 namespace {
 
@@ -119,11 +70,8 @@ std::vector<Segment> apply_behavior(std::vector<Segment> segs, SplitBehavior beh
 }  // namespace
 
 PreTokenizer PreTokenizer::from_json(const Json* j, const Field& f) {
-  if (!j) f.fail("missing; only byte-level BPE tokenizers (with a ByteLevel pre-tokenizer) are supported");
   PreTokenizer p;
-  p.add(*j, f);
-  if (p.steps_.empty() || p.steps_.back().kind != Step::kByteLevel)
-    f.fail("no ByteLevel step at the end; only byte-level BPE tokenizers are supported");
+  if (j) p.add(*j, f);  // none: the whole normalised text is one word (Llama 2, Mistral)
   for (size_t i = 0; i + 1 < p.steps_.size(); i++)
     if (p.steps_[i].kind == Step::kByteLevel) f.fail("ByteLevel must be the last pre-tokenizer step");
   return p;
@@ -135,12 +83,8 @@ void PreTokenizer::add(const Json& j, const Field& f, size_t depth) {
   Step step;
   if (type == "Sequence") {
     // run_from recurses once per step for every piece: the step count bounds its stack.
-    check_sequence_depth(depth + 1, f);
-    const Json* list = find_field(j, "pretokenizers");
-    if (!list || !list->is_array()) f.at("pretokenizers").fail("expected an array");
-    check_step_count(steps_.size() + list->size(), f.at("pretokenizers"));
-    for (size_t i = 0; i < list->size(); i++) add((*list)[i], f.at("pretokenizers").at(i), depth + 1);
-    return;
+    return for_each_in_sequence(j, "pretokenizers", f, depth, steps_.size(),
+                                [&](const Json& item, const Field& itf) { add(item, itf, depth + 1); });
   } else if (type == "ByteLevel") {
     // HF's defaults when the fields are missing: add_prefix_space true, use_regex true.
     step.kind = Step::kByteLevel;
@@ -161,38 +105,72 @@ void PreTokenizer::add(const Json& j, const Field& f, size_t depth) {
     }
     step.behavior = parse_behavior(j, f);
     step.invert = read_bool(j, "invert", false, f);
+  } else if (type == "Metaspace") {
+    step = read_metaspace(j, f);
+  } else if (type == "WhitespaceSplit") {
+    step.kind = Step::kWhitespaceSplit;
   } else if (type == "Digits") {
     // HF's Digits splits on char::is_numeric (general category N): each digit alone or runs.
     step.regex = std::make_unique<Regex>("\\p{N}", f);
     step.behavior = read_bool(j, "individual_digits", false, f) ? SplitBehavior::Isolated : SplitBehavior::Contiguous;
   } else {
-    f.at("type").fail("pre-tokenizer '{}' is not supported (only ByteLevel, Split, Digits, Sequence)", type);
+    f.at("type").fail("pre-tokenizer '{}' is not supported (only ByteLevel, Split, Digits, Metaspace, WhitespaceSplit, "
+                      "Sequence)", type);
   }
   check_step_count(steps_.size() + 1, f);
   steps_.push_back(std::move(step));
 }
 
-void PreTokenizer::run_from(size_t index, std::string_view text, const FnRef& emit) const {
+PreTokenizer::Step PreTokenizer::read_metaspace(const Json& j, const Field& f) {
+  Step step;
+  step.kind = Step::kMetaspace;
+  step.replacement = read_char_or(j, "replacement", "\u2581", f);
+  // Files written before prepend_scheme existed say add_prefix_space instead.
+  step.prepend = read_bool(j, "add_prefix_space", true, f) ? Prepend::kAlways : Prepend::kNever;
+  if (const Json* scheme = find_field(j, "prepend_scheme")) {
+    std::string s = read_string(*scheme, f.at("prepend_scheme"));
+    if (s == "always") step.prepend = Prepend::kAlways;
+    else if (s == "first") step.prepend = Prepend::kFirst;
+    else if (s == "never") step.prepend = Prepend::kNever;
+    else f.at("prepend_scheme").fail("expected \"always\", \"first\" or \"never\", got '{}'", s);
+  }
+  step.split = read_bool(j, "split", true, f);
+  return step;
+}
+
+void PreTokenizer::run_from(size_t index, std::string_view text, bool at_start, const FnRef& emit) const {
   if (text.empty()) return;
   if (index == steps_.size()) return emit(text);
-  const Step& step = steps_[index];
+  switch (steps_[index].kind) {
+    case Step::kMetaspace: return run_metaspace(index, text, at_start, emit);
+    case Step::kWhitespaceSplit: return run_whitespace_split(index, text, at_start, emit);
+    case Step::kSplit:
+    case Step::kByteLevel: return run_split(index, text, at_start, emit);
+  }
+}
 
+void PreTokenizer::run_split(size_t index, std::string_view text, bool at_start, const FnRef& emit) const {
+  const Step& step = steps_[index];
   std::string prefixed;  // must outlive the pieces handed on below
   if (step.kind == Step::kByteLevel && step.add_prefix_space && text[0] != ' ') {
     prefixed = " " + std::string(text);
     text = prefixed;
   }
-  if (!step.regex) return run_from(index + 1, text, emit);
+  if (!step.regex) return run_from(index + 1, text, at_start, emit);
+  // A piece begins the input only if it is the first piece of a text that does.
+  auto next = [&](size_t start, size_t end) {
+    run_from(index + 1, text.substr(start, end - start), at_start && start == 0, emit);
+  };
 
   if (step.kind == Step::kByteLevel || (step.behavior == SplitBehavior::Isolated && !step.invert)) {
     // Fast path (every real tokenizer): matches and the gaps between them are pieces, in order.
     size_t pos = 0, s, e;
     while (step.regex->find(text, pos, &s, &e)) {
-      if (s > pos) run_from(index + 1, text.substr(pos, s - pos), emit);
-      run_from(index + 1, text.substr(s, e - s), emit);
+      if (s > pos) next(pos, s);
+      next(s, e);
       pos = e;
     }
-    if (pos < text.size()) run_from(index + 1, text.substr(pos), emit);
+    if (pos < text.size()) next(pos, text.size());
     return;
   }
 
@@ -204,8 +182,49 @@ void PreTokenizer::run_from(size_t index, std::string_view text, const FnRef& em
     pos = e;
   }
   if (pos < text.size()) segs.push_back({pos, text.size(), step.invert});
-  for (const Segment& seg : apply_behavior(std::move(segs), step.behavior))
-    run_from(index + 1, text.substr(seg.start, seg.end - seg.start), emit);
+  for (const Segment& seg : apply_behavior(std::move(segs), step.behavior)) next(seg.start, seg.end);
+}
+
+// Spaces become the replacement character, which also marks where each word starts.
+void PreTokenizer::run_metaspace(size_t index, std::string_view text, bool at_start, const FnRef& emit) const {
+  const Step& step = steps_[index];
+  std::string replaced;
+  bool prepend = step.prepend == Prepend::kAlways || (step.prepend == Prepend::kFirst && at_start);
+  // Not when the text already starts with one (a leading space becomes one too).
+  if (prepend && text[0] != ' ' && text.substr(0, step.replacement.size()) != step.replacement)
+    replaced = step.replacement;
+  replaced.reserve(replaced.size() + text.size() + text.size() / 4);
+  for (char c : text) {
+    if (c == ' ') replaced += step.replacement;
+    else replaced += c;
+  }
+  std::string_view all = replaced;
+  if (!step.split) return run_from(index + 1, all, at_start, emit);
+  // MergedWithNext: each replacement character starts a new piece.
+  size_t start = 0;
+  for (size_t pos = all.find(step.replacement, 1); pos != std::string_view::npos;
+       pos = all.find(step.replacement, pos + 1)) {
+    run_from(index + 1, all.substr(start, pos - start), at_start && start == 0, emit);
+    start = pos;
+  }
+  run_from(index + 1, all.substr(start), at_start && start == 0, emit);
+}
+
+// Words between runs of Unicode white space; the white space itself is dropped.
+void PreTokenizer::run_whitespace_split(size_t index, std::string_view text, bool at_start,
+                                        const FnRef& emit) const {
+  size_t word = std::string_view::npos;
+  for (size_t i = 0; i < text.size();) {
+    size_t at = i;
+    bool space = is_white_space(next_codepoint(text, i));
+    if (space && word != std::string_view::npos) {
+      run_from(index + 1, text.substr(word, at - word), at_start && word == 0, emit);
+      word = std::string_view::npos;
+    } else if (!space && word == std::string_view::npos) {
+      word = at;
+    }
+  }
+  if (word != std::string_view::npos) run_from(index + 1, text.substr(word), at_start && word == 0, emit);
 }
 
 }  // namespace kvad::tok

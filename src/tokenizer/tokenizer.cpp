@@ -1,16 +1,18 @@
 // Tokenizer: ties tokenizer.json's parts together in HF's order
 //   added tokens (raw text) -> normalizer -> added tokens (normalised text) -> pre-tokenizer
-//   -> BPE -> post-processor
-// and reads tokenizer_config.json for BOS/EOS and the chat template.
+//   -> model (BPE or Unigram) -> post-processor
+// decodes through the decoder, and reads tokenizer_config.json for BOS/EOS and the chat template.
 #include "tokenizer/tokenizer.h"
 
 #include "core/error.h"
 #include "core/utf8.h"
 #include "tokenizer/added_vocab.h"
 #include "tokenizer/bpe.h"
-#include "tokenizer/byte_level.h"
+#include "tokenizer/decoder.h"
+#include "tokenizer/normalizer.h"
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/tokenizer_json.h"
+#include "tokenizer/unigram.h"
 
 namespace kvad {
 
@@ -24,7 +26,8 @@ struct TokenizerData {
   Json config;
   tok::Normalizer normalizer;
   tok::PreTokenizer pretokenizer;
-  std::unique_ptr<tok::BpeModel> model;
+  tok::Decoder decoder;
+  std::unique_ptr<tok::Model> model;
   tok::AddedVocab added;
   tok::StringMap<int32_t> added_by_content;
 
@@ -91,20 +94,17 @@ std::vector<tok::AddedToken> read_added_tokens(const Json& tj, const Field& doc)
   return out;
 }
 
-void check_decoder(const Json* d, const Field& f, size_t depth = 0) {
-  if (!d) return;  // no decoder: our byte-level decoding is still the only sensible one
-  tok::require_object(*d, f);
-  std::string type = tok::read_string_or(*d, "type", "", f);
-  if (type == "ByteLevel") return;
-  if (type == "Sequence") {
-    tok::check_sequence_depth(depth + 1, f);
-    const Json* list = find_field(*d, "decoders");
-    if (!list || !list->is_array()) f.at("decoders").fail("expected an array");
-    tok::check_step_count(list->size(), f.at("decoders"));
-    for (size_t i = 0; i < list->size(); i++) check_decoder(&(*list)[i], f.at("decoders").at(i), depth + 1);
-    return;
+// "model": BPE or Unigram (HF tells them apart by the vocab's shape when "type" is missing).
+std::unique_ptr<tok::Model> read_model(const Json& model, const Field& f, bool byte_level) {
+  tok::require_object(model, f);
+  std::string type = tok::read_string_or(model, "type", "", f);
+  const Json* vocab = find_field(model, "vocab");
+  if (type == "Unigram" || (type.empty() && vocab && vocab->is_array())) {
+    // kvad's ByteLevel step leaves the byte alphabet to the model, which only BPE applies.
+    if (byte_level) f.fail("a Unigram model after a ByteLevel pre-tokenizer is not supported");
+    return std::make_unique<tok::UnigramModel>(model, f);
   }
-  f.at("type").fail("decoder '{}' is not supported (only ByteLevel)", type);
+  return std::make_unique<tok::BpeModel>(model, f, byte_level);  // refuses any other type
 }
 
 // Special-token ids a post-processor puts before and after a single sequence.
@@ -208,24 +208,24 @@ void build(tok::TokenizerData* impl, const Json& tj, const Json& tc, const std::
 
   impl->normalizer = tok::Normalizer::from_json(find_field(tj, "normalizer"), doc.at("normalizer"));
   impl->pretokenizer = tok::PreTokenizer::from_json(find_field(tj, "pre_tokenizer"), doc.at("pre_tokenizer"));
-  check_decoder(find_field(tj, "decoder"), doc.at("decoder"));
-  impl->model = std::make_unique<tok::BpeModel>(*model, doc.at("model"));
+  bool byte_level = impl->pretokenizer.byte_level();
+  impl->decoder = tok::Decoder::from_json(find_field(tj, "decoder"), doc.at("decoder"), byte_level);
+  impl->model = read_model(*model, doc.at("model"), byte_level);
   std::vector<tok::AddedToken> added = read_added_tokens(tj, doc);
   read_post_processor(find_field(tj, "post_processor"), doc.at("post_processor"), impl->prefix, impl->suffix);
 
   // Per-id tables: the model vocabulary first, then added tokens (which win for their id).
-  const tok::ByteLevelAlphabet& alphabet = tok::byte_level_alphabet();
   for (const auto& [piece, id] : impl->model->vocab()) {
     Entry& e = impl->entry_for(id);
     if (!e.piece.empty() && e.piece < piece) continue;  // two pieces with one id: keep one, deterministically
     e.piece = piece;
-    // HF's ByteLevel decoder gives a token's own UTF-8 when it is not all byte-level alphabet.
-    e.bytes = alphabet.decode(piece).value_or(piece);
+    e.bytes = impl->decoder.token_bytes(piece, /*added=*/false);
   }
   for (const tok::AddedToken& t : added) {
     if (t.content.empty()) continue;
     Entry& e = impl->entry_for(t.id);
-    e.piece = e.bytes = t.content;
+    e.piece = t.content;
+    e.bytes = impl->decoder.token_bytes(t.content, /*added=*/true);
     e.special = t.special;
     impl->added_by_content[t.content] = t.id;
   }
@@ -311,7 +311,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
   std::vector<int32_t> out;
   if (add_special) out = m.prefix;
   auto over = [&] { return out.size() > max_tokens; };
-  auto bpe = [&](std::string_view word) {
+  auto model = [&](std::string_view word) {
     m.model->encode(word, out);
     if (over()) throw EncodeLimitReached{};
   };
@@ -342,7 +342,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
         out.push_back(n.id);
       } else {
         try {
-          m.pretokenizer.run(piece.substr(n.start, n.end - n.start), bpe);
+          bool at_start = s.start == 0 && n.start == 0;  // for Metaspace's prepend_scheme "first"
+          m.pretokenizer.run(piece.substr(n.start, n.end - n.start), at_start, model);
         } catch (const EncodeLimitReached&) {
           return limited();
         }
@@ -361,6 +362,16 @@ const std::string& Tokenizer::token_bytes(int32_t id) const {
   return e ? e->bytes : none;
 }
 
+namespace {
+// Drops up to `count` copies of `text` from the start of `bytes`; returns how many it dropped.
+size_t strip_leading(std::string& bytes, const std::string& text, size_t count) {
+  size_t n = 0, at = 0;
+  while (n < count && bytes.compare(at, text.size(), text) == 0) at += text.size(), n++;
+  bytes.erase(0, at);
+  return n;
+}
+}  // namespace
+
 std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skip_special) const {
   std::string bytes;
   for (int32_t id : ids) {
@@ -368,6 +379,7 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skip_special
     if (!e || (skip_special && e->special)) continue;  // HF skips ids it has no token for
     bytes += e->bytes;
   }
+  strip_leading(bytes, impl_->decoder.strip_text(), impl_->decoder.strip_count());
   return is_valid_utf8(bytes) ? bytes : sanitize_utf8(bytes);
 }
 
@@ -398,9 +410,22 @@ const Json& Tokenizer::config() const { return impl_->config; }
 
 // ---- streaming ------------------------------------------------------------------------------
 
+const std::string& Tokenizer::decode_strip_text() const { return impl_->decoder.strip_text(); }
+size_t Tokenizer::decode_strip_count() const { return impl_->decoder.strip_count(); }
+
+StreamDecoder::StreamDecoder(const Tokenizer& tok, bool skip_special)
+    : tok_(tok), skip_special_(skip_special), strip_left_(tok.decode_strip_count()) {}
+
 std::string StreamDecoder::push(int32_t id) {
   if (skip_special_ && tok_.is_special(id)) return "";
   pending_ += tok_.token_bytes(id);
+  if (strip_left_ > 0) {
+    // The start of the text, as decode() strips it: wait until it is known not to be stripped.
+    const std::string& s = tok_.decode_strip_text();
+    strip_left_ -= strip_leading(pending_, s, strip_left_);
+    if (pending_.empty() || (pending_.size() < s.size() && s.compare(0, pending_.size(), pending_) == 0)) return "";
+    strip_left_ = 0;
+  }
   size_t n = utf8_complete_prefix(pending_);
   std::string out = sanitize_utf8(std::string_view(pending_).substr(0, n));
   pending_.erase(0, n);

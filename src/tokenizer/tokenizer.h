@@ -1,7 +1,13 @@
-// tokenizer.json (Hugging Face tokenizers format): byte-level BPE as used by GPT-2, Qwen2/2.5/3 and
-// Llama 3: normalizer (NFC or none), pre-tokenizer (ByteLevel with the GPT-2 regex, or Split with
-// the model's own regex then ByteLevel), BPE merges by rank, added/special tokens matched before
-// pre-tokenisation, and the byte-level decoder. Ids equal HF tokenizers' ids exactly.
+// tokenizer.json (Hugging Face tokenizers format) as the published models ship it:
+//   byte-level BPE (GPT-2, Llama 3, Qwen2/2.5/3): ByteLevel pre-tokenizer (with the GPT-2 regex or
+//     after a Split with the model's own), BPE merges by rank, the byte-level decoder;
+//   SentencePiece-style BPE (Llama 2, Mistral, Gemma): "▁" for spaces (Prepend/Replace normalizers
+//     or a Metaspace pre-tokenizer), byte_fallback to <0xXX> tokens, the Replace/ByteFallback/
+//     Fuse/Strip decoder;
+//   Unigram (T5-style): scored pieces, best segmentation, WhitespaceSplit + Metaspace.
+// Added/special tokens are matched before pre-tokenisation. Ids equal HF tokenizers' ids; any part
+// kvad does not implement is a load error naming the field (normalizer.h, pretokenizer.h,
+// decoder.h, bpe.h and unigram.h list what each part reads).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -38,6 +44,10 @@ class Tokenizer {
   const std::string& token_bytes(int32_t id) const;
   // ids -> text; invalid UTF-8 in the bytes is replaced with U+FFFD.
   std::string decode(const std::vector<int32_t>& ids, bool skip_special = false) const;
+  // What decode() drops from the start of the text (the decoder's Strip after Fuse, Metaspace's
+  // prefix space): up to decode_strip_count() copies of decode_strip_text(). Not part of token_bytes.
+  const std::string& decode_strip_text() const;
+  size_t decode_strip_count() const;
 
   int32_t vocab_size() const;  // 1 + the largest id (model vocab + added tokens)
   std::optional<int32_t> token_id(std::string_view piece) const;  // vocab or added-token string
@@ -61,14 +71,16 @@ class Tokenizer {
 
 // Turns a stream of ids into text without ever emitting a split UTF-8 sequence: bytes of an
 // incomplete character are held until the next token completes it (or flush() gives them up).
+// The pushes add up to decode(ids), leading strip included.
 class StreamDecoder {
  public:
-  explicit StreamDecoder(const Tokenizer& tok, bool skip_special = false) : tok_(tok), skip_special_(skip_special) {}
+  explicit StreamDecoder(const Tokenizer& tok, bool skip_special = false);
   std::string push(int32_t id);  // text that is now complete (possibly "")
   std::string flush();           // whatever is left, invalid bytes replaced with U+FFFD
  private:
   const Tokenizer& tok_;
   bool skip_special_;
+  size_t strip_left_;  // copies of decode_strip_text() still to drop from the start
   std::string pending_;
 };
 

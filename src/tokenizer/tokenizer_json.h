@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/json.h"
+#include "tokenizer/unicode_chars.h"
 
 namespace kvad::tok {
 
@@ -63,6 +64,13 @@ inline std::string read_string_or(const Json& obj, const char* key, const std::s
   return v ? read_string(*v, f.at(key)) : dflt;
 }
 
+// A string field that must be one character (Metaspace's replacement, Strip's content).
+inline std::string read_char_or(const Json& obj, const char* key, const std::string& dflt, const Field& f) {
+  std::string s = read_string_or(obj, key, dflt, f);
+  if (s.empty() || s.size() != utf8_char_len((unsigned char)s[0])) f.at(key).fail("expected one character, got '{}'", s);
+  return s;
+}
+
 // Bounds on the pipeline a tokenizer.json describes. Real files nest Sequence at most twice and
 // have a handful of steps; each step costs a pass (and a stack frame) over every encoded text,
 // so a file listing thousands would turn every encode into a stack overflow or a crawl.
@@ -74,6 +82,17 @@ inline void check_sequence_depth(size_t depth, const Field& f) {
 }
 inline void check_step_count(size_t steps, const Field& f) {
   if (steps > kMaxPipelineSteps) f.fail("more than {} steps in total", kMaxPipelineSteps);
+}
+
+// The items of a Sequence step (obj[key]), each handed to add(item, its field), within the bounds
+// above; `steps` is how many steps the pipeline has so far.
+template <typename Add>
+void for_each_in_sequence(const Json& obj, const char* key, const Field& f, size_t depth, size_t steps, Add&& add) {
+  check_sequence_depth(depth + 1, f);
+  const Json* list = find_field(obj, key);
+  if (!list || !list->is_array()) f.at(key).fail("expected an array");
+  check_step_count(steps + list->size(), f.at(key));
+  for (size_t i = 0; i < list->size(); i++) add((*list)[i], f.at(key).at(i));
 }
 
 // Token ids: non-negative and below a bound that keeps the per-id tables small (the largest real
