@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Regenerates tests/fixtures/tokenizer_goldens/goldens.json: token ids of the test strings below for
-the gpt2, llama3 and qwen3 fixture tokenizers, computed by the independent Hugging Face
-implementation in the peer harness (@huggingface/tokenizers via peer/hf_tokenize.mjs).
+the fixture tokenizers (byte-level gpt2, llama3, qwen3; SentencePiece-style llama2, gemma3; the
+Unigram one), computed by the independent Hugging Face implementation in the peer harness
+(@huggingface/tokenizers via peer/hf_tokenize.mjs). For the SentencePiece-style and Unigram ones the
+reference's decode of those ids is stored too (tools/hf_decode.mjs, the same library): their
+decoders do not give back every text (a leading "▁" becomes a space, NFKC, ...).
 
     python3 tools/make_tokenizer_goldens.py [--peer /work/shared/peer] [--out FILE]
 
@@ -11,6 +14,7 @@ a copy of the tokenizer whose *special* added tokens are removed, which is what 
 encode_special_tokens does (specials are plain text, non-special added tokens still match).
 """
 import argparse
+import gzip
 import json
 import os
 import random
@@ -22,7 +26,8 @@ import unicodedata
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "tokenizers")
-TOKENIZERS = ["gpt2", "llama3", "qwen3"]
+TOKENIZERS = ["gpt2", "llama3", "qwen3", "llama2", "gemma3", "unigram"]
+DECODED = ["llama2", "gemma3", "unigram"]  # tokenizers whose decode goldens are stored
 
 # The exact string llama.cpp's convert_hf_to_gguf.py hashes to identify a pre-tokenizer.
 CHKTXT = ("\n \n\n \n\n\n \t \t\t \t\n  \n   \n    \n     \n🚀 (normal) 😶\u200d🌫️ (multiple emojis concatenated) ✅ 🦙🦙 "
@@ -96,6 +101,8 @@ def cases():
         ("only_newlines", "\n\n\n", True, False),
         ("crlf", "line1\r\nline2\r\n\r\n", True, False),
         ("leading_trailing", "   leading spaces and trailing   ", True, False),
+        ("leading_space", " Hello world", True, False),
+        ("leading_space_special", " Hello world", True, True),
         ("contractions", "I'VE I've i'Ve we'Ll WE'LL you'D they'RE it'S don'T I'm I'M 's 'S 'll ''s", True, False),
         ("accented", "Café naïve résumé Ångström Straße façade œuvre Ñandú Łódź São Paulo", True, False),
         ("decomposed", "Cafe\u0301 n\u0303 A\u030a e\u0301te\u0301", True, False),
@@ -114,6 +121,10 @@ def cases():
         ("special_edges", " <|endoftext|> <|endoftext|><|endoftext|>x<|im_start|<|im_end|>>", True, False),
         ("special_edges_plain", " <|endoftext|> <|endoftext|><|endoftext|>x<|im_start|<|im_end|>>", False, False),
         ("add_special", "Hello world", True, True),
+        # SentencePiece's own marks written as text: "▁" is a space to the decoder, "<0x41>" is not a byte.
+        ("sp_markers", "a\u2581b \u2581\u2581 <0x41> <unk> <s>x</s> <pad> <start_of_turn>user\n", True, False),
+        ("sp_markers_plain", "a\u2581b \u2581\u2581 <0x41> <unk> <s>x</s> <pad> <start_of_turn>user\n", False, False),
+        ("sp_markers_special", "<s>Hi</s>", True, True),
         ("invalid_utf8", b"abc\xff\xfedef \xc3\x28 \xe2\x82 end \xf0\x9f\x98 \xed\xa0\x80 ok\x80\xc0\xaf", True, False),
         ("invalid_utf8_only", b"\xff", True, False),
         ("chkhsh", CHKTXT, True, False),
@@ -123,6 +134,19 @@ def cases():
     return c
 
 
+def materialize(name, tmp):
+    """The fixture's folder, or for a gzipped fixture (gemma3) a copy with the files unpacked."""
+    src = os.path.join(FIXTURES, name)
+    if not os.path.exists(os.path.join(src, "tokenizer.json.gz")):
+        return src
+    dst = os.path.join(tmp, name)
+    os.makedirs(dst)
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        with gzip.open(os.path.join(src, f + ".gz"), "rb") as i, open(os.path.join(dst, f), "wb") as o:
+            shutil.copyfileobj(i, o)
+    return dst
+
+
 def strip_specials(src_dir, dst_dir):
     with open(os.path.join(src_dir, "tokenizer.json"), encoding="utf-8") as f:
         tj = json.load(f)
@@ -130,6 +154,14 @@ def strip_specials(src_dir, dst_dir):
     with open(os.path.join(dst_dir, "tokenizer.json"), "w", encoding="utf-8") as f:
         json.dump(tj, f, ensure_ascii=False)
     shutil.copy(os.path.join(src_dir, "tokenizer_config.json"), dst_dir)
+
+
+def hf_decoded(tok_dir, id_lists, tmp):
+    path = os.path.join(tmp, "ids.json")
+    with open(path, "w") as f:
+        json.dump(id_lists, f)
+    cmd = ["node", os.path.join(ROOT, "tools", "hf_decode.mjs"), tok_dir, path]
+    return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
 
 
 def hf_ids(peer, tok_dir, data, add_special, tmp):
@@ -149,11 +181,12 @@ def main():
 
     out_cases = []
     with tempfile.TemporaryDirectory() as tmp:
-        plain_dirs = {}
+        dirs, plain_dirs = {}, {}
         for name in TOKENIZERS:
+            dirs[name] = materialize(name, tmp)
             d = os.path.join(tmp, name + "_nospecial")
             os.makedirs(d)
-            strip_specials(os.path.join(FIXTURES, name), d)
+            strip_specials(dirs[name], d)
             plain_dirs[name] = d
         for name, text, parse_special, add_special in cases():
             data = text if isinstance(text, bytes) else text.encode("utf-8")
@@ -169,10 +202,14 @@ def main():
             entry["add_special"] = add_special
             entry["ids"] = {}
             for tok in TOKENIZERS:
-                d = os.path.join(FIXTURES, tok) if parse_special else plain_dirs[tok]
+                d = dirs[tok] if parse_special else plain_dirs[tok]
                 entry["ids"][tok] = hf_ids(args.peer, d, data, add_special, tmp)
             out_cases.append(entry)
             print(f"{name}: " + ", ".join(f"{t} {len(entry['ids'][t])}" for t in TOKENIZERS), file=sys.stderr)
+        for tok in DECODED:
+            texts = hf_decoded(dirs[tok], [c["ids"][tok] for c in out_cases], tmp)
+            for c, text in zip(out_cases, texts):
+                c.setdefault("decoded", {})[tok] = text
 
     doc = {
         "generator": "tools/make_tokenizer_goldens.py: peer/hf_tokenize.mjs (@huggingface/tokenizers 0.2.0)",

@@ -2,17 +2,31 @@
 
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <vector>
 
 namespace kvad::test {
 
 std::string source_path(const std::string& rel) { return std::string(KVAD_SOURCE_DIR) + "/" + rel; }
+
+std::string read_gzip_file(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (!f) throw std::runtime_error("cannot open " + path);
+  std::string out;
+  char buf[1 << 16];
+  int n;
+  while ((n = gzread(f, buf, sizeof buf)) > 0) out.append(buf, (size_t)n);
+  gzclose(f);
+  if (n < 0) throw std::runtime_error(path + ": not a valid gzip file");
+  return out;
+}
 
 namespace {
 struct TempRoot {

@@ -6,6 +6,8 @@ namespace kvad::test {
 
 // Absolute path of a file under the source tree (e.g. "tests/fixtures/tokenizers/qwen3").
 std::string source_path(const std::string& rel);
+// The contents of a gzip file (fixtures too large to keep as text: tokenizers/gemma3).
+std::string read_gzip_file(const std::string& path);
 // A fresh empty directory under the build's temp area; removed at process exit.
 std::string temp_dir(const std::string& tag);
 
