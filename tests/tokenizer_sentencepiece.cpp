@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "test_support.h"
 #include "tokenizer/tokenizer.h"
 
 using namespace kvad;
@@ -201,4 +202,22 @@ TEST(Unigram, MetaspaceDecoder) {
   EXPECT_EQ(stream_decode(t, ids), "hi hi!");
   j["decoder"]["prepend_scheme"] = "never";  // a space never prepended is not removed either
   EXPECT_EQ(load(j).decode(ids), " hi hi!");
+}
+
+// The fuzz seeds for these formats (fuzz/corpus/tokenizer_json) stay loadable, so the fuzzer starts
+// from files that reach the new code.
+TEST(FuzzSeeds, SentencePieceSeedsLoadAndEncode) {
+  auto seed = [](const std::string& name) {
+    std::string path = test::source_path("fuzz/corpus/tokenizer_json/" + name);
+    return Tokenizer::load(path, "");
+  };
+  Tokenizer llama = seed("seed5_sp_bpe.json");
+  EXPECT_EQ(llama.encode("Hello", true, true), (std::vector<int32_t>{1, 14}));  // <s> ▁Hello
+  EXPECT_EQ(llama.decode({1, 14}), "<s> Hello");
+  Tokenizer t5 = seed("seed6_unigram.json");
+  // "▁Hello" (-5.5) beats ▁ H e llo (-21.5); "▁world!" is ▁w orld ! (-17.5); then </s>.
+  EXPECT_EQ(t5.encode("Hello world!", true, true), (std::vector<int32_t>{4, 8, 9, 10, 1}));
+  Tokenizer gemma = seed("seed7_gemma.json");
+  // ">▁<" is one piece (merges "> ▁", ">▁ <"), so the word is not cut before that "▁".
+  EXPECT_EQ(gemma.encode("a> <"), (std::vector<int32_t>{10, 13}));
 }
