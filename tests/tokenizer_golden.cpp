@@ -4,12 +4,12 @@
 // For the last three the reference's decode of the ids is checked as well.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <map>
 #include <memory>
 
 #include "core/json.h"
 #include "core/utf8.h"
+#include "fixture_tokenizer.h"
 #include "test_support.h"
 #include "tokenizer/tokenizer.h"
 
@@ -20,15 +20,7 @@ namespace {
 const Tokenizer& fixture(const std::string& name) {
   static std::map<std::string, std::unique_ptr<Tokenizer>> cache;
   auto& t = cache[name];
-  if (t) return *t;
-  std::string dir = test::source_path("tests/fixtures/tokenizers/" + name);
-  if (std::filesystem::exists(dir + "/tokenizer.json.gz")) {  // gemma3: 33 MB as text
-    Json tj = Json::parse(test::read_gzip_file(dir + "/tokenizer.json.gz"));
-    Json tc = Json::parse(test::read_gzip_file(dir + "/tokenizer_config.json.gz"));
-    t = std::make_unique<Tokenizer>(Tokenizer::from_json(tj, tc, dir + "/tokenizer.json"));
-  } else {
-    t = std::make_unique<Tokenizer>(Tokenizer::load(dir + "/tokenizer.json", dir + "/tokenizer_config.json"));
-  }
+  if (!t) t = std::make_unique<Tokenizer>(test::load_fixture_tokenizer(name));
   return *t;
 }
 

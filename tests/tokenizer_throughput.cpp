@@ -1,6 +1,8 @@
-// Encode throughput on a few MB of English-like text, printed for each fixture tokenizer. The bound
-// checked is loose (the machine may be busy); the printed figure is the measurement.
-// KVAD_BENCH_TEXT=/path/to/file.txt measures on that file instead of the generated text.
+// Encode throughput on a few MB of English-like text, printed for each fixture tokenizer (byte-level
+// BPE, SentencePiece-style BPE, Unigram). The bound checked is loose (the machine may be busy); the
+// printed figure is the measurement (docs/tokenizer.md has figures and the command).
+// KVAD_BENCH_TEXT=/path/to/file.txt measures on that file instead of the generated text;
+// KVAD_BENCH_BYTES=N generates N bytes instead of 4 MiB.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -10,6 +12,7 @@
 #include <random>
 #include <sstream>
 
+#include "fixture_tokenizer.h"
 #include "test_support.h"
 #include "tokenizer/tokenizer.h"
 
@@ -62,12 +65,12 @@ TEST(TokenizerThroughput, EncodeEnglish) {
     ss << f.rdbuf();
     text = ss.str();
   } else {
-    text = english_text(4 << 20);
+    const char* bytes = std::getenv("KVAD_BENCH_BYTES");
+    text = english_text(bytes ? std::strtoul(bytes, nullptr, 10) : 4 << 20);
   }
-  for (const char* name : {"qwen3", "llama3", "gpt2"}) {
-    std::string dir = test::source_path(std::string("tests/fixtures/tokenizers/") + name);
+  for (const char* name : {"qwen3", "llama3", "gpt2", "llama2", "gemma3", "unigram"}) {
     auto t0 = std::chrono::steady_clock::now();
-    Tokenizer tok = Tokenizer::load(dir + "/tokenizer.json", dir + "/tokenizer_config.json");
+    Tokenizer tok = test::load_fixture_tokenizer(name);
     auto t1 = std::chrono::steady_clock::now();
     auto ids = tok.encode(text);  // cold: the word cache fills as it goes
     auto t2 = std::chrono::steady_clock::now();
@@ -75,7 +78,7 @@ TEST(TokenizerThroughput, EncodeEnglish) {
     auto t3 = std::chrono::steady_clock::now();
     auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
     double mb = (double)text.size() / 1e6;
-    std::printf("[throughput] %-6s load %.2f s; encode %.1f MB -> %zu tokens: %.1f MB/s cold, %.1f MB/s warm\n", name,
+    std::printf("[throughput] %-7s load %.2f s; encode %.1f MB -> %zu tokens: %.1f MB/s cold, %.1f MB/s warm\n", name,
                 secs(t0, t1), mb, ids.size(), mb / secs(t1, t2), mb / secs(t2, t3));
     EXPECT_EQ(ids, again);
     EXPECT_GT(mb / secs(t1, t2), 0.5);
