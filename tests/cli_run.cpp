@@ -8,6 +8,7 @@
 
 #include "core/fs.h"
 #include "core/json.h"
+#include "core/utf8.h"
 #include "test_support.h"
 
 using namespace kvad;
@@ -302,6 +303,30 @@ TEST(CliTokenize, IdsAndPieces) {
   EXPECT_EQ(r.out, "[9707,1879]\n[\"Hello\",\"Ġworld\"]\n");
   auto g = run_kvad("tokenize --model " + tiny("gpt2") + " 'Hello world'");
   EXPECT_EQ(g.out, "[15496,995]\n");
+}
+
+// A Llama 2-style model folder: the SentencePiece tokenizer fixture (BPE with byte_fallback, "▁"
+// for spaces) gives the HF reference ids through the CLI, and in place of a tiny llama's own
+// tokenizer (its 128256 embedding rows hold the 32000 ids) it loads, encodes, generates, decodes.
+TEST(CliTokenize, SentencePieceTokenizerFolder) {
+  Json goldens = read_json_file(test::source_path("tests/fixtures/tokenizer_goldens/goldens.json"));
+  Json want;
+  for (const Json& c : goldens["cases"])
+    if (c["name"] == "add_special") want = c["ids"]["llama2"];  // "Hello world" with BOS
+  ASSERT_TRUE(want.is_array());
+  std::string sp = test::source_path("tests/fixtures/tokenizers/llama2");
+  auto r = run_kvad("tokenize --model " + sp + " --special 'Hello world' --pieces");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, want.dump() + "\n[\"<s>\",\"\u2581Hello\",\"\u2581world\"]\n");
+
+  std::string d = test::temp_dir("tiny-llama-sp");
+  ASSERT_EQ(run_kvad("synth --arch llama --preset tiny --std 0.1 --out " + d).exit_code, 0);
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+    std::filesystem::copy_file(sp + "/" + f, d + "/" + f, std::filesystem::copy_options::overwrite_existing);
+  auto g = run_kvad("run --model " + d + " --prompt 'Hello world' -n 6 --temperature 0 --threads 2");
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  EXPECT_NE(g.err.find("prompt " + std::to_string(want.size()) + " tokens"), std::string::npos) << g.err;
+  EXPECT_TRUE(kvad::is_valid_utf8(g.out)) << g.out;
 }
 
 TEST(CliHelp, EveryCommandHasHelp) {

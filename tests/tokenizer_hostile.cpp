@@ -127,6 +127,23 @@ TEST(TokenizerHostile, WidePipelinesAreBounded) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
 }
 
+// Prepend applies to every stretch between added tokens and Replace to every match: a long
+// insertion would multiply every text (a 1 MB Prepend x 10,000 added tokens in a prompt = 10 GB).
+TEST(TokenizerHostile, InsertedTextIsBounded) {
+  std::string big(100000, 'x');
+  Json j = minimal();
+  j["normalizer"] = {{"type", "Prepend"}, {"prepend", big}};
+  std::string msg = error_of(j);
+  EXPECT_NE(msg.find("normalizer.prepend: is 100000 bytes long (at most 256)"), std::string::npos) << msg.substr(0, 300);
+  j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", big}};
+  EXPECT_NE(error_of(j).find("normalizer.content: is 100000 bytes"), std::string::npos) << error_of(j).substr(0, 300);
+  j = minimal();
+  j["decoder"] = {{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", big}};
+  EXPECT_NE(error_of(j).find("decoder.content"), std::string::npos) << error_of(j).substr(0, 300);
+  j["decoder"] = {{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", std::string(256, 'y')}};
+  EXPECT_EQ(error_of(j), "");  // up to the bound is fine
+}
+
 TEST(TokenizerHostile, OverflowingNumberNamesFileAndField) {
   std::string dir = test::temp_dir("tok_hostile_num");
   std::string path = dir + "/tokenizer.json";

@@ -27,7 +27,7 @@ void Normalizer::add(const Json& j, const Field& f, size_t depth) {
   else if (type == "NFD") form |= UTF8PROC_DECOMPOSE;
   else if (type == "NFKC") form |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT;
   else if (type == "NFKD") form |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT;
-  else if (type == "Prepend") step.kind = Step::kPrepend, step.text = read_string_or(j, "prepend", "", f);
+  else if (type == "Prepend") step.kind = Step::kPrepend, step.text = read_inserted_or(j, "prepend", "", f);
   else if (type == "Replace") step = read_replace(j, f);
   else if (type == "Lowercase") step.kind = Step::kLowercase;
   else if (type == "Strip") {

@@ -156,7 +156,7 @@ bool Regex::find(std::string_view text, size_t from, size_t* start, size_t* end)
 
 Replacement Replacement::from_json(const Json& j, const Field& f) {
   Replacement r;
-  r.content_ = read_string_or(j, "content", "", f);
+  r.content_ = read_inserted_or(j, "content", "", f);
   const Json* pat = find_field(j, "pattern");
   Field pf = f.at("pattern");
   if (!pat || !pat->is_object()) pf.fail("expected an object {{\"String\": ...}} or {{\"Regex\": ...}}");

@@ -40,7 +40,8 @@ class Tokenizer {
   std::vector<int32_t> encode(std::string_view text, bool parse_special = true, bool add_special = false,
                               size_t max_tokens = SIZE_MAX) const;
 
-  // Raw bytes a token stands for (byte-level decoded; added tokens as their content).
+  // Raw bytes a token stands for wherever it stands (the decoder applied to it alone: byte-level
+  // alphabet undone, "▁" a space, <0xXX> that byte); decode() also strips the text's start.
   const std::string& token_bytes(int32_t id) const;
   // ids -> text; invalid UTF-8 in the bytes is replaced with U+FFFD.
   std::string decode(const std::vector<int32_t>& ids, bool skip_special = false) const;

@@ -76,6 +76,16 @@ inline std::string read_char_or(const Json& obj, const char* key, const std::str
 // so a file listing thousands would turn every encode into a stack overflow or a crawl.
 constexpr size_t kMaxSequenceDepth = 8;
 constexpr size_t kMaxPipelineSteps = 64;
+// Text a step inserts every time it applies (Prepend per stretch of text, Replace per match): real
+// files insert one "▁"; a long one would multiply the size of every text it touches.
+constexpr size_t kMaxInsertedBytes = 256;
+
+// A string field that a step inserts into the text (see kMaxInsertedBytes).
+inline std::string read_inserted_or(const Json& obj, const char* key, const std::string& dflt, const Field& f) {
+  std::string s = read_string_or(obj, key, dflt, f);
+  if (s.size() > kMaxInsertedBytes) f.at(key).fail("is {} bytes long (at most {})", s.size(), kMaxInsertedBytes);
+  return s;
+}
 
 inline void check_sequence_depth(size_t depth, const Field& f) {
   if (depth > kMaxSequenceDepth) f.fail("Sequence nested deeper than {} levels", kMaxSequenceDepth);
