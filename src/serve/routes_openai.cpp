@@ -142,8 +142,8 @@ void answer_whole(Server::Impl& s, const GenRequest& r, const std::shared_ptr<Ge
     if (std::chrono::steady_clock::now() - checked > std::chrono::milliseconds(200)) {
       checked = std::chrono::steady_clock::now();
       if (!job->cancelled() && GuardedHttp::client_gone()) {
+        s.metrics.disconnects++;  // before the cancel, as in a stream's failed write
         job->cancel();
-        s.metrics.disconnects++;
       }
     }
     if (!got) continue;
@@ -178,6 +178,7 @@ void answer_whole(Server::Impl& s, const GenRequest& r, const std::shared_ptr<Ge
 // What a stream's provider keeps between calls.
 struct StreamState {
   bool started = false, finished = false;
+  bool client_gone = false;  // a write failed (the disconnect is counted then)
   std::vector<size_t> text_offset;  // per choice (completions' logprobs)
   size_t ended = 0;
   ChoicesUsage usage;
@@ -198,8 +199,11 @@ void answer_stream(Server::Impl& s, const GenRequest& r, const std::shared_ptr<G
         Server::Impl& s = *sp;
         auto write = [&](const std::string& data) {
           if (sink.write(data.data(), data.size())) return true;
-          job->cancel();  // the client went away: free the engine at the next token
+          // The client went away: counted first, then the engine freed at its next token, so whoever
+          // sees the engine free again also sees the disconnect in /metrics.
           s.metrics.disconnects++;
+          st->client_gone = true;
+          job->cancel();
           return false;
         };
         const size_t n = st->text_offset.size();
@@ -256,9 +260,14 @@ void answer_stream(Server::Impl& s, const GenRequest& r, const std::shared_ptr<G
         if (st->finished) sink.done();
         return true;
       },
-      [sp, job, st](bool success) {
+      [sp, job, st](bool) {
+        // Unfinished here without a failed write: httplib saw the socket close before calling the
+        // provider again and stopped the stream itself. That is a client gone too (not a shutdown).
+        if (!st->finished) {
+          if (!st->client_gone && !sp->stopping) sp->metrics.disconnects++;
+          job->cancel();
+        }
         sp->metrics.streams_active--;
-        if (!st->finished) job->cancel();
       });
 }
 
