@@ -2,11 +2,16 @@
 # as a person types them, and the screen read back with capture-pane.
 # Expects WORK (a scratch folder). Each test gets its own tmux server (-L), so none sees another's.
 
-TMUX_SOCKET=kvad-term-$$
+TERMS_STARTED=0
+TMUX_SOCKET=kvad-term-$$-0
 tm() { tmux -L "$TMUX_SOCKET" "$@"; }
 
 start_term() {  # start_term COMMAND...: runs it in a 120x40 terminal; `screen` then shows it
+  # A fresh tmux server each time: a new session on the socket of one just killed can reach the
+  # dying server ("server exited unexpectedly").
   tm kill-server 2>/dev/null || true
+  TERMS_STARTED=$((TERMS_STARTED + 1))
+  TMUX_SOCKET=kvad-term-$$-$TERMS_STARTED
   trap 'tm kill-server 2>/dev/null || true' EXIT
   # The command's exit status lands in $WORK/term.rc; the pane stays so its last screen can be read.
   tm new-session -d -s t -x 120 -y 40 "$*; echo \$? > '$WORK/term.rc'; sleep 600"
