@@ -74,7 +74,11 @@ else echo "FAIL pull: $(head -c 400 "$WORK/pull")"; failed=$((failed + 1)); fi
 
 # Past the bound (--parallel 1 --queue 0): a long stream holds the only slot; a second request is
 # refused at once with 429 + Retry-After.
-curl -sN "${AUTH[@]}" "${JSON[@]}" -d "{$MSG,\"stream\":true,\"max_tokens\":4000,\"temperature\":1,\"seed\":3}" "$CHAT" >"$WORK/long-stream" &
+# The previous answer's sequence may still hold the slot for a step after its response went out
+# (--queue 0 refuses rather than waits): start when the engine is idle. ignore_eos: the stream
+# must still be running when the next request comes, whatever the random model samples.
+for _ in $(seq 1 100); do curl -s "$URL/health" | grep -q '"busy":false' && break; sleep 0.05; done
+curl -sN "${AUTH[@]}" "${JSON[@]}" -d "{$MSG,\"stream\":true,\"max_tokens\":4000,\"temperature\":1,\"seed\":3,\"ignore_eos\":true}" "$CHAT" >"$WORK/long-stream" &
 CURL=$!
 for _ in $(seq 1 100); do grep -q '"content"' "$WORK/long-stream" 2>/dev/null && break; sleep 0.05; done
 t0=$(date +%s%N)
