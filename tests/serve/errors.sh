@@ -136,7 +136,11 @@ for mode in default empty; do
     DPORT=$(port_in_log "$WORK/default-$mode.err")
     [ -n "$DPORT" ] && break; sleep 0.1
   done
-  ids=$(curl -s "http://127.0.0.1:$DPORT/v1/models" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).data.map(m=>m.id).join(",")))')
+  # A failed read is a FAIL line below, never an exit that would leave this server running (and
+  # holding ctest's output pipe open).
+  ids=$(curl -s --retry 5 --retry-connrefused --retry-delay 1 "http://127.0.0.1:$DPORT/v1/models" |
+        node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).data.map(m=>m.id).join(",")))' 2>/dev/null) ||
+    ids="(no answer on port $DPORT: $(tail -2 "$WORK/default-$mode.err" | tr '\n' ' '))"
   kill -TERM $D; rc=0; wait $D || rc=$?
   want=kvad-kjv; [ $mode = empty ] && want=
   if [ "$ids" = "$want" ]; then echo "ok   serve without --model ($mode): models [$ids]"; passed=$((passed + 1));
