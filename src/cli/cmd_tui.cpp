@@ -21,6 +21,7 @@
 #include "core/threads.h"
 #include "models/registry.h"
 #include "runtime/engine.h"
+#include "serve/metrics.h"  // rss_bytes: the one reading of /proc/self/statm
 
 namespace kvad::cli {
 
@@ -40,15 +41,6 @@ std::vector<std::string> offered_formats(const LoadedModel& m) {
   if (c.hidden % 256 == 0 && c.intermediate % 256 == 0 && c.q_dim() % 256 == 0 && c.kv_dim() % 256 == 0)
     f.insert(f.end(), {"q6k", "q4k"});
   return f;
-}
-
-size_t resident_bytes() {
-  long pages = 0, resident = 0;
-  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
-    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
-    std::fclose(f);
-  }
-  return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE);
 }
 
 std::string mb(double bytes) {
@@ -392,7 +384,7 @@ class Tui {
     line("context", fmt::format("{} / {}", cached, s.context_length()));
     line("KV cache", mb((double)kv));
     line("at full ctx", mb((double)s.kv_bytes_per_token() * (double)s.context_length()));
-    line("RSS", mb((double)resident_bytes()));
+    line("RSS", mb((double)serve::rss_bytes()));
     line("threads", std::to_string(pool().size()));
     std::vector<std::string> f = offered_formats(r.m);
     std::string cycle;
