@@ -52,9 +52,12 @@ std::string request_log_line(const httplib::Request& req, const httplib::Respons
     line += fmt::format(" | from {} | {} body bytes | {}", req.remote_addr, req.body.size(),
                         req.get_header_value("User-Agent").substr(0, 80));
   if (failed && level >= LogLevel::Debug && !res.body.empty() && res.body.size() < 400) line += " | " + res.body;
+  return line;
+}
+
+void end_request() {
   t_start = Clock::time_point{};  // a request httplib refuses before routing gets no stale clock
   t_figures = RequestFigures{};
-  return line;
 }
 
 }  // namespace kvad::serve

@@ -23,6 +23,7 @@ struct RequestFigures {
 };
 
 void begin_request();            // before routing: the clock starts, the figures clear
+void end_request();              // after the log line: nothing carries over to the thread's next request
 RequestFigures& this_request();  // the current thread's request
 
 // "POST /v1/chat/completions 200 | prompt 12 tokens (8 cached), 64 generated | 1234 ms | 21.3 tok/s",

@@ -210,6 +210,7 @@ Server::Server(ServeOptions opts) : impl_(std::make_unique<Impl>(std::move(opts)
     s.metrics.count_request(endpoint_label(req.method, req.path), res.status);
     if (std::string line = request_log_line(req, res, s.opts.log_level); !line.empty())
       std::fprintf(stderr, "kvad serve: %s\n", line.c_str());
+    end_request();
   });
 
   h.Get("/health", [&s](const httplib::Request&, httplib::Response& res) {
