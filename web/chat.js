@@ -116,7 +116,7 @@ async function generate(sampling) {
   setBusy(true);
   chat.controller = new AbortController();
   const t0 = performance.now();
-  let tFirst = null, usage = null, finish = null, changed = false;
+  let tFirst = null, usage = null, timings = null, finish = null, changed = false;
   try {
     const res = await fetch('/v1/chat/completions', {method: 'POST', headers: kvad.headers(true), signal: chat.controller.signal, body: JSON.stringify(body)});
     if (!res.ok) {
@@ -126,6 +126,7 @@ async function generate(sampling) {
     await readSSE(res, ev => {
       if (ev.error) throw new Error(ev.error.message);
       if (ev.usage) usage = ev.usage;
+      if (ev.timings) timings = ev.timings;
       const ch = ev.choices && ev.choices[0];
       if (!ch) return;
       if (ch.delta && ch.delta.content) {
@@ -151,7 +152,10 @@ async function generate(sampling) {
     answer.meta.usage = {prompt_tokens: usage.prompt_tokens, completion_tokens: usage.completion_tokens};
     parts.push(`${usage.completion_tokens} tokens`);
     parts.push(`prompt ${usage.prompt_tokens} (${usage.prompt_tokens_details ? usage.prompt_tokens_details.cached_tokens : 0} cached)`);
-    if (tFirst !== null && usage.completion_tokens > 1 && t1 > tFirst)
+    // The server's decode speed: timed here, it would be the speed of the network reads, which
+    // can carry many tokens at once.
+    if (timings && timings.decode_tokens_per_second > 0) parts.push(`${timings.decode_tokens_per_second.toFixed(1)} tok/s`);
+    else if (tFirst !== null && usage.completion_tokens > 1 && t1 > tFirst)
       parts.push(`${((usage.completion_tokens - 1) / ((t1 - tFirst) / 1000)).toFixed(1)} tok/s`);
   }
   if (tFirst !== null) parts.push(`first token ${((tFirst - t0) / 1000).toFixed(2)} s`);

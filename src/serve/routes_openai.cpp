@@ -124,6 +124,14 @@ struct AnswerContext {
   int64_t prompt_tokens = 0, context_length = 0;
 };
 
+// The engine's own figures for choice 0 (llama-server sends `timings` too): a client timing the
+// stream itself measures its network reads, which a busy machine delivers several tokens at a time.
+Json timings_json(const GenerateResult& r, double ttft_seconds) {
+  return {{"prefill_tokens_per_second", r.prefill_tok_s()},
+          {"decode_tokens_per_second", r.decode_tok_s()},
+          {"time_to_first_token_seconds", ttft_seconds}};
+}
+
 // Non-streaming: wait for every choice's whole answer.
 void answer_whole(Server::Impl& s, const GenRequest& r, const std::shared_ptr<GenJob>& job, const ResponseMeta& meta,
                   const AnswerContext& ac, httplib::Response& res) {
@@ -169,9 +177,7 @@ void answer_whole(Server::Impl& s, const GenRequest& r, const std::shared_ptr<Ge
   }
   Json body = r.chat ? chat_response(meta, choices, r.top_logprobs > 0, usage.u)
                      : completion_response(meta, choices, r.top_logprobs > 0, usage.u);
-  body["timings"] = {{"prefill_tokens_per_second", first.prefill_tok_s()},
-                     {"decode_tokens_per_second", first.decode_tok_s()},
-                     {"time_to_first_token_seconds", ttft}};
+  body["timings"] = timings_json(first, ttft);
   reply_json(res, body);
 }
 
@@ -182,6 +188,7 @@ struct StreamState {
   std::vector<size_t> text_offset;  // per choice (completions' logprobs)
   size_t ended = 0;
   ChoicesUsage usage;
+  Json timings;  // choice 0's, sent with the usage
   std::vector<GenEvent> batch;
 };
 
@@ -248,8 +255,13 @@ void answer_stream(Server::Impl& s, const GenRequest& r, const std::shared_ptr<G
                                 : completion_chunk(meta, c, "", finish, nullptr, false, st->text_offset[(size_t)c],
                                                    r.include_usage, full));
               st->usage.add(ev.result);
+              if (c == 0) st->timings = timings_json(ev.result, ev.ttft_seconds);
               if (++st->ended < n) continue;  // other choices are still going
-              if (r.include_usage) out += sse(usage_chunk(meta, r.chat, st->usage.u));
+              if (r.include_usage) {
+                Json u = usage_chunk(meta, r.chat, st->usage.u);
+                u["timings"] = st->timings;
+                out += sse(u);
+              }
             }
           }
           st->finished = true;

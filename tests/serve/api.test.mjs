@@ -46,10 +46,10 @@ test('streaming: chunks, [DONE], include_usage, same text as non-streaming', asy
   const params = { model, messages, max_tokens: 16, temperature: 0, seed: 1 };
   const whole = await client.chat.completions.create(params);
   const stream = await client.chat.completions.create({ ...params, stream: true, stream_options: { include_usage: true } });
-  let text = '', chunks = 0, role = null, finish = null, usage = null;
+  let text = '', chunks = 0, role = null, finish = null, usage = null, timings = null;
   for await (const chunk of stream) {
     assert.equal(chunk.object, 'chat.completion.chunk');
-    if (chunk.usage) usage = chunk.usage;
+    if (chunk.usage) { usage = chunk.usage; timings = chunk.timings; }
     if (!chunk.choices.length) continue;
     const d = chunk.choices[0].delta;
     if (d.role) role = d.role;
@@ -62,6 +62,9 @@ test('streaming: chunks, [DONE], include_usage, same text as non-streaming', asy
   assert.equal(finish, whole.choices[0].finish_reason);
   assert.ok(usage, 'the last chunk carries usage');
   assert.equal(usage.completion_tokens, whole.usage.completion_tokens);
+  // The engine's speeds ride with the usage (the web UI shows them: its own clock sees network reads).
+  assert.ok(timings && timings.decode_tokens_per_second > 0 && timings.time_to_first_token_seconds > 0, JSON.stringify(timings));
+  assert.equal(typeof whole.timings.decode_tokens_per_second, 'number');
 });
 
 test('prefix reuse: the next turn of a conversation reports cached tokens', async () => {

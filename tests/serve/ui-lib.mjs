@@ -49,10 +49,11 @@ export async function waitForAnswers(page, n, timeout = 60000) {
     `${n} finished answers`, timeout, n);
 }
 
-// One screenshot per page, named after it; it must show that page (navigation once left every
-// screenshot on the Chat page).
+// One screenshot per page, named after it (a prefix such as "phone-" or "dark-" for a variant); it
+// must show that page (navigation once left every screenshot on the Chat page).
 export async function shot(page, name) {
   if (!SHOTS) return;
-  if ((await activePage(page)) !== name) throw new Error(`screenshot ${name}: the page shows ${await activePage(page)}`);
+  const want = name.replace(/^(phone|dark)-/, '');
+  if ((await activePage(page)) !== want) throw new Error(`screenshot ${name}: the page shows ${await activePage(page)}`);
   await page.screenshot({ path: `${SHOTS}/${name}.png`, fullPage: true });
 }

@@ -239,6 +239,7 @@ test('a phone (390 px): no page scrolls sideways, every tab is reachable, the ch
       await seesData(p);
       const width = await page.evaluate(() => document.documentElement.scrollWidth);
       assert.ok(width <= 390, `page ${p} is ${width} px wide`);
+      await shot(page, `phone-${p}`);
     }
     await tab('chat');
     await page.click('#chat-new');
@@ -259,6 +260,11 @@ test('dark mode follows the system', async () => {
   const light = [await background(), await ink()];
   await page.emulateMedia({ colorScheme: 'dark' });
   const dark = [await background(), await ink()];
+  for (const p of ['chat', 'dashboard']) {
+    await tab(p);
+    await waitForPage(page, p);
+    await shot(page, `dark-${p}`);
+  }
   await page.emulateMedia({ colorScheme: 'light' });
   assert.notEqual(dark[0], light[0], 'the background changes');
   assert.notEqual(dark[1], light[1], 'so does the text');
