@@ -94,6 +94,7 @@ function showPage(name) {
   kvad.page = name;
   kvad.emit('page', name);
   if (pageShowers[name]) pageShowers[name]();
+  redrawCharts();  // its charts were last drawn at whatever width the window had then
 }
 
 // Goes to a page as a click on its tab does (a new history entry).

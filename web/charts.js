@@ -10,6 +10,16 @@ function chartTheme() {
   return {line: v('--line', '#e2e2de'), muted: v('--muted', '#6b6f76'), ink: v('--ink', '#1d1f21')};
 }
 
+// Every chart's last drawing, drawn again when the window's width or the colour scheme changes
+// (a chart on a hidden page has no width: it is drawn when its page shows and its data arrives).
+const drawn = new Map();
+function redrawCharts() {
+  for (const [canvas, draw] of drawn) if (canvas.isConnected && canvas.clientWidth) draw();
+}
+let redrawTimer = null;
+window.addEventListener('resize', () => { clearTimeout(redrawTimer); redrawTimer = setTimeout(redrawCharts, 100); });
+window.matchMedia('(prefers-color-scheme: dark)').addEventListener('change', redrawCharts);
+
 function niceMax(v) {
   if (!(v > 0)) return 1;
   const p = Math.pow(10, Math.floor(Math.log10(v)));
@@ -17,10 +27,20 @@ function niceMax(v) {
   return 10 * p;
 }
 
+// A chart is as wide as its column (app.css) and as tall as its height attribute says. Its backing
+// store follows the width it is laid out at: sizing the layout from the backing store instead kept a
+// chart drawn at phone width (370 px) that narrow after the window grew.
 function setupCanvas(canvas) {
   const dpr = window.devicePixelRatio || 1;
-  const w = canvas.clientWidth || canvas.width, h = canvas.clientHeight || canvas.height;
-  if (canvas.width !== Math.round(w * dpr)) { canvas.width = Math.round(w * dpr); canvas.height = Math.round(h * dpr); }
+  if (!canvas.dataset.height) {
+    canvas.dataset.height = canvas.getAttribute('height') || '200';
+    canvas.style.height = canvas.dataset.height + 'px';
+  }
+  const w = canvas.clientWidth || canvas.width, h = Number(canvas.dataset.height);
+  if (canvas.width !== Math.round(w * dpr) || canvas.height !== Math.round(h * dpr)) {
+    canvas.width = Math.round(w * dpr);
+    canvas.height = Math.round(h * dpr);
+  }
   const ctx = canvas.getContext('2d');
   ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
   ctx.clearRect(0, 0, w, h);
@@ -58,6 +78,7 @@ function legend(ctx, series, x, y) {
 // series: [{name, points: [[x, y]...], color, labels}]; opts: {yfmt, xfmt, xlabel, scatter}.
 // labels (one per point) draws each point with its label beside it (a sweep's levels).
 function lineChart(canvas, series, opts = {}) {
+  drawn.set(canvas, () => lineChart(canvas, series, opts));
   const {ctx, w, h} = setupCanvas(canvas);
   const box = {x: 56, y: 12, w: w - 70, h: h - 44};
   let xmax = opts.xmax || 0, ymax = opts.ymax || 0;
@@ -78,10 +99,13 @@ function lineChart(canvas, series, opts = {}) {
       ctx.stroke();
     }
     if (s.labels) {
-      ctx.textAlign = 'left'; ctx.textBaseline = 'bottom';
+      ctx.textBaseline = 'bottom';
       s.points.forEach(([x, y], j) => {
         ctx.beginPath(); ctx.arc(px(x), py(y), 3, 0, 2 * Math.PI); ctx.fill();
-        ctx.fillText(s.labels[j], px(x) + 4, py(y) - 2);
+        // Right of the point, or left of it where the label would leave the plot.
+        const right = px(x) + 4 + ctx.measureText(s.labels[j]).width <= box.x + box.w;
+        ctx.textAlign = right ? 'left' : 'right';
+        ctx.fillText(s.labels[j], px(x) + (right ? 4 : -4), py(y) - 2);
       });
     }
   });
@@ -93,6 +117,7 @@ function lineChart(canvas, series, opts = {}) {
 
 // labels: [..]; series: [{name, values: [..]}]
 function barChart(canvas, labels, series, opts = {}) {
+  drawn.set(canvas, () => barChart(canvas, labels, series, opts));
   const {ctx, w, h} = setupCanvas(canvas);
   const box = {x: 56, y: 12, w: w - 70, h: h - 44};
   let ymax = 0;

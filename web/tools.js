@@ -146,10 +146,12 @@ function renderServing(s) {
   const xopts = {xlabel: 'output tokens/s', xfmt: v => v.toFixed(0)};
   lineChart($('#serving-ttft'), [{name: 'median', points: at('median_ttft_ms'), labels}, {name: 'p99', points: at('p99_ttft_ms'), labels}], xopts);
   lineChart($('#serving-itl'), [{name: 'median', points: at('median_itl_ms'), labels}, {name: 'p99', points: at('p99_itl_ms'), labels}], xopts);
+  $('#serving-stop').classList.toggle('hidden', !s.running);  // as Training's Cancel: only while it runs
+  $('#serving-start').disabled = !!s.running;
   const p = $('#serving-progress');
   if (s.error) p.textContent = `Stopped: ${s.error}`;
   else if (s.running) p.textContent = `Running concurrency ${s.current.concurrency}: ${s.current.done} of ${s.current.of} requests (${fmtNum(s.elapsed, 0)} s)`;
-  else if (s.results.length) p.textContent = `${s.cancelled ? 'Stopped' : 'Finished'} after ${fmtNum(s.elapsed, 0)} s: ${s.results.length} of ${s.params.levels.length} levels`;
+  else if (s.results.length) p.textContent = `${s.cancelled ? 'Stopped' : 'Finished'} after ${fmtNum(s.elapsed, s.elapsed < 10 ? 1 : 0)} s: ${s.results.length} of ${s.params.levels.length} levels`;
   else p.textContent = '';
 }
 async function pollServing() {

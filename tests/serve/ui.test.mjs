@@ -150,6 +150,8 @@ test('models, scoring and benchmark pages render their figures', async () => {
   await page.fill('#serving-output', '6');
   await page.click('#serving-start');
   await waitUntil(page, () => document.querySelector('#serving-progress').textContent.startsWith('Finished'), 'serving sweep finished');
+  assert.ok(!(await page.isVisible('#serving-stop')), 'Stop shows only while the sweep runs');
+  assert.ok(await page.isEnabled('#serving-start'));
   const rows = await page.$$eval('#serving-table tbody tr', trs => trs.map(tr => [...tr.children].map(td => td.textContent)));
   assert.equal(rows.length, 2);
   assert.deepEqual(rows.map(r => r[0]), ['1', '2']);
@@ -251,6 +253,12 @@ test('a phone (390 px): no page scrolls sideways, every tab is reachable, the ch
   } finally {
     await page.setViewportSize({ width: 1280, height: 860 });
   }
+  // Back on a wide window, the charts drawn at phone width fill their columns again.
+  await tab('dashboard');
+  await waitForPage(page, 'dashboard');
+  await waitUntil(page, () => document.querySelector('#dash-mem').getBoundingClientRect().width > 450, 'the memory chart widens');
+  const [css, store] = await page.evaluate(() => { const c = document.querySelector('#dash-mem'); return [c.clientWidth, c.width / devicePixelRatio]; });
+  assert.ok(Math.abs(css - store) <= 2, `the chart is drawn at its width (${store} for ${css} px)`);
 });
 
 test('dark mode follows the system', async () => {
