@@ -33,7 +33,7 @@ async function renderModels() {
   tbody.innerHTML = '';
   if (!r.models.length) tbody.append(el('tr', {}, el('td', {colspan: 9, class: 'muted'}, 'No models found. Download one with kvad pull ORG/NAME (e.g. kvad pull Qwen/Qwen2.5-0.5B-Instruct), train one on the Training page, start the server with --models-dir DIR for a folder of models, or load a folder or .gguf by its path below.')));
   for (const m of r.models) {
-    const actions = el('td', {});
+    const actions = el('td', {class: 'actions'});
     if (m.loaded) actions.append(el('span', {class: 'muted small'}, 'loaded'));
     else if (m.supported) actions.append(el('button', {class: 'secondary', onclick: () => loadModel(m.name)}, 'Load'));
     if (m.supported) actions.append(el('button', {class: 'chat-with', onclick: () => (m.loaded ? go('chat') : chatWith(m.name))}, 'Chat with it'));
@@ -43,17 +43,18 @@ async function renderModels() {
         try { await kvad.del('/api/models/' + encodeURIComponent(m.name)); toast(`Removed ${m.name}`); renderModels(); }
         catch (e) { toast(e.message, true); }
       }}, 'Remove'));
-    const name = el('td', {}, m.name.split('/').pop(), el('div', {class: 'muted small'}, m.path));
+    const name = el('td', {}, m.name.split('/').pop(), el('div', {class: 'muted small'}, m.path),
+      el('div', {class: 'muted small phone-only'}, [m.architecture || '?', m.parameters ? fmtCount(m.parameters) + ' params' : '', m.format, m.source].filter(Boolean).join(' · ')));
     if (m.problem) name.append(el('div', {class: 'small', style: 'color: var(--danger)'}, m.problem));
     tbody.append(el('tr', {class: m.loaded ? 'loaded' : ''},
       name,
-      el('td', {}, m.source),
-      el('td', {}, m.architecture || '?'),
-      el('td', {class: 'num'}, fmtCount(m.parameters)),
+      el('td', {class: 'wide-only'}, m.source),
+      el('td', {class: 'wide-only'}, m.architecture || '?'),
+      el('td', {class: 'num wide-only'}, fmtCount(m.parameters)),
       el('td', {class: 'num'}, fmtBytes(m.bytes)),
-      el('td', {}, m.format || '?'),
-      el('td', {class: 'num'}, m.context_length ? fmtInt(m.context_length) : '?'),
-      el('td', {}, m.chat ? 'yes' : 'no'),
+      el('td', {class: 'wide-only'}, m.format || '?'),
+      el('td', {class: 'num wide-only'}, m.context_length ? fmtInt(m.context_length) : '?'),
+      el('td', {class: 'wide-only'}, m.chat ? 'yes' : 'no'),
       actions));
   }
   renderPull(r.pull);
