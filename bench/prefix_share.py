@@ -5,7 +5,7 @@
 
 Starts `kvad serve --parallel CONVS --shared-prefix-cache` on MODEL_DIR (q8), sends conversation 1
 alone (it computes and registers the shared blocks), then conversations 2..CONVS at once, streaming,
-while it polls /api/stats for the KV blocks and bytes held. Prints what each conversation reported
+while it polls /kvad/stats for the KV blocks and bytes held. Prints what each conversation reported
 as cached_tokens and the KV bytes held at the peak against what CONVS private copies would hold.
 Prompts are token ids (/v1/completions), so the shared part is exactly --shared tokens.
 """
@@ -61,7 +61,7 @@ try:
 
     def poll():
         while not done.is_set():
-            s = get("/api/stats")
+            s = get("/kvad/stats")
             if s["kv_bytes"] > peak["kv_bytes"]:
                 peak.update(kv_bytes=s["kv_bytes"], blocks=s["kv_blocks"], running=s["engine"]["running"])
             time.sleep(0.05)
@@ -79,7 +79,7 @@ try:
         t.join()
     done.set()
     poller.join()
-    st = get("/api/stats")
+    st = get("/kvad/stats")
     per_token, bs = st["kv_bytes_per_token"], st["kv_blocks"]["block_size"]
     cached = [r["usage"]["prompt_tokens_details"]["cached_tokens"] for r in results]
     print(f"model {a.model}: {a.convs} conversations, a shared prompt of {a.shared} tokens + {a.own} own, "

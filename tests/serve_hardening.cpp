@@ -121,7 +121,7 @@ TEST(ServeHardening, CrossSiteAndRebindingAreRefused) {
   std::string body = R"({"prompt":"x"})";
   // A foreign page's text/plain POST (no preflight needed in a browser).
   httplib::Headers foreign = {{"Origin", "http://evil.example"}};
-  auto r = c.Post("/api/unload", foreign, "", "text/plain");
+  auto r = c.Post("/kvad/unload", foreign, "", "text/plain");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 403) << r->body;
   r = c.Post("/v1/completions", foreign, body, "application/json");
@@ -133,7 +133,7 @@ TEST(ServeHardening, CrossSiteAndRebindingAreRefused) {
   EXPECT_EQ(r->status, 415);
   // DNS rebinding: the Host is the attacker's name.
   httplib::Headers rebound = {{"Host", "evil.example"}};
-  r = c.Delete("/api/models/x", rebound);
+  r = c.Delete("/kvad/models/x", rebound);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 421);
   // Same origin (the UI) and plain API clients (no Origin) pass the checks.
@@ -148,6 +148,20 @@ TEST(ServeHardening, CrossSiteAndRebindingAreRefused) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->get_header_value("X-Frame-Options"), "DENY");
   EXPECT_NE(r->get_header_value("Content-Security-Policy").find("frame-ancestors 'none'"), std::string::npos);
+}
+
+TEST(ServeHardening, WildcardCorsAnswersAStarNotTheOrigin) {
+  serve::ServeOptions o = options();
+  o.cors_origins = {"*"};
+  Running s(o);
+  auto c = s.client(10);
+  httplib::Headers pre = {{"Origin", "https://any.example"}, {"Access-Control-Request-Method", "POST"}};
+  auto r = c.Options("/v1/chat/completions", pre);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 204);
+  // Reflecting the origin would let a credentialed request read the answer; "*" never does.
+  EXPECT_EQ(r->get_header_value("Access-Control-Allow-Origin"), "*");
+  EXPECT_TRUE(r->get_header_value("Access-Control-Allow-Credentials").empty());
 }
 
 TEST(ServeHardening, ConfiguredCorsOriginsAndKeys) {
@@ -165,8 +179,14 @@ TEST(ServeHardening, ConfiguredCorsOriginsAndKeys) {
   r = c.Options("/v1/chat/completions", other);
   ASSERT_TRUE(r);
   EXPECT_TRUE(r->get_header_value("Access-Control-Allow-Origin").empty());
-  // The key guards the UI's API too; a wrong key of the right length is refused.
-  r = c.Get("/api/models");
+  // The key guards every API, the UI's, Ollama's and llama-server's included; a wrong key of the
+  // right length is refused.
+  for (const char* path : {"/kvad/models", "/api/tags", "/api/ps", "/props", "/slots"}) {
+    r = c.Get(path);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 401) << path;
+  }
+  r = c.Post("/tokenize", R"({"content":"x"})", "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 401);
   c.set_bearer_token_auth("secret-kez");

@@ -193,7 +193,7 @@ TEST(ServeServer, ShortRequestsAreAnsweredWhileALongStreamRuns) {
   }
   std::string text = ls.got();
   EXPECT_EQ(text.find("[DONE]"), std::string::npos);  // the long stream is still going: they ran beside it
-  auto st = c.Get("/api/stats");
+  auto st = c.Get("/kvad/stats");
   ASSERT_TRUE(st);
   Json j = Json::parse(st->body);
   EXPECT_GE(j["kv_blocks"]["used"].get<int64_t>(), 1);
@@ -204,14 +204,14 @@ TEST(ServeServer, ShortRequestsAreAnsweredWhileALongStreamRuns) {
   bool drained = false;
   for (int i = 0; i < 100 && !drained; i++) {
     std::this_thread::sleep_for(20ms);
-    Json k = Json::parse(c.Get("/api/stats")->body);
+    Json k = Json::parse(c.Get("/kvad/stats")->body);
     drained = k["kv_blocks"]["used"].get<int64_t>() == 0 && k["engine"]["running"].get<int64_t>() == 0;
   }
   EXPECT_TRUE(drained);
 }
 
 TEST(ServeServer, AQ8KvCacheStoresAQuarterAndSaysSo) {
-  // --kv-type q8: /api/stats names the type and the bytes per token the format defines (int8 K and
+  // --kv-type q8: /kvad/stats names the type and the bytes per token the format defines (int8 K and
   // V per value plus a 4-byte scale per head and position), and a request is served through it.
   serve::ServeOptions o = options();
   o.kv_type = kernels::KvType::Q8;
@@ -221,7 +221,7 @@ TEST(ServeServer, AQ8KvCacheStoresAQuarterAndSaysSo) {
   Json r = post(c, "/v1/chat/completions", Json{{"messages", kMessages}, {"max_tokens", 5}, {"seed", 1}}, &status);
   ASSERT_EQ(status, 200) << r.dump();
   EXPECT_EQ(r["usage"]["completion_tokens"], 5);
-  Json st = Json::parse(c.Get("/api/stats")->body);
+  Json st = Json::parse(c.Get("/kvad/stats")->body);
   EXPECT_EQ(st["kv_type"], "q8");
   const Json& m = st["model"];
   int64_t per_token = 2 * m["layers"].get<int64_t>() * m["kv_heads"].get<int64_t>() * (m["head_dim"].get<int64_t>() + 4);
@@ -309,7 +309,7 @@ TEST(ServeServer, ANonStreamingClientThatLeavesCancelsItsGeneration) {
   bool freed = false;
   for (int i = 0; i < 150 && !freed; i++) {
     std::this_thread::sleep_for(20ms);
-    Json k = Json::parse(c.Get("/api/stats")->body);
+    Json k = Json::parse(c.Get("/kvad/stats")->body);
     freed = k["engine"]["running"].get<int64_t>() == 0 && k["kv_blocks"]["used"].get<int64_t>() == 0;
   }
   EXPECT_TRUE(freed) << "the engine still generated for a client that left 3 s ago";
@@ -434,23 +434,23 @@ TEST(ServeServer, ScoreBenchAndModelsApi) {
   Running s(options());
   auto c = s.client();
   int status = 0;
-  Json r = post(c, "/api/score", {{"text", "The cat sat on the mat. The cat sat on the mat."}}, &status);
+  Json r = post(c, "/kvad/score", {{"text", "The cat sat on the mat. The cat sat on the mat."}}, &status);
   ASSERT_EQ(status, 200) << r.dump();
   EXPECT_GT(r["perplexity"].get<double>(), 1.0);
   EXPECT_GT(r["bits_per_char"].get<double>(), 0.0);
-  r = post(c, "/api/bench/model", {{"prompt_lengths", {4, 16}}, {"decode_tokens", 4}}, &status);
+  r = post(c, "/kvad/bench/model", {{"prompt_lengths", {4, 16}}, {"decode_tokens", 4}}, &status);
   ASSERT_EQ(status, 200) << r.dump();
   EXPECT_EQ(r["rows"].size(), 2u);
   EXPECT_GT(r["rows"][1]["decode_tok_s"].get<double>(), 0.0);
-  auto m = c.Get("/api/models");
+  auto m = c.Get("/kvad/models");
   ASSERT_TRUE(m);
   Json models = Json::parse(m->body);
   ASSERT_FALSE(models["models"].empty());
   EXPECT_TRUE(models["models"][0]["loaded"].get<bool>());
   EXPECT_EQ(models["models"][0]["parameters"], models["loaded"]["parameters"]);
-  r = post(c, "/api/models/load", {{"name", "/no/such/model"}}, &status);
+  r = post(c, "/kvad/models/load", {{"name", "/no/such/model"}}, &status);
   EXPECT_EQ(status, 400);
-  r = post(c, "/api/models/load", {{"name", tiny_model()}}, &status);
+  r = post(c, "/kvad/models/load", {{"name", tiny_model()}}, &status);
   EXPECT_EQ(status, 200) << r.dump();
 }
 

@@ -115,7 +115,7 @@ async function refreshInfo() {
   try {
     const h = await fetch('/health').then(r => r.json());
     if (h.auth_required && !kvad.key) showKeyBar();
-    kvad.info = await kvad.get('/api/info');
+    kvad.info = await kvad.get('/kvad/info');
     const m = kvad.info.model;
     $('#model-label').textContent = m ? `${m.id} · ${m.architecture} · ${fmtCount(m.parameters)} params` : 'no model loaded';
     $('#model-label').title = m ? `context ${fmtInt(m.context_length)} tokens` : '';
@@ -127,7 +127,7 @@ async function refreshInfo() {
 
 async function pollEngine() {
   try {
-    const s = await kvad.get('/api/stats');
+    const s = await kvad.get('/kvad/stats');
     const dot = $('#engine-dot');
     dot.className = 'dot' + (s.engine.busy ? ' busy' : '');
     dot.title = s.engine.busy ? `engine busy: ${s.engine.busy}` : 'engine idle';

@@ -252,7 +252,7 @@ function deleteConversation(id) {
 async function fillModelPicker() {
   const sel = $('#chat-model');
   try {
-    const r = await kvad.get('/api/models');
+    const r = await kvad.get('/kvad/models');
     sel.innerHTML = '';
     if (!r.loaded) sel.append(el('option', {value: ''}, '(no model loaded)'));
     for (const m of r.models) {
@@ -295,7 +295,7 @@ document.addEventListener('DOMContentLoaded', () => {
     if (!name) return;
     toast(`Loading ${name}…`);
     try {
-      await kvad.post('/api/models/load', {name});
+      await kvad.post('/kvad/models/load', {name});
       toast(`Loaded ${name}`);
       await refreshInfo();
     } catch (e) { toast(e.message, true); }

@@ -1,4 +1,4 @@
-// Dashboard: live figures from /api/stats (polled each second by app.js), memory drawn over time.
+// Dashboard: live figures from /kvad/stats (polled each second by app.js), memory drawn over time.
 'use strict';
 
 const dash = {t0: performance.now(), mem: [], speed: [], lastGen: -1};

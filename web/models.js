@@ -5,7 +5,7 @@
 async function loadModel(name) {
   toast(`Loading ${name}…`);
   try {
-    await kvad.post('/api/models/load', {name});
+    await kvad.post('/kvad/models/load', {name});
     toast(`Loaded ${name}`);
     await refreshInfo();
     if (kvad.page === 'models') renderModels();
@@ -29,7 +29,7 @@ async function chatWith(name) {
 async function renderModels() {
   const tbody = $('#models-table tbody');
   let r;
-  try { r = await kvad.get('/api/models'); } catch (e) { toast(e.message, true); return; }
+  try { r = await kvad.get('/kvad/models'); } catch (e) { toast(e.message, true); return; }
   tbody.innerHTML = '';
   if (!r.models.length) tbody.append(el('tr', {}, el('td', {colspan: 9, class: 'muted'}, 'No models found. Download one with kvad pull ORG/NAME (e.g. kvad pull Qwen/Qwen2.5-0.5B-Instruct), train one on the Training page, start the server with --models-dir DIR for a folder of models, or load a folder or .gguf by its path below.')));
   for (const m of r.models) {
@@ -40,7 +40,7 @@ async function renderModels() {
     if ((m.source === 'store' || m.source === 'hf') && !m.loaded)
       actions.append(el('button', {class: 'danger', onclick: async () => {
         if (!confirm(`Remove ${m.name} from ${m.source === 'hf' ? 'the Hugging Face cache' : "kvad's store"}? Its files are deleted.`)) return;
-        try { await kvad.del('/api/models/' + encodeURIComponent(m.name)); toast(`Removed ${m.name}`); renderModels(); }
+        try { await kvad.del('/kvad/models/' + encodeURIComponent(m.name)); toast(`Removed ${m.name}`); renderModels(); }
         catch (e) { toast(e.message, true); }
       }}, 'Remove'));
     const name = el('td', {}, m.name.split('/').pop(), el('div', {class: 'muted small'}, m.path),
@@ -72,7 +72,7 @@ function renderPull(p) {
   if (!running && pullTimer) { clearInterval(pullTimer); pullTimer = null; renderModels(); fillModelPicker(); }
 }
 async function pollPull() {
-  try { renderPull(await kvad.get('/api/models/pull')); } catch (e) { clearInterval(pullTimer); pullTimer = null; }
+  try { renderPull(await kvad.get('/kvad/models/pull')); } catch (e) { clearInterval(pullTimer); pullTimer = null; }
 }
 
 registerPage('models', renderModels);
@@ -83,9 +83,9 @@ document.addEventListener('DOMContentLoaded', () => {
     ev.preventDefault();
     const name = $('#pull-repo').value.trim();
     if (!name) return;
-    try { renderPull(await kvad.post('/api/models/pull', {name})); pollPull(); } catch (e) { toast(e.message, true); }
+    try { renderPull(await kvad.post('/kvad/models/pull', {name})); pollPull(); } catch (e) { toast(e.message, true); }
   });
-  $('#pull-cancel').addEventListener('click', async () => { try { renderPull(await kvad.post('/api/models/pull/cancel')); } catch (e) { toast(e.message, true); } });
+  $('#pull-cancel').addEventListener('click', async () => { try { renderPull(await kvad.post('/kvad/models/pull/cancel')); } catch (e) { toast(e.message, true); } });
   $('#load-form').addEventListener('submit', ev => {
     ev.preventDefault();
     const name = $('#load-path').value.trim();

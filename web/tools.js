@@ -42,7 +42,7 @@ function renderTrainJob(j) {
 
 async function pollTrain() {
   try {
-    const t = await kvad.get('/api/train');
+    const t = await kvad.get('/kvad/train');
     $('#train-unavailable').classList.toggle('hidden', t.available);
     $('#train-reason').textContent = t.reason;
     $('#train-start').disabled = !t.available;
@@ -57,7 +57,7 @@ async function startTrain(ev) {
   ev.preventDefault();
   if (!trainState.file) { toast('Choose a text file to train on.', true); return; }
   try {
-    const j = await kvad.post('/api/train', {
+    const j = await kvad.post('/kvad/train', {
       name: $('#train-name').value.trim(),
       size: $('#train-size').value,
       arch: $('#train-arch').value,
@@ -92,7 +92,7 @@ async function runScore(ev) {
   out.innerHTML = '';
   out.append(card('Scoring…', '…'));
   try {
-    const r = await kvad.post('/api/score', {text, window: parseInt($('#score-window').value, 10) || 0});
+    const r = await kvad.post('/kvad/score', {text, window: parseInt($('#score-window').value, 10) || 0});
     remember('kvad_score_last', r);
     renderScore(r);
   } catch (e) { out.innerHTML = ''; toast(e.message, true); }
@@ -121,7 +121,7 @@ async function runModelBench(ev) {
   tbody.innerHTML = '';
   tbody.append(el('tr', {}, el('td', {colspan: 5, class: 'muted'}, 'running…')));
   try {
-    const r = await kvad.post('/api/bench/model', {prompt_lengths: lengths, decode_tokens: parseInt($('#bench-decode').value, 10)});
+    const r = await kvad.post('/kvad/bench/model', {prompt_lengths: lengths, decode_tokens: parseInt($('#bench-decode').value, 10)});
     remember('kvad_bench_model_last', r);
     renderModelBench(r);
   } catch (e) { tbody.innerHTML = ''; toast(e.message, true); }
@@ -156,7 +156,7 @@ function renderServing(s) {
 }
 async function pollServing() {
   try {
-    const s = await kvad.get('/api/bench/serving');
+    const s = await kvad.get('/kvad/bench/serving');
     renderServing(s);
     if (!s.running) { clearInterval(servingTimer); servingTimer = null; }
   } catch (e) { clearInterval(servingTimer); servingTimer = null; }
@@ -165,7 +165,7 @@ async function startServing(ev) {
   ev.preventDefault();
   try {
     const levels = $('#serving-levels').value.split(',').map(x => parseInt(x.trim(), 10)).filter(n => n > 0);
-    await kvad.post('/api/bench/serving', {
+    await kvad.post('/kvad/bench/serving', {
       levels, input_len: parseInt($('#serving-input').value, 10), output_len: parseInt($('#serving-output').value, 10),
     });
     if (!servingTimer) servingTimer = setInterval(pollServing, 1000);
@@ -178,7 +178,7 @@ registerPage('score', () => renderScore(recall('kvad_score_last')));
 registerPage('bench', async () => {
   renderModelBench(recall('kvad_bench_model_last'));
   try {
-    const s = await kvad.get('/api/bench/serving');
+    const s = await kvad.get('/kvad/bench/serving');
     if (s.elapsed > 0) renderServing(s);
     if (s.running && !servingTimer) servingTimer = setInterval(pollServing, 1000);
   } catch (e) { /* the page still works; the sweep's state shows on the next run */ }
@@ -193,7 +193,7 @@ document.addEventListener('DOMContentLoaded', () => {
   });
   $('#train-cancel').addEventListener('click', async () => {
     if (!trainState.current) return;
-    try { await kvad.del('/api/train/' + trainState.current.id); toast('Cancelling: kvad train saves a checkpoint first'); pollTrain(); }
+    try { await kvad.del('/kvad/train/' + trainState.current.id); toast('Cancelling: kvad train saves a checkpoint first'); pollTrain(); }
     catch (e) { toast(e.message, true); }
   });
   $('#score-form').addEventListener('submit', runScore);
@@ -203,5 +203,5 @@ document.addEventListener('DOMContentLoaded', () => {
   });
   $('#bench-model-form').addEventListener('submit', runModelBench);
   $('#bench-serving-form').addEventListener('submit', startServing);
-  $('#serving-stop').addEventListener('click', async () => { try { renderServing(await kvad.del('/api/bench/serving')); } catch (e) { toast(e.message, true); } });
+  $('#serving-stop').addEventListener('click', async () => { try { renderServing(await kvad.del('/kvad/bench/serving')); } catch (e) { toast(e.message, true); } });
 });

@@ -74,7 +74,7 @@ std::string precheck(CLI::App& app, int argc, char** argv) {
 int main(int argc, char** argv) {
   CLI::App app{"kvad: run, serve and train language models on your own hardware"};
   app.require_subcommand(1);
-  app.set_version_flag("-v,--version", "kvad 0.1.0");
+  app.set_version_flag("-v,--version", std::string("kvad ") + KVAD_VERSION);
   add_run(app);
   add_chat(app);
   add_tui(app);

@@ -28,7 +28,7 @@ void add_serve(CLI::App& app) {
   auto a = std::make_shared<Args>();
   auto* model = cmd->add_option("-m,--model", a->o.model, "model to load at start (folder, store name, .gguf or Hub "
                                 "ORG/NAME; default: the default model, as `kvad run`); the UI can load another");
-  cmd->add_flag("--no-model", a->no_model, "start with no model loaded (load one from the UI or POST /api/models/load)")
+  cmd->add_flag("--no-model", a->no_model, "start with no model loaded (load one from the UI or POST /kvad/models/load)")
       ->excludes(model);
   cmd->add_option("--host", a->o.host, "address to listen on (default 127.0.0.1: this machine only)");
   cmd->add_option("--port", a->o.port, "port (default 8080; 0 = any free port, printed at start)")->check(CLI::Range(0, 65535));
@@ -37,6 +37,12 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--api-key-file", a->api_key_file, "read the API key from this file (first line)");
   cmd->add_option("--cors", a->o.cors_origins, "an origin (https://app.example, or *) whose pages may call the API from a "
                   "browser (repeatable; default: only the UI this server serves)");
+  cmd->add_option("--alias", a->o.alias, "the model id to serve --model as (for clients with a hard-coded model name); "
+                  "requests may name it or the model's own name")
+      ->check(CLI::TypeValidator<std::string>())
+      ->each([](const std::string& v) {
+        if (v.empty() || v.size() > 256) throw CLI::ValidationError("--alias", "must be 1 to 256 characters");
+      });
   cmd->add_option("--allow-host", a->o.allowed_hosts, "a host name clients may use to reach this server, checked against "
                   "the Host header against DNS rebinding (repeatable)");
   cmd->add_option("--request-timeout", a->o.request_seconds, "seconds a client has to send a whole request (default 10)")

@@ -376,6 +376,20 @@ void Engine::cancel_all() {
   waiting_.clear();
 }
 
+void Engine::sequences(std::vector<SequenceStatus>& out) const {
+  out.resize(running_.size());
+  for (size_t i = 0; i < running_.size(); i++) {
+    const Sequence& s = *running_[i];
+    SequenceStatus& o = out[i];
+    o.id = s.id;
+    o.choice = s.choice;
+    o.prompt_tokens = (int64_t)s.req.prompt.size();
+    o.generated = (int64_t)s.tokens.size() - o.prompt_tokens;
+    o.computed = s.computed;
+    o.prefilling = s.computed < o.prompt_tokens;
+  }
+}
+
 EngineStats Engine::stats() const {
   EngineStats st;
   st.running = (int64_t)running_.size();

@@ -70,6 +70,14 @@ struct EngineStats {
   int64_t last_step_rows = 0;
 };
 
+// One running sequence as a monitor sees it (llama-server's /slots).
+struct SequenceStatus {
+  int32_t id = 0, choice = 0;
+  int64_t prompt_tokens = 0, generated = 0;
+  int64_t computed = 0;  // positions in the KV cache
+  bool prefilling = false;
+};
+
 class Engine {
  public:
   Engine(const Model& model, EngineOptions opts, std::unique_ptr<Backend> backend = make_cpu_backend());
@@ -93,6 +101,8 @@ class Engine {
   int64_t running() const { return (int64_t)running_.size(); }
   int64_t waiting() const { return (int64_t)waiting_.size(); }
   EngineStats stats() const;
+  // The running sequences into `out` (resized; no allocation when its capacity holds them).
+  void sequences(std::vector<SequenceStatus>& out) const;
 
   // For sessions: one forward of `tokens` at positions from `pos0`, through `table`.
   void forward_session(BlockTable& table, int32_t seq, const std::vector<int32_t>& tokens, int64_t pos0, Logits which,

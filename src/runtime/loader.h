@@ -16,6 +16,7 @@ namespace kvad {
 struct LoadedModel {
   std::string path;  // the folder
   std::string name;  // what the user called it
+  std::string served_as;  // the id a server reports instead of the folder's name (kvad serve --alias)
   std::unique_ptr<Model> model;
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<ChatTemplate> chat_template;  // null when the model has none or it did not parse

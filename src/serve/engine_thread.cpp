@@ -9,12 +9,14 @@
 
 namespace kvad::serve {
 
-std::string model_id(const LoadedModel& m) {
+std::string model_own_id(const LoadedModel& m) {
   std::string n = m.name;
   while (n.size() > 1 && n.back() == '/') n.pop_back();
   size_t slash = n.rfind('/');
   return slash == std::string::npos ? n : n.substr(slash + 1);
 }
+
+std::string model_id(const LoadedModel& m) { return m.served_as.empty() ? model_own_id(m) : m.served_as; }
 
 void ModelHost::set_model(std::shared_ptr<const LoadedModel> m) {
   engine_.reset();  // cancels the old model's sequences (their clients hear "cancelled")
@@ -70,13 +72,16 @@ void EngineThread::generation_finished() {
   generations_--;
 }
 
-void EngineThread::load_now(const std::string& name) {
+void EngineThread::load_now(const std::string& name, const std::string& alias) {
   auto m = std::make_shared<LoadedModel>(load_model(name, cfg_.load));
-  std::lock_guard<std::mutex> lk(mu_);
-  if (running_ || !jobs_.empty() || generations_ > 0) fail("load_now: the engine is busy");
-  host_.set_model(m);
-  model_ = m;
-  refresh_stats();
+  m->served_as = alias;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (running_ || !jobs_.empty() || generations_ > 0) fail("load_now: the engine is busy");
+    host_.set_model(m);
+    model_ = m;
+  }
+  refresh_stats();  // takes mu_ itself
 }
 
 void EngineThread::set_model(std::shared_ptr<const LoadedModel> m) {
@@ -97,9 +102,16 @@ void EngineThread::refresh_stats() {
     stats_.kv_bytes = 0;
     stats_.tokens_held = 0;
     stats_.running = stats_.waiting = 0;
+    std::lock_guard<std::mutex> lk(mu_);
+    sequences_.clear();
     return;
   }
   kvad::EngineStats s = e->stats();
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (sequences_.capacity() < (size_t)s.running) sequences_.reserve((size_t)std::max<int64_t>(s.running, 2 * cfg_.parallel));
+    e->sequences(sequences_);
+  }
   stats_.kv_bytes = (size_t)s.blocks.used * s.bytes_per_block;
   stats_.kv_capacity_bytes = (size_t)s.blocks.total * s.bytes_per_block;
   stats_.kv_bytes_per_token = s.bytes_per_token;
@@ -114,6 +126,11 @@ void EngineThread::refresh_stats() {
   stats_.steps = s.steps;
   stats_.preemptions = s.preemptions;
   stats_.last_step_rows = s.last_step_rows;
+}
+
+std::vector<SequenceStatus> EngineThread::sequences() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return sequences_;
 }
 
 std::shared_ptr<const LoadedModel> EngineThread::model() const {

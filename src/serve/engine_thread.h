@@ -91,11 +91,13 @@ class EngineThread {
   Admit submit(std::shared_ptr<Job> job);
   Admit submit(std::shared_ptr<GenJob> gen);
   // Loads a model before serving starts (on the calling thread; the engine is idle).
-  void load_now(const std::string& name);
+  void load_now(const std::string& name, const std::string& alias = "");
 
   std::shared_ptr<const LoadedModel> model() const;
   const EngineConfig& config() const { return cfg_; }
   LiveStats& stats() { return stats_; }
+  // The engine's running sequences as of its last step (copied for the caller).
+  std::vector<SequenceStatus> sequences() const;
   int in_flight() const;             // generations admitted and not finished + exclusive jobs
   int queued() const;                // exclusive jobs waiting + generations waiting for a slot
   std::string running_kind() const;  // the exclusive job running, "" when none
@@ -125,13 +127,16 @@ class EngineThread {
   std::shared_ptr<Job> running_;
   std::chrono::steady_clock::time_point running_since_;
   std::shared_ptr<const LoadedModel> model_;  // snapshot for other threads (guarded by mu_)
+  std::vector<SequenceStatus> sequences_;     // likewise; capacity reserved, so a step does not allocate
   std::atomic<bool> stopping_{false};
   std::atomic<bool> cancel_all_{false};
   bool exit_ = false;
   std::thread thread_;
 };
 
-// The name clients use for a loaded model: its store name, or its folder's last component.
+// The name clients use for a loaded model: its --alias, else model_own_id.
 std::string model_id(const LoadedModel& m);
+// Its store name, or its folder's last component (a request may name it even under an alias).
+std::string model_own_id(const LoadedModel& m);
 
 }  // namespace kvad::serve

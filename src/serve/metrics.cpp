@@ -1,5 +1,7 @@
 #include "serve/metrics.h"
 
+#include <cstring>
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -25,14 +27,17 @@ size_t rss_bytes() {
 }
 
 std::string endpoint_label(const std::string& method, const std::string& path) {
-  static const char* known[] = {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics"};
+  static const char* known[] = {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics",
+                                "/tokenize", "/detokenize", "/props", "/slots"};
   for (const char* k : known)
     if (path == k) return k;
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
-  if (path.rfind("/api/", 0) == 0) {
-    size_t second = path.find('/', 5);
-    return second == std::string::npos ? path : path.substr(0, second);
-  }
+  // The UI's API (/kvad/...) and Ollama's (/api/...): the prefix and the next part of the path.
+  for (const char* prefix : {"/kvad/", "/api/"})
+    if (size_t n = std::strlen(prefix); path.rfind(prefix, 0) == 0) {
+      size_t second = path.find('/', n);
+      return second == std::string::npos ? path : path.substr(0, second);
+    }
   if (method == "GET") return "ui";
   return "other";
 }

@@ -1,4 +1,5 @@
 #include "serve/openai.h"
+#include "serve/request_fields.h"
 
 #include "serve/conn_guard.h"
 
@@ -16,43 +17,6 @@ Json error_json(const std::string& message, const std::string& type, const std::
   return {{"error", e}};
 }
 
-namespace {
-
-[[noreturn]] void bad(const std::string& param, const std::string& msg) {
-  throw HttpError(400, msg, "invalid_request_error", param, param.empty() ? "" : "invalid_value");
-}
-
-// Present and not null.
-bool has(const Json& j, const char* k) { return j.contains(k) && !j[k].is_null(); }
-
-double get_number(const Json& j, const char* k, double lo, double hi) {
-  const Json& v = j[k];
-  if (!v.is_number()) bad(k, fmt::format("'{}' must be a number, got {}", k, json_type_name(v)));
-  double x = v.get<double>();
-  if (!(x >= lo && x <= hi)) bad(k, fmt::format("'{}' must be between {} and {}, got {}", k, lo, hi, x));
-  return x;
-}
-
-int64_t get_int(const Json& j, const char* k, int64_t lo, int64_t hi) {
-  const Json& v = j[k];
-  if (!v.is_number_integer() && !(v.is_number_float() && std::floor(v.get<double>()) == v.get<double>()))
-    bad(k, fmt::format("'{}' must be an integer, got {}", k, json_type_name(v)));
-  double d = v.get<double>();
-  if (!(d >= (double)lo && d <= (double)hi)) bad(k, fmt::format("'{}' must be between {} and {}, got {}", k, lo, hi, d));
-  return v.is_number_integer() ? v.get<int64_t>() : (int64_t)d;
-}
-
-bool get_bool(const Json& j, const char* k) {
-  if (!j[k].is_boolean()) bad(k, fmt::format("'{}' must be a boolean, got {}", k, json_type_name(j[k])));
-  return j[k].get<bool>();
-}
-
-std::string get_string(const Json& j, const char* k) {
-  if (!j[k].is_string()) bad(k, fmt::format("'{}' must be a string, got {}", k, json_type_name(j[k])));
-  return j[k].get<std::string>();
-}
-
-}  // namespace
 
 // Bounded depth (parse_json): nothing below ever recurses deeper than kRequestJsonDepth. The
 // error names the place ("number overflow parsing '1e999' at 'max_tokens'") and quotes no more

@@ -1,4 +1,4 @@
-// /api/*: the web UI's own JSON API (models, dashboard figures, scoring, benchmarks, training).
+// /kvad/*: the web UI's own JSON API (models, dashboard figures, scoring, benchmarks, training).
 #include <condition_variable>
 #include <functional>
 
@@ -138,7 +138,7 @@ int64_t int_field(const Json& j, const char* k, int64_t dflt, int64_t lo, int64_
 
 void add_api_routes(Server::Impl& s) {
   httplib::Server& h = s.http;
-  h.Get("/api/info", [&s](const httplib::Request&, httplib::Response& res) {
+  h.Get("/kvad/info", [&s](const httplib::Request&, httplib::Response& res) {
     reply_json(res, {{"version", "0.1.0"},
                      {"model", loaded_json(s)},
                      {"ctx_cap", s.opts.ctx},
@@ -146,9 +146,9 @@ void add_api_routes(Server::Impl& s) {
                      {"max_body", s.opts.max_body},
                      {"features", {{"train", s.train.available()}, {"pull", true}}}});
   });
-  h.Get("/api/stats", [&s](const httplib::Request&, httplib::Response& res) { reply_json(res, stats_json(s)); });
+  h.Get("/kvad/stats", [&s](const httplib::Request&, httplib::Response& res) { reply_json(res, stats_json(s)); });
 
-  h.Get("/api/models", [&s](const httplib::Request&, httplib::Response& res) {
+  h.Get("/kvad/models", [&s](const httplib::Request&, httplib::Response& res) {
     guarded(res, [&] {
       auto m = s.sched.model();
       std::vector<ModelEntry> list = list_models(s.opts.model_dirs);
@@ -168,7 +168,7 @@ void add_api_routes(Server::Impl& s) {
       reply_json(res, {{"models", out}, {"loaded", loaded_json(s)}, {"pull", s.pull.status()}});
     });
   });
-  h.Post("/api/models/load", [&s](const httplib::Request& req, httplib::Response& res) {
+  h.Post("/kvad/models/load", [&s](const httplib::Request& req, httplib::Response& res) {
     guarded(res, [&] {
       Json b = body_json(req);
       if (!b.contains("name") || !b["name"].is_string() || b["name"].get<std::string>().empty())
@@ -188,7 +188,7 @@ void add_api_routes(Server::Impl& s) {
       reply_json(res, {{"loaded", loaded_json(s)}});
     });
   });
-  h.Delete(R"(/api/models/(.+))", [&s](const httplib::Request& req, httplib::Response& res) {
+  h.Delete(R"(/kvad/models/(.+))", [&s](const httplib::Request& req, httplib::Response& res) {
     guarded(res, [&] {
       std::string name = req.matches[1];
       auto m = s.sched.model();
@@ -200,7 +200,7 @@ void add_api_routes(Server::Impl& s) {
       reply_json(res, {{"removed", name}});
     });
   });
-  h.Post("/api/models/pull", [&s](const httplib::Request& req, httplib::Response& res) {
+  h.Post("/kvad/models/pull", [&s](const httplib::Request& req, httplib::Response& res) {
     guarded(res, [&] {
       Json b = body_json(req);
       if (!b.contains("name") || !b["name"].is_string())
@@ -208,13 +208,13 @@ void add_api_routes(Server::Impl& s) {
       reply_json(res, s.pull.start(b["name"]));
     });
   });
-  h.Get("/api/models/pull", [&s](const httplib::Request&, httplib::Response& res) { reply_json(res, s.pull.status()); });
-  h.Post("/api/models/pull/cancel", [&s](const httplib::Request&, httplib::Response& res) {
+  h.Get("/kvad/models/pull", [&s](const httplib::Request&, httplib::Response& res) { reply_json(res, s.pull.status()); });
+  h.Post("/kvad/models/pull/cancel", [&s](const httplib::Request&, httplib::Response& res) {
     s.pull.cancel();
     reply_json(res, s.pull.status());
   });
 
-  h.Post("/api/score", [&s](const httplib::Request& req, httplib::Response& res) {
+  h.Post("/kvad/score", [&s](const httplib::Request& req, httplib::Response& res) {
     guarded(res, [&] {
       Json b = body_json(req);
       if (!b.contains("text") || !b["text"].is_string() || b["text"].get<std::string>().empty())
@@ -224,7 +224,7 @@ void add_api_routes(Server::Impl& s) {
     });
   });
 
-  h.Post("/api/bench/model", [&s](const httplib::Request& req, httplib::Response& res) {
+  h.Post("/kvad/bench/model", [&s](const httplib::Request& req, httplib::Response& res) {
     guarded(res, [&] {
       Json b = body_json(req);
       std::vector<int64_t> lengths = {16, 128, 512};
@@ -243,7 +243,7 @@ void add_api_routes(Server::Impl& s) {
       reply_json(res, run_and_wait(s, std::make_shared<ModelBenchJob>(lengths, decode)));
     });
   });
-  h.Post("/api/bench/serving", [&s](const httplib::Request& req, httplib::Response& res) {
+  h.Post("/kvad/bench/serving", [&s](const httplib::Request& req, httplib::Response& res) {
     guarded(res, [&] {
       Json b = body_json(req);
       auto m = s.sched.model();
@@ -272,17 +272,17 @@ void add_api_routes(Server::Impl& s) {
       reply_json(res, s.serving_sweep.status());
     });
   });
-  h.Get("/api/bench/serving", [&s](const httplib::Request&, httplib::Response& res) { reply_json(res, s.serving_sweep.status()); });
-  h.Delete("/api/bench/serving", [&s](const httplib::Request&, httplib::Response& res) {
+  h.Get("/kvad/bench/serving", [&s](const httplib::Request&, httplib::Response& res) { reply_json(res, s.serving_sweep.status()); });
+  h.Delete("/kvad/bench/serving", [&s](const httplib::Request&, httplib::Response& res) {
     s.serving_sweep.cancel();
     reply_json(res, s.serving_sweep.status());
   });
 
-  h.Get("/api/train", [&s](const httplib::Request&, httplib::Response& res) { reply_json(res, s.train.status()); });
-  h.Post("/api/train", [&s](const httplib::Request& req, httplib::Response& res) {
+  h.Get("/kvad/train", [&s](const httplib::Request&, httplib::Response& res) { reply_json(res, s.train.status()); });
+  h.Post("/kvad/train", [&s](const httplib::Request& req, httplib::Response& res) {
     guarded(res, [&] { reply_json(res, s.train.start(body_json(req))); });
   });
-  h.Delete(R"(/api/train/(\d+))", [&s](const httplib::Request& req, httplib::Response& res) {
+  h.Delete(R"(/kvad/train/(\d+))", [&s](const httplib::Request& req, httplib::Response& res) {
     guarded(res, [&] {
       s.train.cancel(std::stoll(req.matches[1]));
       reply_json(res, s.train.status());

@@ -46,8 +46,12 @@ static EngineConfig engine_config(const ServeOptions& o) {
 Server::Impl::Impl(ServeOptions o)
     : opts(std::move(o)), sched(engine_config(opts)), train(opts), pull(kvad_exe(opts.self_exe)) {}
 
+// Every route but the UI's files and /health: the APIs (OpenAI's, Ollama's, the UI's own,
+// llama-server's) all act or tell what the server holds.
 static bool needs_key(const std::string& path) {
-  return path.rfind("/v1/", 0) == 0 || path.rfind("/api/", 0) == 0 || path == "/metrics";
+  for (const char* prefix : {"/v1/", "/api/", "/kvad/"})
+    if (path.rfind(prefix, 0) == 0) return true;
+  return path == "/metrics" || path == "/tokenize" || path == "/detokenize" || path == "/props" || path == "/slots";
 }
 
 bool is_loopback_host(const std::string& host) {
@@ -106,6 +110,15 @@ static bool cors_listed(const ServeOptions& o, const std::string& origin) {
   return false;
 }
 
+// The Access-Control-Allow-Origin value: the origin itself when it is listed by name, "*" when only
+// the wildcard admits it (a wildcard answer is never read with credentials by a browser, and
+// kvad never sends Access-Control-Allow-Credentials).
+static std::string cors_answer(const ServeOptions& o, const std::string& origin) {
+  for (const std::string& c : o.cors_origins)
+    if (lower(c) == lower(origin)) return origin;
+  return "*";
+}
+
 Server::Server(ServeOptions opts) : impl_(std::make_unique<Impl>(std::move(opts))) {
   Impl& s = *impl_;
   GuardedHttp& h = s.http;
@@ -149,7 +162,7 @@ Server::Server(ServeOptions opts) : impl_(std::make_unique<Impl>(std::move(opts)
       return refuse(421, "the Host header does not name this server (see --allow-host)", "misdirected_request");
     std::string origin = req.get_header_value("Origin");
     if (!origin.empty() && cors_listed(s.opts, origin)) {
-      res.set_header("Access-Control-Allow-Origin", origin);
+      res.set_header("Access-Control-Allow-Origin", cors_answer(s.opts, origin));
       res.set_header("Vary", "Origin");
       if (req.method == "OPTIONS") {  // a preflight
         res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
@@ -226,6 +239,8 @@ Server::Server(ServeOptions opts) : impl_(std::make_unique<Impl>(std::move(opts)
   });
   add_openai_routes(s);
   add_api_routes(s);
+  add_ollama_routes(s);
+  add_llama_server_routes(s);
   add_ui_routes(s);
 }
 
@@ -261,7 +276,7 @@ std::string bind_failure(const std::string& host, int port) {
 
 int Server::start() {
   Impl& s = *impl_;
-  if (!s.opts.model.empty()) s.sched.load_now(s.opts.model);
+  if (!s.opts.model.empty()) s.sched.load_now(s.opts.model, s.opts.alias);
   if (s.opts.port == 0) {
     s.port = s.http.bind_to_any_port(s.opts.host);
     if (s.port <= 0) fail("cannot listen on {}: no free port", s.opts.host);

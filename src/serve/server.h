@@ -1,5 +1,6 @@
-// kvad serve: the HTTP server. OpenAI-compatible API under /v1, the web UI at /, its JSON API
-// under /api, /health and /metrics. Built on cpp-httplib (a blocking thread-per-connection pool; see
+// kvad serve: the HTTP server. OpenAI-compatible API under /v1, Ollama's under /api, llama-server's
+// /tokenize /detokenize /props /slots, the web UI at / with its JSON API under /kvad, /health and
+// /metrics. Built on cpp-httplib (a blocking thread-per-connection pool; see
 // docs/server.md for why), with one engine thread behind a EngineThread.
 #pragma once
 #include <cstddef>
@@ -17,7 +18,7 @@ struct ServeOptions {
   std::string model;                   // loaded at start ("" = none until the UI loads one)
   std::string host = "127.0.0.1";
   int port = 8080;                     // 0 = any free port (tests)
-  std::string api_key;                 // when set, /v1, /api and /metrics need "Authorization: Bearer KEY"
+  std::string api_key;                 // when set, every route but the UI files and /health needs "Authorization: Bearer KEY"
   int64_t ctx = 0;                     // cap on the context (0 = the model's)
   std::string quant = "auto";          // weight format in memory: auto | f32 | bf16 | q8 | q4
   std::vector<std::string> model_dirs; // folders whose sub-folders are models (besides the store)
@@ -40,6 +41,7 @@ struct ServeOptions {
   // Origins ("https://app.example") allowed to call the API from a browser: they get CORS
   // headers and may send state-changing requests. Other Origins get 403 on those.
   std::vector<std::string> cors_origins;
+  std::string alias;  // the id --model is served as (clients with a hard-coded model name)
   // Slow clients: seconds to send a whole request (headers + body; an idle keep-alive wait
   // counts), and pending connections per client address (see conn_guard.h).
   double request_seconds = 10;

@@ -53,6 +53,8 @@ HttpError refusal(Server::Impl& s, EngineThread::Admit a);
 
 void add_openai_routes(Server::Impl& s);
 void add_api_routes(Server::Impl& s);
+void add_ollama_routes(Server::Impl& s);
+void add_llama_server_routes(Server::Impl& s);
 void add_ui_routes(Server::Impl& s);
 
 }  // namespace kvad::serve

@@ -49,10 +49,13 @@ std::tm parse_now(const OrderedJson& v, const std::string& what) {
 struct ChatTemplate::Impl {
   jinja::Template tpl;
   std::string what;
+  std::string source;
 };
 
 ChatTemplate::ChatTemplate(const std::string& source, const std::string& what)
-    : impl_(std::make_unique<Impl>(Impl{jinja::Template(source, what), what})) {}
+    : impl_(std::make_unique<Impl>(Impl{jinja::Template(source, what), what, source})) {}
+
+const std::string& ChatTemplate::source() const { return impl_->source; }
 
 ChatTemplate::~ChatTemplate() = default;
 ChatTemplate::ChatTemplate(ChatTemplate&&) noexcept = default;

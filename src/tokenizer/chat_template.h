@@ -22,6 +22,8 @@ class ChatTemplate {
   // Takes OrderedJson: Python keeps dict insertion order, and `tojson` shows it.
   std::string render(const OrderedJson& messages, bool add_generation_prompt, const std::string& bos_token,
                      const std::string& eos_token, const OrderedJson& extra = OrderedJson::object()) const;
+  // The template's text as the model ships it (what Ollama's /api/show and llama-server's /props report).
+  const std::string& source() const;
 
  private:
   struct Impl;

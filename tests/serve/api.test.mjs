@@ -73,7 +73,7 @@ test('prefix reuse: the next turn of a conversation reports cached tokens', asyn
   const second = await client.chat.completions.create({ model, messages: next, max_tokens: 8, temperature: 0, seed: 3 });
   const cached = second.usage.prompt_tokens_details.cached_tokens;
   // Reuse is by whole KV blocks (the last, partial block of the first turn is recomputed).
-  const stats = await (await fetch(`${process.env.KVAD_URL}/api/stats`, { headers: { Authorization: `Bearer ${process.env.KVAD_KEY}` } })).json();
+  const stats = await (await fetch(`${process.env.KVAD_URL}/kvad/stats`, { headers: { Authorization: `Bearer ${process.env.KVAD_KEY}` } })).json();
   const bs = stats.kv_blocks.block_size;
   const whole = Math.floor((first.usage.prompt_tokens - 1) / bs) * bs;
   assert.ok(bs >= 1 && whole >= bs, `the first turn (${first.usage.prompt_tokens} tokens) must span a block of ${bs}`);

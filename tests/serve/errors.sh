@@ -62,10 +62,10 @@ expect "a good request still works" 200 'chat.completion' -- "${AUTH[@]}" "${JSO
 
 # Pull (the Models page): a bad name is refused; a real one runs `kvad pull`, which fails offline
 # with its own message, and the page can read it.
-expect "pull needs ORG/NAME" 400 'ORG/NAME' -- "${AUTH[@]}" "${JSON[@]}" -d '{"name":"nope"}' "$URL/api/models/pull"
-expect "pull starts" 200 '"state":"running"' -- "${AUTH[@]}" "${JSON[@]}" -d '{"name":"kvad-test/absent"}' "$URL/api/models/pull"
+expect "pull needs ORG/NAME" 400 'ORG/NAME' -- "${AUTH[@]}" "${JSON[@]}" -d '{"name":"nope"}' "$URL/kvad/models/pull"
+expect "pull starts" 200 '"state":"running"' -- "${AUTH[@]}" "${JSON[@]}" -d '{"name":"kvad-test/absent"}' "$URL/kvad/models/pull"
 for _ in $(seq 1 100); do
-  curl -s "${AUTH[@]}" "$URL/api/models/pull" >"$WORK/pull"
+  curl -s "${AUTH[@]}" "$URL/kvad/models/pull" >"$WORK/pull"
   grep -q '"state":"running"' "$WORK/pull" || break
   sleep 0.1
 done

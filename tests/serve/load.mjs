@@ -96,7 +96,7 @@ if (health.status !== 200) problems.push(`/health answered ${health.status} afte
 if (counts[200] < clients) problems.push(`only ${counts[200]} requests served in ${elapsed} s`);
 if (retryAfterMissing) problems.push(`${retryAfterMissing} 429s without Retry-After`);
 if (counts[429]) problems.push(`${counts[429]} requests refused with 429 although ${clients} clients are within --parallel + --queue`);
-const stats = JSON.parse((await request('GET', '/api/stats')).text);
+const stats = JSON.parse((await request('GET', '/kvad/stats')).text);
 report.kv_blocks = stats.kv_blocks;
 if (stats.kv_blocks.used !== 0 || stats.engine.running !== 0) problems.push(`after the run ${stats.kv_blocks.used} KV blocks are still held`);
 if (growth > Math.max(32e6, 0.25 * rssBefore)) problems.push(`memory grew by ${(growth / 1e6).toFixed(1)} MB`);

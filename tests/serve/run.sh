@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Drives `kvad serve` as its users do. CTest runs each KIND (see CMakeLists.txt):
 #   tests/serve/run.sh setup    KVAD WORK   # npm ci (openai, playwright-core) + a tiny synthesized model
-#   tests/serve/run.sh api      KVAD WORK   # the official openai npm client: chat, streaming, completions, models
+#   tests/serve/run.sh api      KVAD WORK   # the official openai npm client: chat, streaming, completions, models;
+#                                           # the ollama npm client on Ollama's API, llama-server's endpoints
 #   tests/serve/run.sh errors   KVAD WORK   # curl: every error status, disconnect, SIGTERM mid-stream
 #   tests/serve/run.sh ui       KVAD WORK   # headless Chromium: every page as a user uses it, the chat's features (+ one screenshot a page)
 #   tests/serve/run.sh load     KVAD WORK   # 16 concurrent clients for 60 s (loopback): all answered, memory flat
@@ -36,6 +37,10 @@ case "$KIND" in
     need node
     start_server api --api-key test-key
     KVAD_URL=$URL KVAD_KEY=test-key node --test "$HERE/api.test.mjs"
+    stop_server
+    # Ollama's clients hard-code a model name: --alias serves the tiny model as one.
+    start_server ollama --api-key test-key --alias llama3.2 --parallel 2 --models-dir "$WORK"
+    KVAD_URL=$URL KVAD_KEY=test-key node --test "$HERE/ollama.test.mjs"
     stop_server
     ;;
   errors)

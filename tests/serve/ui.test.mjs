@@ -174,7 +174,7 @@ test('training: upload a text, watch the loss in bits per character, chat with t
   assert.ok((await page.$$('#train-samples .sample')).length >= 1, 'a sample at a checkpoint');
   assert.match(await page.textContent('#train-log'), /val loss/);
   // One unit for loss: the train loss card is the job's last loss (nats) in bits per character.
-  const job = await page.evaluate(() => kvad.get('/api/train').then(t => t.current));
+  const job = await page.evaluate(() => kvad.get('/kvad/train').then(t => t.current));
   const cards = await page.$$eval('#train-cards .card', cs => Object.fromEntries(cs.map(c => [c.querySelector('.k').textContent, c.querySelector('.v')?.textContent])));
   assert.equal(cards['Train loss'], `${(job.last_loss / Math.LN2).toFixed(3)} bpc`);
   assert.match(cards['Validation loss'], /^\d+\.\d{3} bpc$/);

@@ -1,0 +1,125 @@
+// The official ollama npm client against kvad serve, and llama-server's own endpoints over fetch:
+// what tools written for Ollama or llama.cpp do, unchanged. run.sh starts the server on the tiny
+// model with --alias llama3.2 (a name such clients hard-code), --parallel 2 and an API key.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Ollama } from 'ollama';
+
+const URL = process.env.KVAD_URL, KEY = process.env.KVAD_KEY;
+const auth = { Authorization: `Bearer ${KEY}` };
+const ollama = new Ollama({ host: URL, headers: auth });
+const messages = [{ role: 'system', content: 'You are terse.' }, { role: 'user', content: 'Name three colours.' }];
+const greedy = { temperature: 0, seed: 1, num_predict: 12 };
+
+async function post(path, body, headers = auth) {
+  const r = await fetch(URL + path, { method: 'POST', headers: { ...headers, 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+  return [r.status, await r.json()];
+}
+async function get(path, headers = auth) {
+  const r = await fetch(URL + path, { headers });
+  return [r.status, await r.json()];
+}
+
+test('list, ps, show and version describe the served model under its alias', async () => {
+  const { models } = await ollama.list();
+  assert.equal(models[0].name, 'llama3.2');
+  assert.equal(models[0].details.family, 'qwen2');
+  assert.ok(models[0].size > 1e6, `size ${models[0].size}`);
+  assert.match(models[0].digest, /^[0-9a-f]{64}$/);
+  const ps = await ollama.ps();
+  assert.equal(ps.models.length, 1);
+  assert.equal(ps.models[0].name, 'llama3.2');
+  const show = await ollama.show({ model: 'llama3.2:latest' });
+  assert.match(show.template, /im_start/);  // the model's own chat template
+  assert.equal(show.model_info['general.architecture'], 'qwen2');
+  assert.ok(show.model_info['general.parameter_count'] > 1e6);
+  const { version } = await ollama.version();
+  assert.match(version, /^\d+\.\d+\.\d+$/);
+});
+
+test('chat: whole and streamed answers agree, with Ollama counts and durations', async () => {
+  const whole = await ollama.chat({ model: 'llama3.2', messages, options: greedy, stream: false });
+  assert.equal(whole.done, true);
+  assert.equal(whole.message.role, 'assistant');
+  assert.ok(whole.eval_count >= 1 && whole.eval_count <= 12, `eval_count ${whole.eval_count}`);
+  if (whole.eval_count === 12) assert.equal(whole.done_reason, 'length');
+  assert.ok(whole.prompt_eval_count > 10);
+  assert.ok(whole.total_duration >= whole.eval_duration && whole.eval_duration > 0, JSON.stringify(whole));
+  let text = '', parts = 0, last;
+  for await (const part of await ollama.chat({ model: 'llama3.2', messages, options: greedy, stream: true })) {
+    if (!part.done) { text += part.message.content; parts++; }
+    last = part;
+  }
+  assert.ok(parts >= 1);
+  assert.equal(text, whole.message.content);
+  assert.equal(last.done, true);
+  assert.equal(last.eval_count, whole.eval_count);
+});
+
+test('generate: the prompt through the template (with system), and raw', async () => {
+  const r = await ollama.generate({ model: 'llama3.2', prompt: 'Hello', system: 'Be brief.', options: greedy, stream: false });
+  assert.equal(r.done, true);
+  assert.equal(typeof r.response, 'string');
+  const raw = await ollama.generate({ model: 'llama3.2', prompt: 'Once upon a time', raw: true, options: greedy, stream: false });
+  assert.ok(raw.prompt_eval_count < r.prompt_eval_count, 'raw: no template around the prompt');
+  let streamed = '';
+  for await (const part of await ollama.generate({ model: 'llama3.2', prompt: 'Once upon a time', raw: true, options: greedy, stream: true }))
+    streamed += part.response;
+  assert.equal(streamed, raw.response);
+  // No prompt: Ollama's "load the model", answered at once.
+  const load = await ollama.generate({ model: 'llama3.2', prompt: '' });
+  assert.equal(load.done_reason, 'load');
+});
+
+test('errors come in Ollama\'s shape with their status', async () => {
+  await assert.rejects(ollama.chat({ model: 'absent-model', messages }), e => e.status_code === 404 && /absent-model/.test(e.error));
+  await assert.rejects(ollama.chat({ model: 'llama3.2', messages, options: { temperature: 'hot' } }),
+    e => e.status_code === 400 && /options\.temperature/.test(e.error));
+  await assert.rejects(ollama.chat({ model: 'llama3.2', messages: [{ role: 'user', content: 'x', images: ['aGk='] }] }),
+    e => e.status_code === 400 && /images/.test(e.error));
+  // A pull runs `kvad pull`, which fails offline with its own message.
+  await assert.rejects(ollama.pull({ model: 'kvad-test/absent', stream: false }), e => /offline|cache|connect|resolve/i.test(e.message));
+  const [st] = await get('/api/tags', {});
+  assert.equal(st, 401, 'the Ollama API needs the key like the rest');
+});
+
+test('llama-server: /tokenize and /detokenize round-trip, pieces included', async () => {
+  const [s1, t] = await post('/tokenize', { content: 'Hello world, again', with_pieces: true });
+  assert.equal(s1, 200);
+  assert.ok(t.tokens.length >= 3);
+  assert.equal(t.tokens.map(p => p.piece).join(''), 'Hello world, again');
+  const [, ids] = await post('/tokenize', { content: 'Hello world, again' });
+  assert.deepEqual(ids.tokens, t.tokens.map(p => p.id));
+  const [s2, d] = await post('/detokenize', { tokens: ids.tokens });
+  assert.equal(s2, 200);
+  assert.equal(d.content, 'Hello world, again');
+  const [s3, bad] = await post('/detokenize', { tokens: [1e9] });
+  assert.equal(s3, 400);
+  assert.match(bad.error.message, /tokens/);
+  const [s4] = await post('/tokenize', { content: 'x' }, {});
+  assert.equal(s4, 401);
+});
+
+test('llama-server: /props and /slots, a slot busy while a stream runs', async () => {
+  const [, props] = await get('/props');
+  assert.equal(props.total_slots, 2);
+  assert.match(props.chat_template, /im_start/);
+  const [, idle] = await get('/slots');
+  assert.equal(idle.length, 2);
+  assert.ok(idle.every(s => !s.is_processing));
+  const stream = await ollama.chat({ model: 'llama3.2', messages, options: { num_predict: -2, seed: 2 }, stream: true });  // -2: to the end of the context, whatever the model samples
+  // /slots is the engine's state as of its last step: polled while the stream runs.
+  let seen = [];
+  try {
+    for await (const part of stream) {
+      if (part.done) break;
+      const [, slots] = await get('/slots');
+      seen = slots.filter(s => s.is_processing);
+      if (seen.length) stream.abort();
+    }
+  } catch (e) {
+    if (e.name !== 'AbortError') throw e;
+  }
+  assert.equal(seen.length, 1, JSON.stringify(seen));
+  assert.ok(seen[0].n_prompt_tokens > 10 && seen[0].n_past >= seen[0].n_prompt_tokens, JSON.stringify(seen[0]));
+});
