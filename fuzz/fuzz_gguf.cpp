@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "io/gguf.h"
+#include "models/gguf_model.h"
 #include "models/registry.h"
 #include "backend/weight.h"
 #include "tokenizer/tokenizer.h"
@@ -30,7 +31,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const Error&) {
   }
   try {
-    auto ck = std::make_shared<GgufCheckpoint>(f);
+    auto ck = std::make_shared<GgufCheckpoint>(f);  // every tensor under its GGUF name
     for (const std::string& n : ck->names()) {
       TensorView t = ck->get(n);
       if (t.numel() <= (1 << 16)) to_f32(t);
@@ -38,10 +39,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     int64_t total = 0;
     for (const GgufTensorInfo& t : f->tensors()) total += t.nbytes;
     if (total <= (1 << 22)) {
-      auto fresh = std::make_shared<GgufCheckpoint>(f);
-      load_model_gguf(fresh, {});
+      load_model_gguf(f, {});
     } else {
-      Json cfg = gguf_model_config(*ck);
+      Json cfg = gguf_model_config(*f);
       require_architecture(cfg, "fuzz.gguf").parse_config(cfg, "fuzz.gguf");
     }
   } catch (const Error&) {

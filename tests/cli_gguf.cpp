@@ -1,11 +1,13 @@
 // GGUF files through the CLI as users run them: run and tokenize a .gguf, --quant refused on one,
 // --quant q4k/q6k on a Hugging Face checkpoint (refused up front when a width is not a multiple of
-// 256, naming q8 and q4), a truncated file named in a one-line error.
+// 256, naming q8 and q4), a truncated file named in a one-line error; and every family's GGUF
+// description against what the peer's llama.cpp-style converter writes.
 #include <gtest/gtest.h>
 
 #include <fstream>
 
 #include "core/fs.h"
+#include "models/registry.h"
 #include "test_support.h"
 
 using namespace kvad;
@@ -58,4 +60,27 @@ TEST(CliGguf, BrokenFileIsAClearError) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("cut.gguf"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("truncated"), std::string::npos) << r.err;
+}
+
+// The peer's converter writes the tensor names and metadata of llama.cpp's convert_hf_to_gguf.py:
+// each family's GGUF description (metadata keys, tensor names, Q/K permutation, Conv1D layout)
+// must read every tensor of it (the unread-tensor guard) and count what the folder counts.
+TEST(CliGguf, EveryGgufArchitectureReadsWhatThePeersConverterWrites) {
+  std::string peer = test::source_path("../shared/peer/to_gguf.py");
+  if (!file_exists(peer) || !file_exists("/usr/bin/python3")) GTEST_SKIP() << "no peer converter at " << peer;
+  int checked = 0;
+  for (const Architecture& a : architectures()) {
+    if (!a.gguf) continue;
+    SCOPED_TRACE(a.model_type);
+    std::string dir = test::temp_dir("peer-gguf-" + a.model_type), out = dir + ".gguf";
+    ASSERT_EQ(run_kvad("synth --arch " + a.model_type + " --preset tiny-v512 --dtype f32 --out " + dir).exit_code, 0);
+    std::string cmd = "/usr/bin/python3 " + peer + " " + dir + " " + out + " --type f32 > " + out + ".log 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << read_file(out + ".log");
+    std::unique_ptr<Model> st = load_model_dir(dir, {}), gg = load_model_gguf(out, {});
+    EXPECT_EQ(gg->config().architecture, a.name);
+    EXPECT_EQ(gg->parameter_count(), st->parameter_count());
+    EXPECT_EQ(gg->weight_bytes(), st->weight_bytes());
+    checked++;
+  }
+  EXPECT_EQ(checked, 4);  // llama, qwen2, qwen3, gpt2
 }

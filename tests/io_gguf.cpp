@@ -1,6 +1,6 @@
-// The GGUF reader: a valid file read back (metadata, tensors under Hugging Face names, llama.cpp's
-// Q/K permutation undone, GPT-2's [out, in] matrices marked transposed, unknown names kept for the
-// unread-tensor guard), the config and tokenizer built from the metadata, and bad files - wrong
+// The GGUF reader: a valid file read back (metadata, tensors under the names a map gives them,
+// llama.cpp's Q/K permutation undone, Conv1D matrices marked transposed, unknown names kept for
+// the unread-tensor guard), the tokenizer built from the metadata, and bad files - wrong
 // magic or version, every truncation, absurd counts and string lengths, offsets out of range or
 // misaligned, n_dims > 4, unknown and unsupported types - each a clear error.
 #include <gtest/gtest.h>
@@ -33,28 +33,13 @@ std::string error_of(const std::string& bytes) {
     EXPECT_NE(msg_.find(part), std::string::npos) << "error was: " << msg_;   \
   } while (0)
 
-std::vector<float> iota(size_t n, float scale = 1) {
-  std::vector<float> v(n);
-  for (size_t i = 0; i < n; i++) v[i] = (float)i * scale;
-  return v;
-}
+using kvad::test::iota_floats;
+std::vector<float> iota(size_t n, float scale = 1) { return iota_floats(n, scale); }
 
-// A small llama file: 2 heads of 4 (q), 1 kv head, hidden 8, one layer, vocab 6.
+// test::small_llama_gguf() with a K matrix and a tensor no family has.
 GgufWriter llama_file() {
-  GgufWriter w;
-  w.str("general.architecture", "llama");
-  w.u32("llama.block_count", 1);
-  w.u32("llama.context_length", 64);
-  w.u32("llama.embedding_length", 8);
-  w.u32("llama.feed_forward_length", 16);
-  w.u32("llama.attention.head_count", 2);
-  w.u32("llama.attention.head_count_kv", 1);
-  w.f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
-  w.f32("llama.rope.freq_base", 500000.0f);
-  w.f32_tensor("token_embd.weight", {8, 6}, iota(48));
-  w.f32_tensor("blk.0.attn_q.weight", {8, 8}, iota(64));  // rows 0..7: value = 8 * row + col
+  GgufWriter w = test::small_llama_gguf();
   w.f32_tensor("blk.0.attn_k.weight", {8, 4}, iota(32));
-  w.f32_tensor("rope_freqs.weight", {2}, {1.0f, 4.0f});
   w.f32_tensor("blk.0.mystery.weight", {8}, iota(8));
   return w;
 }
@@ -78,21 +63,25 @@ TEST(Gguf, ReadsMetadataAndTensors) {
   EXPECT_EQ((uintptr_t)(q->data - (const uint8_t*)b.data()) % 32, 0u);
 }
 
-TEST(Gguf, CheckpointUsesHuggingFaceNamesAndUndoesTheLlamaPermutation) {
+// io knows no architecture: the map is what models/ builds from a family's tensor table.
+TEST(Gguf, CheckpointPresentsTheGivenNamesAndUndoesThePermutation) {
   std::string b = llama_file().bytes();
-  GgufCheckpoint ck(std::make_shared<GgufFile>((const uint8_t*)b.data(), b.size(), "t.gguf"));
-  EXPECT_TRUE(ck.has("model.embed_tokens.weight"));
+  GgufNameMap names = {{"token_embd.weight", {"embed", false, 0}},
+                       {"blk.0.attn_q.weight", {"q", false, 2}},
+                       {"blk.0.attn_k.weight", {"k", false, 1}}};
+  GgufCheckpoint ck(std::make_shared<GgufFile>((const uint8_t*)b.data(), b.size(), "t.gguf"), names);
+  EXPECT_TRUE(ck.has("embed"));
   EXPECT_TRUE(ck.has("blk.0.mystery.weight"));  // unknown: kept, so the guard reports it
-  TensorView e = ck.get("model.embed_tokens.weight");
+  TensorView e = ck.get("embed");
   EXPECT_EQ(e.shape, (std::vector<int64_t>{6, 8}));
   // llama.cpp's permute: per head of 4 rows, HF rows (0, 1 | 2, 3) are stored as (0, 2, 1, 3).
   // The checkpoint must give HF's order back: GGUF row h*4 + 2i + j is HF row h*4 + 2j + i.
-  TensorView q = ck.get("model.layers.0.self_attn.q_proj.weight");
+  TensorView q = ck.get("q");
   const float* v = (const float*)q.data;
   int gguf_row_of[8] = {0, 2, 1, 3, 4, 6, 5, 7};
   for (int hf = 0; hf < 8; hf++)
     for (int c = 0; c < 8; c++) ASSERT_EQ(v[hf * 8 + c], (float)(8 * gguf_row_of[hf] + c)) << hf;
-  TensorView k = ck.get("model.layers.0.self_attn.k_proj.weight");  // one kv head
+  TensorView k = ck.get("k");  // one kv head
   for (int hf = 0; hf < 4; hf++) EXPECT_EQ(((const float*)k.data)[hf * 8], (float)(8 * gguf_row_of[hf]));
   // The guard still names what was not read.
   try {
@@ -101,6 +90,8 @@ TEST(Gguf, CheckpointUsesHuggingFaceNamesAndUndoesTheLlamaPermutation) {
   } catch (const Error& err) {
     EXPECT_NE(std::string(err.what()).find("blk.0.mystery.weight"), std::string::npos) << err.what();
   }
+  GgufCheckpoint plain(std::make_shared<GgufFile>((const uint8_t*)b.data(), b.size(), "t.gguf"));
+  EXPECT_TRUE(plain.has("blk.0.attn_q.weight"));  // no map: the file's own names
 }
 
 TEST(Gguf, PermutationRoundTripsForBlockRows) {
@@ -118,54 +109,24 @@ TEST(Gguf, PermutationRoundTripsForBlockRows) {
   EXPECT_EQ(back, hf);
 }
 
-TEST(Gguf, Gpt2MatricesArePresentedAsConv1DTransposed) {
+TEST(Gguf, Conv1DMatricesArePresentedTransposed) {
   GgufWriter w;
   w.str("general.architecture", "gpt2");
   w.f32_tensor("blk.0.attn_qkv.weight", {4, 12}, iota(48));  // [out 12][in 4]
   w.f32_tensor("blk.0.attn_qkv.bias", {12}, iota(12));
   w.f32_tensor("position_embd.weight", {4, 16}, iota(64));
   std::string b = w.bytes();
-  GgufCheckpoint ck(std::make_shared<GgufFile>((const uint8_t*)b.data(), b.size(), "t.gguf"));
-  TensorView t = ck.get("transformer.h.0.attn.c_attn.weight");
+  GgufNameMap names = {{"blk.0.attn_qkv.weight", {"qkv", true, 0}},
+                       {"blk.0.attn_qkv.bias", {"qkv.bias", false, 0}},
+                       {"position_embd.weight", {"wpe", false, 0}}};
+  GgufCheckpoint ck(std::make_shared<GgufFile>((const uint8_t*)b.data(), b.size(), "t.gguf"), names);
+  TensorView t = ck.get("qkv");
   EXPECT_EQ(t.shape, (std::vector<int64_t>{4, 12}));  // HF Conv1D [in, out]
   EXPECT_TRUE(t.transposed);
-  EXPECT_FALSE(ck.get("transformer.h.0.attn.c_attn.bias").transposed);
-  TensorView p = ck.get("transformer.wpe.weight");
+  EXPECT_FALSE(ck.get("qkv.bias").transposed);
+  TensorView p = ck.get("wpe");
   EXPECT_EQ(p.shape, (std::vector<int64_t>{16, 4}));
   EXPECT_FALSE(p.transposed);
-}
-
-TEST(Gguf, ModelConfigFromMetadata) {
-  std::string b = llama_file().bytes();
-  GgufCheckpoint ck(std::make_shared<GgufFile>((const uint8_t*)b.data(), b.size(), "t.gguf"));
-  Json c = gguf_model_config(ck);
-  EXPECT_EQ(c["architectures"][0], "LlamaForCausalLM");
-  EXPECT_EQ(c["hidden_size"], 8);
-  EXPECT_EQ(c["num_attention_heads"], 2);
-  EXPECT_EQ(c["num_key_value_heads"], 1);
-  EXPECT_EQ(c["vocab_size"], 6);
-  EXPECT_EQ(c["tie_word_embeddings"], true);  // no output.weight
-  EXPECT_FLOAT_EQ(c["rope_theta"].get<float>(), 500000.0f);
-  EXPECT_EQ(c["rope_scaling"]["rope_type"], "freq_factors");
-  EXPECT_EQ(c["rope_scaling"]["factors"], Json::parse("[1.0, 4.0]"));
-
-  GgufWriter w = llama_file();
-  w.str("llama.rope.scaling.type", "yarn");
-  b = w.bytes();
-  GgufCheckpoint yarn(std::make_shared<GgufFile>((const uint8_t*)b.data(), b.size(), "t.gguf"));
-  EXPECT_THROW(gguf_model_config(yarn), Error);
-
-  GgufWriter m;
-  m.str("general.architecture", "mamba");
-  m.f32_tensor("token_embd.weight", {8, 6}, iota(48));
-  b = m.bytes();
-  GgufCheckpoint mamba(std::make_shared<GgufFile>((const uint8_t*)b.data(), b.size(), "t.gguf"));
-  try {
-    gguf_model_config(mamba);
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("'mamba' is not supported"), std::string::npos) << e.what();
-  }
 }
 
 TEST(Gguf, TokenizerJsonFromMetadata) {
@@ -318,7 +279,14 @@ TEST(GgufBadInput, TensorInfoProblems) {
 TEST(GgufBadInput, PermutationNeedsWholeHeads) {
   GgufWriter v;
   v.str("general.architecture", "llama");
-  v.u32("llama.attention.head_count", 3);
   v.f32_tensor("blk.0.attn_q.weight", {8, 8}, iota(64));  // 8 rows are not 3 heads
-  EXPECT_ERROR(v.bytes(), "heads of even size");
+  std::string b = v.bytes();
+  auto f = std::make_shared<GgufFile>((const uint8_t*)b.data(), b.size(), "t.gguf");
+  try {
+    GgufCheckpoint ck(f, {{"blk.0.attn_q.weight", {"q", false, 3}}});
+    FAIL() << "8 rows cannot be 3 permuted heads";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("heads of even size"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("blk.0.attn_q.weight"), std::string::npos) << e.what();
+  }
 }

@@ -10,6 +10,7 @@
 #include "core/json.h"
 #include "io/download.h"
 #include "io/gguf.h"
+#include "models/gguf_model.h"
 #include "runtime/loader.h"
 #include "runtime/model_info.h"
 
@@ -90,11 +91,11 @@ Shown show_folder(const std::string& dir) {
 
 Shown show_gguf(const std::string& path) {
   Shown s;
-  GgufCheckpoint ck(path);
+  GgufCheckpoint ck(std::make_shared<GgufFile>(path));
   const GgufFile& g = ck.file();
   Json config = Json::object();
   try {
-    config = gguf_model_config(ck);
+    config = gguf_model_config(g);
   } catch (const Error& e) {
     s.facts["problem"] = e.what();
   }

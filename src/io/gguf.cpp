@@ -411,129 +411,59 @@ void gguf_unpermute_rows(const uint8_t* src, uint8_t* dst, int64_t rows, size_t 
                     row_bytes);
 }
 
-namespace {
-
-bool is_llama_like(const std::string& arch) { return arch == "llama" || arch == "qwen2" || arch == "qwen3"; }
-
-// "blk.<n>.<rest>" -> (n, rest); false for other names.
-bool split_block(const std::string& g, std::string* n, std::string* rest) {
-  if (g.rfind("blk.", 0) != 0) return false;
-  size_t dot = g.find('.', 4);
-  if (dot == std::string::npos || dot == 4) return false;
-  for (size_t i = 4; i < dot; i++)
-    if (g[i] < '0' || g[i] > '9') return false;
-  *n = g.substr(4, dot - 4);
-  *rest = g.substr(dot + 1);
-  return true;
+GgufCheckpoint::GgufCheckpoint(std::shared_ptr<const GgufFile> file, const GgufNameMap& names)
+    : file_(std::move(file)) {
+  build(names);
 }
 
-// The HF name of a GGUF tensor ("" when the mapping does not know it).
-std::string hf_name(const std::string& arch, const std::string& g) {
-  std::string n, rest;
-  if (is_llama_like(arch)) {
-    static const std::map<std::string, std::string> top = {
-        {"token_embd.weight", "model.embed_tokens.weight"},
-        {"output_norm.weight", "model.norm.weight"},
-        {"output.weight", "lm_head.weight"}};
-    if (auto it = top.find(g); it != top.end()) return it->second;
-    static const std::map<std::string, std::string> layer = {
-        {"attn_norm", "input_layernorm"},       {"attn_q", "self_attn.q_proj"},
-        {"attn_k", "self_attn.k_proj"},         {"attn_v", "self_attn.v_proj"},
-        {"attn_output", "self_attn.o_proj"},    {"attn_q_norm", "self_attn.q_norm"},
-        {"attn_k_norm", "self_attn.k_norm"},    {"ffn_norm", "post_attention_layernorm"},
-        {"ffn_gate", "mlp.gate_proj"},          {"ffn_up", "mlp.up_proj"},
-        {"ffn_down", "mlp.down_proj"}};
-    if (split_block(g, &n, &rest)) {
-      size_t dot = rest.rfind('.');
-      if (dot == std::string::npos) return "";
-      std::string stem = rest.substr(0, dot), suf = rest.substr(dot + 1);
-      if (suf != "weight" && suf != "bias") return "";
-      if (auto it = layer.find(stem); it != layer.end()) return "model.layers." + n + "." + it->second + "." + suf;
-    }
-    return "";
-  }
-  if (arch == "gpt2") {
-    static const std::map<std::string, std::string> top = {
-        {"token_embd.weight", "transformer.wte.weight"},
-        {"position_embd.weight", "transformer.wpe.weight"},
-        {"output_norm.weight", "transformer.ln_f.weight"},
-        {"output_norm.bias", "transformer.ln_f.bias"},
-        {"output.weight", "lm_head.weight"}};
-    if (auto it = top.find(g); it != top.end()) return it->second;
-    static const std::map<std::string, std::string> layer = {
-        {"attn_norm", "ln_1"},          {"attn_qkv", "attn.c_attn"}, {"attn_output", "attn.c_proj"},
-        {"ffn_norm", "ln_2"},           {"ffn_up", "mlp.c_fc"},      {"ffn_down", "mlp.c_proj"}};
-    if (split_block(g, &n, &rest)) {
-      size_t dot = rest.rfind('.');
-      if (dot == std::string::npos) return "";
-      std::string stem = rest.substr(0, dot), suf = rest.substr(dot + 1);
-      if (suf != "weight" && suf != "bias") return "";
-      if (auto it = layer.find(stem); it != layer.end()) return "transformer.h." + n + "." + it->second + "." + suf;
-    }
-  }
-  return "";
+namespace {
+
+bool ends_with(const std::string& s, const char* suffix) {
+  size_t n = std::strlen(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+// llama.cpp permuted this Q/K weight or bias per head; returns HF row order in a copy.
+std::shared_ptr<std::vector<uint8_t>> unpermuted_copy(const GgufFile& f, const GgufTensorInfo& t, int64_t heads) {
+  bool bias = ends_with(t.name, ".bias");
+  if ((bias && t.ne.size() != 1) || (!bias && t.ne.size() != 2))
+    fail("{}: tensor '{}' has {} dimensions, expected {}", f.what(), t.name, t.ne.size(), bias ? 1 : 2);
+  int64_t rows = bias ? t.ne[0] : t.ne[1];
+  if (heads <= 0 || rows % (2 * heads) != 0)
+    fail("{}: tensor '{}' has {} rows, not a whole number of {} heads of even size (attention.head_count)", f.what(),
+         t.name, rows, heads);
+  if (bias && dtype_is_block(t.dtype))
+    fail("{}: tensor '{}' is a 1-D {} tensor; biases must be F32, F16 or BF16", f.what(), t.name, dtype_name(t.dtype));
+  auto buf = std::make_shared<std::vector<uint8_t>>(t.nbytes);
+  gguf_unpermute_rows(t.data, buf->data(), rows, t.nbytes / (size_t)rows, heads);
+  return buf;
 }
 
 }  // namespace
 
-GgufCheckpoint::GgufCheckpoint(const std::string& path) : file_(std::make_shared<GgufFile>(path)) { build(); }
-
-GgufCheckpoint::GgufCheckpoint(std::shared_ptr<const GgufFile> file) : file_(std::move(file)) { build(); }
-
-void GgufCheckpoint::build() {
+void GgufCheckpoint::build(const GgufNameMap& names) {
   const GgufFile& f = *file_;
   description_ = f.what();
   arch_ = f.get_string("general.architecture").value_or("");
   if (arch_.empty()) fail("{}: no general.architecture in the GGUF metadata", f.what());
-  int64_t n_head = 0, n_head_kv = 0;
-  if (arch_ == "llama") {
-    auto head_count = [&](const std::string& key) -> int64_t {
-      const GgufValue* v = f.find(key);
-      if (!v) return 0;
-      if (v->type == GgufType::ARRAY) fail("{}: per-layer '{}' is not supported", f.what(), key);
-      return f.get_int(key).value();
-    };
-    n_head = head_count("llama.attention.head_count");
-    n_head_kv = head_count("llama.attention.head_count_kv");
-    if (n_head_kv == 0) n_head_kv = n_head;
-  }
   for (const GgufTensorInfo& t : f.tensors()) {
-    std::string name = hf_name(arch_, t.name);
-    if (name.empty()) name = t.name;  // unknown: kept, so the unread-tensor guard names it
+    auto mapped = names.find(t.name);
     TensorView v;
-    v.name = name;
+    v.name = mapped == names.end() ? t.name : mapped->second.hf;  // unknown: kept, so the guard names it
     v.dtype = t.dtype;
     v.shape.assign(t.ne.rbegin(), t.ne.rend());
     v.data = t.data;
     v.nbytes = t.nbytes;
     v.file = f.what() + " (" + t.name + ")";
-    bool conv = arch_ == "gpt2" && t.ne.size() == 2 && name.rfind("transformer.h.", 0) == 0 &&
-                name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0;
-    if (conv) {  // HF Conv1D says [in, out]; GGUF stores [out][in]
-      v.shape = {t.ne[0], t.ne[1]};
+    if (mapped != names.end() && mapped->second.conv1d && t.ne.size() == 2) {
+      v.shape = {t.ne[0], t.ne[1]};  // HF Conv1D says [in, out]; GGUF stores [out][in]
       v.transposed = true;
     }
-    // llama.cpp permutes the rows of Q and K for the llama architecture; put them back.
-    std::string n, rest;
-    if (arch_ == "llama" && split_block(t.name, &n, &rest) &&
-        (rest == "attn_q.weight" || rest == "attn_k.weight" || rest == "attn_q.bias" || rest == "attn_k.bias")) {
-      int64_t heads = rest.rfind("attn_q", 0) == 0 ? n_head : n_head_kv;
-      bool bias = rest.size() > 5 && rest.compare(rest.size() - 5, 5, ".bias") == 0;
-      if ((bias && t.ne.size() != 1) || (!bias && t.ne.size() != 2))
-        fail("{}: tensor '{}' has {} dimensions, expected {}", f.what(), t.name, t.ne.size(), bias ? 1 : 2);
-      int64_t rows = bias ? t.ne[0] : t.ne[1];
-      if (heads <= 0 || rows % (2 * heads) != 0)
-        fail("{}: tensor '{}' has {} rows, not a whole number of {} heads of even size (llama.attention.head_count{})",
-             f.what(), t.name, rows, heads, rest.rfind("attn_q", 0) == 0 ? "" : "_kv");
-      if (bias && dtype_is_block(t.dtype))
-        fail("{}: tensor '{}' is a 1-D {} tensor; biases must be F32, F16 or BF16", f.what(), t.name,
-             dtype_name(t.dtype));
-      size_t row_bytes = t.nbytes / (size_t)rows;
-      auto buf = std::make_shared<std::vector<uint8_t>>(t.nbytes);
-      gguf_unpermute_rows(t.data, buf->data(), rows, row_bytes, heads);
-      owned_.push_back(buf);
-      v.data = buf->data();
+    if (mapped != names.end() && mapped->second.unpermute_heads != 0) {
+      owned_.push_back(unpermuted_copy(f, t, mapped->second.unpermute_heads));
+      v.data = owned_.back()->data();
     }
+    std::string name = v.name;
     if (!views_.emplace(name, std::move(v)).second)
       fail("{}: two tensors are both '{}' once named as kvad reads them (one is '{}')", f.what(), name, t.name);
   }
@@ -548,131 +478,6 @@ std::vector<std::string> GgufCheckpoint::names() const {
 const TensorView* GgufCheckpoint::lookup(const std::string& name) const {
   auto it = views_.find(name);
   return it == views_.end() ? nullptr : &it->second;
-}
-
-// ------------------------------------------------------------------------------------------------
-// Metadata -> config.json
-
-namespace {
-
-int64_t need_int(const GgufFile& f, const std::string& key) {
-  const GgufValue* v = f.find(key);
-  if (!v) fail("{}: missing metadata '{}'", f.what(), key);
-  if (v->type == GgufType::ARRAY) fail("{}: per-layer '{}' (an array) is not supported", f.what(), key);
-  int64_t x = f.get_int(key).value();
-  if (x <= 0 || x > ((int64_t)1 << 31)) fail("{}: metadata '{}' = {} is out of range", f.what(), key, x);
-  return x;
-}
-
-std::optional<int64_t> opt_int(const GgufFile& f, const std::string& key) {
-  if (!f.find(key)) return std::nullopt;
-  return need_int(f, key);
-}
-
-// eos/eot/eom ids of the tokenizer, when they are valid ids.
-void add_special_ids(const GgufFile& f, Json& cfg) {
-  auto id = [&](const char* key) -> std::optional<int64_t> {
-    auto v = f.get_int(key);
-    if (!v || *v < 0 || *v > INT32_MAX) return std::nullopt;
-    return v;
-  };
-  if (auto b = id("tokenizer.ggml.bos_token_id")) cfg["bos_token_id"] = *b;
-  Json eos = Json::array();
-  for (const char* k : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"})
-    if (auto e = id(k)) eos.push_back(*e);
-  if (!eos.empty()) cfg["eos_token_id"] = eos;
-}
-
-}  // namespace
-
-Json gguf_model_config(GgufCheckpoint& ck) {
-  const GgufFile& f = ck.file();
-  const std::string& A = ck.architecture();
-  Json c = Json::object();
-  const GgufTensorInfo* emb = f.tensor("token_embd.weight");
-  if (!emb || emb->ne.size() != 2) fail("{}: no 2-D token_embd.weight tensor", f.what());
-  c["vocab_size"] = emb->ne[1];
-  add_special_ids(f, c);
-  if (A == "gpt2") {
-    c["architectures"] = {"GPT2LMHeadModel"};
-    c["model_type"] = "gpt2";
-    int64_t E = need_int(f, "gpt2.embedding_length");
-    c["n_embd"] = E;
-    c["n_layer"] = need_int(f, "gpt2.block_count");
-    c["n_head"] = need_int(f, "gpt2.attention.head_count");
-    if (auto kv = opt_int(f, "gpt2.attention.head_count_kv"); kv && *kv != c["n_head"].get<int64_t>())
-      fail("{}: gpt2.attention.head_count_kv ({}) differs from head_count: not GPT-2", f.what(), *kv);
-    c["n_positions"] = c["n_ctx"] = need_int(f, "gpt2.context_length");
-    c["n_inner"] = opt_int(f, "gpt2.feed_forward_length").value_or(4 * E);
-    auto eps = f.get_float("gpt2.attention.layer_norm_epsilon");
-    if (!eps) fail("{}: missing metadata 'gpt2.attention.layer_norm_epsilon'", f.what());
-    c["layer_norm_epsilon"] = *eps;
-    c["activation_function"] = "gelu_new";
-    // llama.cpp's converter writes GPT-2's tied head as its own output.weight; quantised, the two
-    // may differ (llama-quantize gives the output Q6_K): then it is a separate head.
-    const GgufTensorInfo* out = f.tensor("output.weight");
-    c["tie_word_embeddings"] = !out || (out->ggml_type == emb->ggml_type && out->ne == emb->ne &&
-                                        std::memcmp(out->data, emb->data, out->nbytes) == 0);
-    return c;
-  }
-  if (!is_llama_like(A))
-    fail("{}: GGUF architecture '{}' is not supported (supported: llama, qwen2, qwen3, gpt2)", f.what(), A);
-  static const std::map<std::string, std::string> hf = {
-      {"llama", "LlamaForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"}, {"qwen3", "Qwen3ForCausalLM"}};
-  c["architectures"] = {hf.at(A)};
-  c["model_type"] = A;
-  int64_t H = need_int(f, A + ".embedding_length"), nh = need_int(f, A + ".attention.head_count");
-  c["hidden_size"] = H;
-  c["num_hidden_layers"] = need_int(f, A + ".block_count");
-  c["intermediate_size"] = need_int(f, A + ".feed_forward_length");
-  c["num_attention_heads"] = nh;
-  c["num_key_value_heads"] = opt_int(f, A + ".attention.head_count_kv").value_or(nh);
-  c["max_position_embeddings"] = need_int(f, A + ".context_length");
-  auto kl = opt_int(f, A + ".attention.key_length"), vl = opt_int(f, A + ".attention.value_length");
-  if (kl && vl && *kl != *vl)
-    fail("{}: attention.key_length ({}) != value_length ({}) is not supported", f.what(), *kl, *vl);
-  int64_t hd = kl ? *kl : vl ? *vl : H / nh;
-  if (kl || vl) c["head_dim"] = hd;
-  if (auto rd = opt_int(f, A + ".rope.dimension_count"); rd && *rd != hd)
-    fail("{}: rope.dimension_count ({}) != head size ({}): partial rotary embeddings are not supported", f.what(), *rd,
-         hd);
-  auto eps = f.get_float(A + ".attention.layer_norm_rms_epsilon");
-  if (!eps) fail("{}: missing metadata '{}.attention.layer_norm_rms_epsilon'", f.what(), A);
-  c["rms_norm_eps"] = *eps;
-  c["rope_theta"] = f.get_float(A + ".rope.freq_base").value_or(10000.0);
-  c["hidden_act"] = "silu";
-  c["tie_word_embeddings"] = f.tensor("output.weight") == nullptr;
-  if (A == "llama") {
-    c["attention_bias"] = f.tensor("blk.0.attn_q.bias") != nullptr;
-    c["mlp_bias"] = f.tensor("blk.0.ffn_up.bias") != nullptr;
-  }
-  // Rope scaling: "linear" (with its factor) or llama.cpp's per-frequency divisors.
-  std::string type = f.get_string(A + ".rope.scaling.type").value_or("");
-  double factor = f.get_float(A + ".rope.scaling.factor").value_or(f.get_float(A + ".rope.scale_linear").value_or(0));
-  if (type == "yarn" || type == "longrope")
-    fail("{}: rope scaling '{}' is not supported (supported: none, linear, llama3 via rope_freqs)", f.what(), type);
-  if (!type.empty() && type != "none" && type != "linear")
-    fail("{}: unknown rope scaling type '{}'", f.what(), type);
-  if (type != "none" && factor != 0 && factor != 1) {
-    if (!(factor > 0)) fail("{}: rope scaling factor {} must be positive", f.what(), factor);
-    c["rope_scaling"] = {{"type", "linear"}, {"factor", factor}};
-  }
-  if (ck.has("rope_freqs.weight")) {
-    if (A != "llama") fail("{}: rope_freqs.weight is only used by the llama architecture", f.what());
-    if (c.contains("rope_scaling")) fail("{}: both linear rope scaling and rope_freqs.weight are given", f.what());
-    TensorView t = ck.get("rope_freqs.weight");
-    if (t.dtype != DType::F32 || t.shape != std::vector<int64_t>{hd / 2})
-      fail("{}: rope_freqs.weight must be F32 [{}] (one divisor per frequency), is {} {}", f.what(), hd / 2,
-           dtype_name(t.dtype), t.shape_str());
-    Json factors = Json::array();
-    for (int64_t i = 0; i < hd / 2; i++) {
-      float x = load<float>(t.data + 4 * i);
-      if (!(x > 0) || x > 1e30f) fail("{}: rope_freqs.weight[{}] = {} must be positive", f.what(), i, x);
-      factors.push_back(x);
-    }
-    c["rope_scaling"] = {{"rope_type", "freq_factors"}, {"factors", factors}};
-  }
-  return c;
 }
 
 // ------------------------------------------------------------------------------------------------

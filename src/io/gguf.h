@@ -11,12 +11,13 @@
 // ne[0] is the row length (the contiguous dimension): a GGUF matrix [ne0, ne1] is the row-major
 // [ne1, ne0] matrix of Hugging Face / numpy order.
 //
-// GgufCheckpoint presents the tensors under the Hugging Face names the family loaders read
-// (blk.N.attn_q.weight -> model.layers.N.self_attn.q_proj.weight, ...), undoes llama.cpp's Q/K row
-// permutation for the llama architecture, and marks GPT-2's [out, in] matrices as stored
-// transposed relative to HF's Conv1D [in, out]. Names it does not know keep their GGUF name, so
-// the unread-tensor guard reports them. gguf_model_config() and gguf_tokenizer() turn the
-// metadata into the config.json and tokenizer.json / tokenizer_config.json the rest of kvad reads.
+// GgufCheckpoint presents the tensors under the names a GgufNameMap gives them. io knows no
+// architecture: the map comes from the family's tensor table (models/tensors.h, built by the
+// models-layer GGUF loader, models/gguf_config.h), and says per tensor its Hugging Face name,
+// whether it is a Conv1D matrix (GGUF stores GPT-2's [out, in] where HF says [in, out]: marked
+// transposed) and whether llama.cpp permuted its Q/K rows (undone here). Names the map does not
+// know keep their GGUF name, so the unread-tensor guard reports them. gguf_tokenizer() turns the
+// metadata into the tokenizer.json / tokenizer_config.json the rest of kvad reads.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -109,10 +110,18 @@ class GgufFile {
 // The ggml type name (e.g. "Q4_K", "IQ2_XXS") or "type N" for ids ggml does not define.
 std::string ggml_type_name(uint32_t ggml_type);
 
+// How one GGUF tensor is presented (see the top of this file).
+struct GgufTensorMapping {
+  std::string hf;               // the name the family loader reads
+  bool conv1d = false;          // a GPT-2 Conv1D matrix: presented [in, out], transposed
+  int64_t unpermute_heads = 0;  // > 0: llama.cpp permuted its rows over this many heads
+};
+using GgufNameMap = std::map<std::string, GgufTensorMapping>;  // by GGUF tensor name
+
 class GgufCheckpoint : public Checkpoint {
  public:
-  explicit GgufCheckpoint(const std::string& path);
-  explicit GgufCheckpoint(std::shared_ptr<const GgufFile> file);
+  // With no map every tensor keeps its GGUF name (a view of the file, e.g. for `kvad show`).
+  explicit GgufCheckpoint(std::shared_ptr<const GgufFile> file, const GgufNameMap& names = {});
   std::vector<std::string> names() const override;
   const GgufFile& file() const { return *file_; }
   const std::string& architecture() const { return arch_; }  // general.architecture
@@ -121,17 +130,12 @@ class GgufCheckpoint : public Checkpoint {
   const TensorView* lookup(const std::string& name) const override;
 
  private:
-  void build();
+  void build(const GgufNameMap& names);
   std::shared_ptr<const GgufFile> file_;
   std::string arch_;
   std::map<std::string, TensorView> views_;                // by presented (HF) name
   std::vector<std::shared_ptr<std::vector<uint8_t>>> owned_;  // un-permuted copies
 };
-
-// config.json for the family parsers (models/registry.h) from the GGUF metadata of llama, qwen2,
-// qwen3 and gpt2 files. Reads rope_freqs.weight (llama3-style rope scaling: llama.cpp stores the
-// per-frequency divisors) through `ck`, so it counts as used.
-Json gguf_model_config(GgufCheckpoint& ck);
 
 // tokenizer.json and tokenizer_config.json equivalent to the GGUF tokenizer (byte-level BPE:
 // tokenizer.ggml.model "gpt2"): vocabulary and merges, CONTROL / USER_DEFINED tokens as added

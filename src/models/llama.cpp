@@ -4,10 +4,17 @@
 //   per layer: x += o_proj(attention(rope(q), rope(k), v) of rmsnorm(x))
 //              x += down(silu(gate(h)) * up(h)), h = rmsnorm(x)
 //   logits = lm_head(rmsnorm(x))
+// This file is the whole family (models/registry.h): config parser, tensor table (from which
+// loading, sizes, GGUF names and synth follow: models/tensors.h), forward, GGUF metadata
+// translation and synth presets.
 #include <cmath>
+#include <cstring>
+
+#include <fmt/ranges.h>
 
 #include "core/error.h"
 #include "models/config_parse.h"
+#include "models/gguf_model.h"
 #include "models/registry.h"
 #include "models/rope.h"
 #include "models/weight_source.h"
@@ -94,52 +101,79 @@ struct LlamaLayer {
   std::vector<float> bq, bk, bv, bo, b_gate, b_up, b_down;
 };
 
-class LlamaModel : public Model {
+// Where the loaded tensors live (LlamaModel derives from it, so the forward reads them by name).
+struct LlamaWeights {
+  Weight embed_, lm_head_;  // lm_head_ empty when tied
+  std::vector<float> final_norm_;
+  std::vector<LlamaLayer> layers_;
+};
+
+// The tensors of layer l, appended to t (see llama_tensors).
+void llama_layer_tensors(const ModelConfig& c, int64_t l, LlamaLayer& L, TensorList& t) {
+  const int64_t H = c.hidden, I = c.intermediate, Q = c.q_dim(), KV = c.kv_dim(), hd = c.head_dim;
+  std::string p = "model.layers." + std::to_string(l) + ".", g = "blk." + std::to_string(l) + ".";
+  // permuted_heads: llama.cpp permutes Q and K rows per head in llama GGUF files.
+  auto mat = [&](const char* hf, const char* gguf, int64_t rows, int64_t cols, Weight* to, int64_t permuted_heads = 0) {
+    t.push_back(matrix_tensor(p + hf + ".weight", g + gguf + ".weight", rows, cols, to));
+    t.back().gguf_permuted_heads = permuted_heads;
+  };
+  auto vec = [&](const char* hf, const char* gguf, const char* suffix, int64_t n, TensorInit init,
+                 std::vector<float>* to) {
+    t.push_back(vector_tensor(p + hf + suffix, g + gguf + suffix, {n}, init, to));
+  };
+  auto bias = [&](const char* hf, const char* gguf, int64_t n, std::vector<float>* to, int64_t permuted_heads = 0) {
+    vec(hf, gguf, ".bias", n, TensorInit::Normal, to);
+    t.back().gguf_permuted_heads = permuted_heads;
+  };
+  vec("input_layernorm", "attn_norm", ".weight", H, TensorInit::One, &L.attn_norm);
+  mat("self_attn.q_proj", "attn_q", Q, H, &L.wq, c.n_heads);
+  if (c.qkv_bias) bias("self_attn.q_proj", "attn_q", Q, &L.bq, c.n_heads);
+  mat("self_attn.k_proj", "attn_k", KV, H, &L.wk, c.n_kv_heads);
+  if (c.qkv_bias) bias("self_attn.k_proj", "attn_k", KV, &L.bk, c.n_kv_heads);
+  mat("self_attn.v_proj", "attn_v", KV, H, &L.wv);
+  if (c.qkv_bias) bias("self_attn.v_proj", "attn_v", KV, &L.bv);
+  mat("self_attn.o_proj", "attn_output", H, Q, &L.wo);
+  if (c.o_bias) bias("self_attn.o_proj", "attn_output", H, &L.bo);
+  if (c.qk_norm) {  // Qwen3
+    vec("self_attn.q_norm", "attn_q_norm", ".weight", hd, TensorInit::One, &L.q_norm);
+    vec("self_attn.k_norm", "attn_k_norm", ".weight", hd, TensorInit::One, &L.k_norm);
+  }
+  vec("post_attention_layernorm", "ffn_norm", ".weight", H, TensorInit::One, &L.mlp_norm);
+  mat("mlp.gate_proj", "ffn_gate", I, H, &L.gate);
+  if (c.mlp_bias) bias("mlp.gate_proj", "ffn_gate", I, &L.b_gate);
+  mat("mlp.up_proj", "ffn_up", I, H, &L.up);
+  if (c.mlp_bias) bias("mlp.up_proj", "ffn_up", I, &L.b_up);
+  mat("mlp.down_proj", "ffn_down", H, I, &L.down);
+  if (c.mlp_bias) bias("mlp.down_proj", "ffn_down", H, &L.b_down);
+}
+
+// THE tensor table of the family: every tensor a config implies, with its Hugging Face and GGUF
+// names, shape and destination in `w` (whose layers_ must already hold n_layers entries). The
+// order is the order synth writes (the order transformers saves).
+TensorList llama_tensors(const ModelConfig& c, LlamaWeights& w) {
+  const int64_t H = c.hidden, V = c.vocab_size;
+  TensorList t;
+  t.push_back(matrix_tensor("model.embed_tokens.weight", "token_embd.weight", V, H, &w.embed_));
+  t.back().row_lookup = !c.tie_embeddings;  // tied, it is also the head: read whole
+  for (int64_t l = 0; l < c.n_layers; l++) llama_layer_tensors(c, l, w.layers_[(size_t)l], t);
+  t.push_back(vector_tensor("model.norm.weight", "output_norm.weight", {H}, TensorInit::One, &w.final_norm_));
+  if (c.tie_embeddings)
+    t.push_back(tied_tensor("lm_head.weight", "output.weight", "model.embed_tokens.weight", {V, H}));
+  else
+    t.push_back(matrix_tensor("lm_head.weight", "output.weight", V, H, &w.lm_head_));
+  return t;
+}
+
+TensorList llama_tensor_names(const ModelConfig& c) { return table_without_destinations<LlamaWeights>(c, llama_tensors); }
+
+class LlamaModel : public Model, private LlamaWeights {
  public:
   LlamaModel(const ModelConfig& c, WeightSource& src) {
     config_ = c;
-    const int64_t H = c.hidden, V = c.vocab_size, I = c.intermediate, Q = c.q_dim(), KV = c.kv_dim();
-    auto W = [&](const std::string& name, int64_t rows, int64_t cols) { return src.matrix(name, rows, cols); };
-    auto vec = [&](const std::string& name, int64_t n) { return src.vector(name, {n}); };
-    embed_ = W("model.embed_tokens.weight", V, H);
-    for (int64_t l = 0; l < c.n_layers; l++) {
-      std::string p = "model.layers." + std::to_string(l) + ".";
-      LlamaLayer L;
-      L.attn_norm = vec(p + "input_layernorm.weight", H);
-      L.mlp_norm = vec(p + "post_attention_layernorm.weight", H);
-      L.wq = W(p + "self_attn.q_proj.weight", Q, H);
-      L.wk = W(p + "self_attn.k_proj.weight", KV, H);
-      L.wv = W(p + "self_attn.v_proj.weight", KV, H);
-      L.wo = W(p + "self_attn.o_proj.weight", H, Q);
-      if (c.qkv_bias) {
-        L.bq = vec(p + "self_attn.q_proj.bias", Q);
-        L.bk = vec(p + "self_attn.k_proj.bias", KV);
-        L.bv = vec(p + "self_attn.v_proj.bias", KV);
-      }
-      if (c.o_bias) L.bo = vec(p + "self_attn.o_proj.bias", H);
-      if (c.qk_norm) {
-        L.q_norm = vec(p + "self_attn.q_norm.weight", c.head_dim);
-        L.k_norm = vec(p + "self_attn.k_norm.weight", c.head_dim);
-      }
-      L.gate = W(p + "mlp.gate_proj.weight", I, H);
-      L.up = W(p + "mlp.up_proj.weight", I, H);
-      L.down = W(p + "mlp.down_proj.weight", H, I);
-      if (c.mlp_bias) {
-        L.b_gate = vec(p + "mlp.gate_proj.bias", I);
-        L.b_up = vec(p + "mlp.up_proj.bias", I);
-        L.b_down = vec(p + "mlp.down_proj.bias", H);
-      }
-      layers_.push_back(std::move(L));
-    }
-    final_norm_ = vec("model.norm.weight", H);
-    if (!c.tie_embeddings) {
-      lm_head_ = W("lm_head.weight", V, H);
-    } else if (src.has("lm_head.weight")) {
-      // Some exports save the tied head anyway; accept it only if it really is the same matrix.
-      if (!src.same_tensor("lm_head.weight", "model.embed_tokens.weight", {V, H}))
-        fail("{}: tie_word_embeddings is true but lm_head.weight differs from model.embed_tokens.weight",
-             src.checkpoint().description());
-    }
+    layers_.resize((size_t)c.n_layers);
+    TensorList table = llama_tensors(c, *this);
+    load_tensors(table, src);
+    sizes_ = loaded_stats(table);
     inv_freq_ = rope_inv_freq(c, c.head_dim);
   }
 
@@ -149,28 +183,11 @@ class LlamaModel : public Model {
 
   void forward(const Batch& batch, Memory& memory, Backend& ops, float* logits) const override;
 
-  size_t weight_bytes() const override {
-    size_t b = embed_.bytes() + (lm_head_.empty() ? 0 : lm_head_.bytes()) + final_norm_.size() * 4;
-    for (const LlamaLayer& L : layers_)
-      for (const Weight* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) b += w->bytes();
-    return b;
-  }
-  size_t decode_read_bytes() const override { return weight_bytes() - (lm_head_.empty() ? 0 : embed_.bytes()); }
   std::string weight_format() const override { return embed_.format_name(); }
-  int64_t parameter_count() const override {
-    const ModelConfig& c = config_;
-    int64_t per_layer = 2 * c.hidden + c.hidden * (c.q_dim() + 2 * c.kv_dim()) + c.q_dim() * c.hidden +
-                        3 * c.hidden * c.intermediate + (c.qkv_bias ? c.q_dim() + 2 * c.kv_dim() : 0) +
-                        (c.qk_norm ? 2 * c.head_dim : 0);
-    return c.vocab_size * c.hidden * (c.tie_embeddings ? 1 : 2) + c.hidden + c.n_layers * per_layer;
-  }
 
  private:
   const Weight& head() const { return lm_head_.empty() ? embed_ : lm_head_; }
 
-  Weight embed_, lm_head_;
-  std::vector<float> final_norm_;
-  std::vector<LlamaLayer> layers_;
   std::vector<double> inv_freq_;
 };
 
@@ -224,10 +241,199 @@ void LlamaModel::forward(const Batch& b, Memory& memory, Backend& ops, float* lo
   ops.linear(head(), last, Tensor::wrap(logits, b.n_logits(), c.vocab_size));
 }
 
-}  // namespace
+// ------------------------------------------------------------------------------------------------
+// GGUF: llama.cpp's llama, qwen2 and qwen3 files. Mistral checkpoints convert to "llama".
+
+// The metadata that is a plain copy into config.json ("<arch>.<key>").
+const std::vector<GgufConfigKey> kLlamaGgufKeys = {
+    {"embedding_length", "hidden_size", GgufKeyKind::Count, true},
+    {"block_count", "num_hidden_layers", GgufKeyKind::Count, true},
+    {"feed_forward_length", "intermediate_size", GgufKeyKind::Count, true},
+    {"attention.head_count", "num_attention_heads", GgufKeyKind::Count, true},
+    {"attention.head_count_kv", "num_key_value_heads", GgufKeyKind::Count, false},  // absent: = head_count
+    {"context_length", "max_position_embeddings", GgufKeyKind::Count, true},
+    {"attention.layer_norm_rms_epsilon", "rms_norm_eps", GgufKeyKind::Float, true},
+    {"rope.freq_base", "rope_theta", GgufKeyKind::Float, false},
+};
+
+// head_dim from key_length / value_length (kvad needs them equal, and a full-width rotary).
+int64_t gguf_head_dim(const GgufFile& f, const std::string& A, Json& c) {
+  int64_t H = c["hidden_size"], nh = c["num_attention_heads"];
+  auto kl = gguf_optional_count(f, A + ".attention.key_length"), vl = gguf_optional_count(f, A + ".attention.value_length");
+  if (kl && vl && *kl != *vl)
+    fail("{}: attention.key_length ({}) != value_length ({}) is not supported", f.what(), *kl, *vl);
+  int64_t hd = kl ? *kl : vl ? *vl : H / nh;
+  if (kl || vl) c["head_dim"] = hd;
+  if (auto rd = gguf_optional_count(f, A + ".rope.dimension_count"); rd && *rd != hd)
+    fail("{}: rope.dimension_count ({}) != head size ({}): partial rotary embeddings are not supported", f.what(), *rd,
+         hd);
+  return hd;
+}
+
+// llama.cpp's precomputed llama3 scaling: one divisor per rotary frequency in rope_freqs.weight.
+Json gguf_freq_factors(const GgufFile& f, const GgufTensorInfo& t, int64_t hd) {
+  if (t.dtype != DType::F32 || t.ne != std::vector<int64_t>{hd / 2})
+    fail("{}: rope_freqs.weight must be F32 [{}] (one divisor per frequency), is {} [{}]", f.what(), hd / 2,
+         dtype_name(t.dtype), fmt::join(t.ne, ", "));
+  Json factors = Json::array();
+  for (int64_t i = 0; i < hd / 2; i++) {
+    float x;
+    std::memcpy(&x, t.data + 4 * i, 4);  // GGUF is little-endian, as every machine kvad runs on
+    if (!(x > 0) || x > 1e30f) fail("{}: rope_freqs.weight[{}] = {} must be positive", f.what(), i, x);
+    factors.push_back(x);
+  }
+  return {{"rope_type", "freq_factors"}, {"factors", factors}};
+}
+
+// Rope scaling: "linear" (with its factor) or llama.cpp's per-frequency divisors.
+void gguf_rope_scaling(const GgufFile& f, const std::string& A, int64_t hd, Json& c) {
+  std::string type = f.get_string(A + ".rope.scaling.type").value_or("");
+  double factor = f.get_float(A + ".rope.scaling.factor").value_or(f.get_float(A + ".rope.scale_linear").value_or(0));
+  if (type == "yarn" || type == "longrope")
+    fail("{}: rope scaling '{}' is not supported (supported: none, linear, llama3 via rope_freqs)", f.what(), type);
+  if (!type.empty() && type != "none" && type != "linear") fail("{}: unknown rope scaling type '{}'", f.what(), type);
+  if (type != "none" && factor != 0 && factor != 1) {
+    if (!(factor > 0)) fail("{}: rope scaling factor {} must be positive", f.what(), factor);
+    c["rope_scaling"] = {{"type", "linear"}, {"factor", factor}};
+  }
+  if (const GgufTensorInfo* t = f.tensor("rope_freqs.weight")) {
+    if (A != "llama") fail("{}: rope_freqs.weight is only used by the llama architecture", f.what());
+    if (c.contains("rope_scaling")) fail("{}: both linear rope scaling and rope_freqs.weight are given", f.what());
+    c["rope_scaling"] = gguf_freq_factors(f, *t, hd);
+  }
+}
+
+// What the key table cannot say: derived sizes, facts read off the tensors, rope scaling.
+void llama_gguf_finish(const GgufFile& f, const std::string& A, Json& c) {
+  int64_t hd = gguf_head_dim(f, A, c);
+  c["hidden_act"] = "silu";
+  c["tie_word_embeddings"] = f.tensor("output.weight") == nullptr;
+  if (A == "llama") {  // qwen2's q/k/v biases follow from its model_type
+    c["attention_bias"] = f.tensor("blk.0.attn_q.bias") != nullptr;
+    c["mlp_bias"] = f.tensor("blk.0.ffn_up.bias") != nullptr;
+  }
+  gguf_rope_scaling(f, A, hd, c);
+}
+
+GgufDescription llama_gguf(const std::string& arch) {
+  // Only llama.cpp's "llama" converter permutes Q/K rows (for its interleaved rope kernel).
+  bool llama = arch == "llama";
+  return {arch, kLlamaGgufKeys, llama_gguf_finish, llama,
+          llama ? std::vector<std::string>{"rope_freqs.weight"} : std::vector<std::string>{}};
+}
+
+// ------------------------------------------------------------------------------------------------
+// Synth presets. Real shapes copy the public config.json of each model; "tiny" keeps the
+// family's structure (GQA, biases, q/k norms, llama3 rope scaling, untied heads) at toy sizes with
+// the real vocabulary; "tiny-v512" is tiny with GPT-2's BPE cut to 512 tokens and "tiny-kq" as
+// small as llama.cpp's K-quants allow (every matrix 256 wide, one layer), for GGUF fixtures.
+
+// The shape keys shared by the tiny presets of one model type, at a hidden width.
+Json tiny_shape(const std::string& type, int64_t hidden, int64_t layers, int64_t vocab, int64_t bos, int64_t eos) {
+  Json c = {{"hidden_size", hidden}, {"intermediate_size", hidden == 64 ? 128 : 256}, {"num_hidden_layers", layers},
+            {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"max_position_embeddings", 4096},
+            {"vocab_size", vocab}, {"bos_token_id", bos}, {"eos_token_id", eos}};
+  if (type == "llama") {
+    c["head_dim"] = hidden / 4;
+    c["rms_norm_eps"] = 1e-5;
+    c["rope_theta"] = 500000.0;
+    c["rope_scaling"] = {{"factor", 32.0}, {"high_freq_factor", 4.0}, {"low_freq_factor", 1.0},
+                         {"original_max_position_embeddings", 8192}, {"rope_type", "llama3"}};
+    c["tie_word_embeddings"] = false;
+  } else {
+    if (type == "qwen3") c["head_dim"] = hidden == 64 ? 32 : 64;
+    c["rms_norm_eps"] = 1e-6;
+    c["rope_theta"] = type == "qwen2" ? Json(1000000.0) : Json(1000000);
+    c["tie_word_embeddings"] = type == "qwen2";
+  }
+  return c;
+}
+
+std::vector<SynthPreset> tiny_presets(const std::string& type, const std::string& tokenizer, int64_t vocab, int64_t bos,
+                                      int64_t eos) {
+  return {{"tiny", tokenizer, tiny_shape(type, 64, 2, vocab, bos, eos)},
+          {"tiny-v512", "gpt2-trim512", tiny_shape(type, 64, 2, 512, 511, 511)},
+          {"tiny-kq", "gpt2-trim512", tiny_shape(type, 256, 1, 512, 511, 511)}};
+}
+
+std::vector<SynthPreset> llama_presets() {
+  Json llama3_scaling = {{"factor", 32.0}, {"high_freq_factor", 4.0}, {"low_freq_factor", 1.0},
+                         {"original_max_position_embeddings", 8192}, {"rope_type", "llama3"}};
+  std::vector<SynthPreset> p = {
+      {"llama-3.2-1b", "llama3",
+       {{"hidden_size", 2048}, {"intermediate_size", 8192}, {"num_hidden_layers", 16}, {"num_attention_heads", 32},
+        {"num_key_value_heads", 8}, {"head_dim", 64}, {"max_position_embeddings", 131072}, {"rms_norm_eps", 1e-5},
+        {"rope_theta", 500000.0}, {"rope_scaling", llama3_scaling}, {"tie_word_embeddings", true},
+        {"vocab_size", 128256}, {"bos_token_id", 128000}, {"eos_token_id", 128001}}},
+      {"smollm2-135m", "gpt2-trim49152",
+       {{"hidden_size", 576}, {"intermediate_size", 1536}, {"num_hidden_layers", 30}, {"num_attention_heads", 9},
+        {"num_key_value_heads", 3}, {"max_position_embeddings", 8192}, {"rms_norm_eps", 1e-5},
+        {"rope_theta", 100000}, {"tie_word_embeddings", true}, {"vocab_size", 49152}, {"bos_token_id", 49151},
+        {"eos_token_id", 49151}}},
+  };
+  for (SynthPreset& t : tiny_presets("llama", "llama3", 128256, 128000, 128001)) p.push_back(std::move(t));
+  return p;
+}
+
+// One real shape of a model type and its tiny presets.
+std::vector<SynthPreset> qwen_presets(const std::string& type, SynthPreset real) {
+  int64_t bos = real.config["bos_token_id"], eos = real.config["eos_token_id"];
+  std::vector<SynthPreset> p = {real};
+  for (SynthPreset& t : tiny_presets(type, "qwen3", real.config["vocab_size"], bos, eos)) p.push_back(std::move(t));
+  return p;
+}
+
+std::vector<SynthPreset> qwen2_presets() {
+  return qwen_presets("qwen2", {"qwen2.5-0.5b", "qwen3",
+                                {{"hidden_size", 896}, {"intermediate_size", 4864}, {"num_hidden_layers", 24},
+                                 {"num_attention_heads", 14}, {"num_key_value_heads", 2},
+                                 {"max_position_embeddings", 32768}, {"rms_norm_eps", 1e-6}, {"rope_theta", 1000000.0},
+                                 {"tie_word_embeddings", true}, {"vocab_size", 151936}, {"bos_token_id", 151643},
+                                 {"eos_token_id", 151643}}});
+}
+
+std::vector<SynthPreset> qwen3_presets() {
+  return qwen_presets("qwen3", {"qwen3-0.6b", "qwen3",
+                                {{"hidden_size", 1024}, {"intermediate_size", 3072}, {"num_hidden_layers", 28},
+                                 {"num_attention_heads", 16}, {"num_key_value_heads", 8}, {"head_dim", 128},
+                                 {"max_position_embeddings", 40960}, {"rms_norm_eps", 1e-6}, {"rope_theta", 1000000},
+                                 {"tie_word_embeddings", true}, {"vocab_size", 151936}, {"bos_token_id", 151643},
+                                 {"eos_token_id", 151645}}});
+}
 
 std::unique_ptr<Model> load_llama(const ModelConfig& config, WeightSource& src) {
   return std::make_unique<LlamaModel>(config, src);
+}
+
+// Keys transformers writes into each model type's config.json beyond the shape.
+Json llama_config_defaults(const std::string& type) {
+  Json d = {{"hidden_act", "silu"}, {"attention_dropout", 0.0}, {"initializer_range", 0.02}};
+  if (type != "qwen2") d["attention_bias"] = false;
+  if (type == "llama") d["mlp_bias"] = false;
+  if (type != "llama") d["use_sliding_window"] = false;
+  return d;
+}
+
+Architecture llama_architecture(const char* name, const std::string& type) {
+  Architecture a{name, type, parse_llama_config, load_llama, llama_tensor_names, {"rotary_emb.inv_freq"}};
+  a.config_defaults = llama_config_defaults(type);
+  return a;
+}
+
+}  // namespace
+
+std::vector<Architecture> llama_family() {
+  Architecture llama = llama_architecture("LlamaForCausalLM", "llama"),
+               mistral = llama_architecture("MistralForCausalLM", "mistral"),
+               qwen2 = llama_architecture("Qwen2ForCausalLM", "qwen2"),
+               qwen3 = llama_architecture("Qwen3ForCausalLM", "qwen3");
+  llama.gguf = llama_gguf("llama");
+  qwen2.gguf = llama_gguf("qwen2");
+  qwen3.gguf = llama_gguf("qwen3");
+  llama.presets = llama_presets();
+  qwen2.presets = qwen2_presets();
+  qwen3.presets = qwen3_presets();
+  return {llama, mistral, qwen2, qwen3};
 }
 
 }  // namespace kvad

@@ -9,6 +9,7 @@
 
 #include "backend/backend.h"
 #include "models/config.h"
+#include "models/tensors.h"
 
 namespace kvad {
 
@@ -23,11 +24,13 @@ class Model {
   // Runs every row of `batch`, storing each row's keys/values in `memory` at its position, and
   // writes the logits of the rows that want them to logits[batch.n_logits(), vocab], in row order.
   virtual void forward(const Batch& batch, Memory& memory, Backend& ops, float* logits) const = 0;
-  virtual size_t weight_bytes() const = 0;
-  // Bytes one decode step reads: every weight except an untied embedding table (one row of it).
-  virtual size_t decode_read_bytes() const = 0;
+  // Sizes derived from the family's tensor table at load (models/tensors.h), never hand-kept.
+  size_t weight_bytes() const { return sizes_.weight_bytes; }
+  // Bytes one decode step reads: every weight, but one row of a lookup table (an untied embedding,
+  // GPT-2's position table).
+  size_t decode_read_bytes() const { return sizes_.decode_read_bytes; }
+  int64_t parameter_count() const { return sizes_.parameters; }
   virtual std::string weight_format() const = 0;  // e.g. "bf16", "f32"
-  virtual int64_t parameter_count() const = 0;
 
   // Weights may point into a memory-mapped checkpoint: the model keeps it alive.
   void hold(std::shared_ptr<const void> storage) { storage_ = std::move(storage); }
@@ -36,6 +39,7 @@ class Model {
   // Refuses a batch with a position past the model's context (every family calls it first).
   void check_positions(const Batch& batch) const;
   ModelConfig config_;
+  TensorStats sizes_;  // set by the family's constructor from its loaded table
 
  private:
   std::shared_ptr<const void> storage_;

@@ -8,21 +8,23 @@
 #include <filesystem>
 
 #include "io/nq.h"
-#include "io/gguf.h"
 #include "io/safetensors.h"
 #include "models/weight_source.h"
 
 namespace kvad {
 
+// An explicit list of families rather than self-registration from static initialisers: the
+// families live in a static library, and the linker leaves out any object file nothing refers
+// to, so a family that only registered itself from a static constructor would silently be
+// missing from a binary (or a test) that never named it. Each family's file provides its whole
+// descriptors (llama_family(), gpt2_family()); adding a family is one file and one line here.
 const std::vector<Architecture>& architectures() {
-  static const std::vector<Architecture> list = {
-      {"LlamaForCausalLM", "llama", parse_llama_config, load_llama, {"rotary_emb.inv_freq"}},
-      {"MistralForCausalLM", "mistral", parse_llama_config, load_llama, {"rotary_emb.inv_freq"}},
-      {"Qwen2ForCausalLM", "qwen2", parse_llama_config, load_llama, {"rotary_emb.inv_freq"}},
-      {"Qwen3ForCausalLM", "qwen3", parse_llama_config, load_llama, {"rotary_emb.inv_freq"}},
-      // Old GPT-2 exports carry the causal-mask buffers attn.bias / attn.masked_bias.
-      {"GPT2LMHeadModel", "gpt2", parse_gpt2_config, load_gpt2, {".attn.bias", ".attn.masked_bias"}},
-  };
+  static const std::vector<Architecture> list = [] {
+    std::vector<Architecture> all;
+    for (auto family : {llama_family, gpt2_family})
+      for (Architecture& a : family()) all.push_back(std::move(a));
+    return all;
+  }();
   return list;
 }
 
@@ -114,24 +116,6 @@ std::unique_ptr<Model> load_model_dir(const std::string& dir, const LoadOptions&
 
 bool is_gguf_path(const std::string& path) {
   return path.size() > 5 && path.compare(path.size() - 5, 5, ".gguf") == 0 && !is_directory(path);
-}
-
-std::unique_ptr<Model> load_model_gguf(const std::string& path, const LoadOptions& opts) {
-  return load_model_gguf(std::make_shared<GgufCheckpoint>(path), opts);
-}
-
-std::unique_ptr<Model> load_model_gguf(std::shared_ptr<GgufCheckpoint> ckpt, const LoadOptions& opts) {
-  Json cfg = gguf_model_config(*ckpt);
-  const std::string& path = ckpt->description();
-  std::string what = path + " (GGUF metadata)";
-  const Architecture& arch = require_architecture(cfg, what);
-  ModelConfig config = arch.parse_config(cfg, what);
-  check_kquant_widths(opts.format, {config.hidden, config.intermediate, config.q_dim()}, path);
-  WeightSource src(*ckpt, opts.format, false);
-  std::unique_ptr<Model> model = arch.load(config, src);
-  ckpt->check_all_read(arch.ignorable);
-  model->hold(ckpt);
-  return model;
 }
 
 }  // namespace kvad

@@ -1,7 +1,10 @@
-// THE registry of architectures: name -> (config parser, loader). The CLI, the server, `kvad ls`
-// and any later backend ask it "can you run this?"; nothing keeps a copy of the answer.
+// THE registry of architectures. Each family's file (models/llama.cpp, models/gpt2.cpp) provides
+// whole descriptors: config parser, loader, tensor table (models/tensors.h), GGUF description,
+// synth presets. The CLI, the server, `kvad ls`, synth, the GGUF loader and any later backend ask
+// it "can you run this?"; nothing keeps a copy of the answer.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -9,6 +12,7 @@
 #include "io/checkpoint.h"
 #include "models/model.h"
 #include "backend/weight.h"
+#include "models/tensors.h"
 
 namespace kvad {
 
@@ -26,13 +30,50 @@ struct LoadReport {
   bool from_cache = false;
 };
 
+// A shape synth can write for the family (models/synth.h): the keys of the real model's
+// config.json that shape it, and the tokenizer family the caller writes next to it.
+struct SynthPreset {
+  std::string name;       // e.g. "tiny", "qwen2.5-0.5b"
+  std::string tokenizer;  // qwen3 | llama3 | gpt2 | gpt2-trim49152 | gpt2-trim512
+  Json config;
+};
+
+// One line of a family's GGUF metadata -> config.json translation: "<arch>.<gguf>" -> "<hf>".
+enum class GgufKeyKind {
+  Count,  // an integer in 1 .. 2^31 (a per-layer array is refused)
+  Float,
+};
+struct GgufConfigKey {
+  const char* gguf;  // after "<arch>.", e.g. "attention.head_count"
+  const char* hf;    // the config.json key, e.g. "num_attention_heads"
+  GgufKeyKind kind;
+  bool required;
+};
+
+// How a family reads llama.cpp's files of its GGUF architecture (models/gguf_model.h).
+struct GgufDescription {
+  std::string arch;                 // general.architecture, e.g. "qwen2"
+  std::vector<GgufConfigKey> keys;  // the plain copies
+  // What is not a plain copy: defaults, derived fields, checks, rope scaling. `arch` as above.
+  void (*finish)(const GgufFile& f, const std::string& arch, Json& config) = nullptr;
+  bool permuted_qk = false;  // llama.cpp's converter permuted the Q/K rows (TensorDecl::gguf_permuted_heads)
+  // Tensors the metadata step reads (llama's rope_freqs.weight): they count as read.
+  std::vector<std::string> metadata_tensors;
+};
+
 struct Architecture {
   std::string name;        // config.json "architectures"[0], e.g. "Qwen2ForCausalLM"
   std::string model_type;  // config.json "model_type", e.g. "qwen2"
   ModelConfig (*parse_config)(const Json& config, const std::string& what);
   std::unique_ptr<Model> (*load)(const ModelConfig& config, WeightSource& weights);
+  // The family's tensor table for a config, without destinations: what the loader reads.
+  TensorList (*tensors)(const ModelConfig& config);
   // Checkpoint tensors that are legitimately not read (buffers some exporters save).
   std::vector<std::string> ignorable;
+  // Keys transformers writes into this architecture's config.json beyond the shape (synth writes them).
+  Json config_defaults = Json::object();
+  std::optional<GgufDescription> gguf;  // absent: no GGUF architecture of its own
+  std::vector<SynthPreset> presets;
 };
 
 const std::vector<Architecture>& architectures();
@@ -46,17 +87,13 @@ std::string supported_architectures();
 // formats when opts.cache_file is set); runs the unread-tensor guard.
 std::unique_ptr<Model> load_model_dir(const std::string& dir, const LoadOptions& opts, LoadReport* report = nullptr);
 
-// Loads a .gguf file (llama, qwen2, qwen3, gpt2): its metadata as the config, its tensors under
-// Hugging Face names (io/gguf.h), block formats as stored; runs the unread-tensor guard.
+// Loads a .gguf file: see models/gguf_model.h.
 std::unique_ptr<Model> load_model_gguf(const std::string& path, const LoadOptions& opts);
-class GgufCheckpoint;
-std::unique_ptr<Model> load_model_gguf(std::shared_ptr<GgufCheckpoint> ckpt, const LoadOptions& opts);
+std::unique_ptr<Model> load_model_gguf(std::shared_ptr<const GgufFile> file, const LoadOptions& opts);
 bool is_gguf_path(const std::string& path);  // names a file ending in .gguf
 
-// Family entry points (one file each).
-ModelConfig parse_llama_config(const Json& config, const std::string& what);
-std::unique_ptr<Model> load_llama(const ModelConfig& config, WeightSource& weights);
-ModelConfig parse_gpt2_config(const Json& config, const std::string& what);
-std::unique_ptr<Model> load_gpt2(const ModelConfig& config, WeightSource& weights);
+// The families, one file each: every descriptor of the family (one per config.json architecture).
+std::vector<Architecture> llama_family();
+std::vector<Architecture> gpt2_family();
 
 }  // namespace kvad

@@ -25,6 +25,11 @@ std::vector<int64_t> HfTensor::stored_shape() const {
   return transpose ? std::vector<int64_t>{cols, rows} : std::vector<int64_t>{rows, cols};
 }
 
+// Not derived from the families' tensor tables (models/tensors.h), by choice: what this adds is
+// the trainer's own layout (fused q/k/v and gate/up slices of one flat buffer), which no table
+// holds, and deriving only the names would make kvad_train link kvad_models for a list of
+// strings. The tables check it instead: every saved checkpoint loads through them with the
+// unread-tensor guard, and the loaded parameter count equals the trainer's (tests/cli_train.cpp).
 std::vector<HfTensor> hf_tensors(const ModelShape& s, const ParamLayout& L) {
   std::vector<HfTensor> out;
   const int64_t C = s.dim;

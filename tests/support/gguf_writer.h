@@ -91,4 +91,29 @@ class GgufWriter {
   std::vector<T> tensors_;
 };
 
+inline std::vector<float> iota_floats(size_t n, float scale = 1) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; i++) v[i] = (float)i * scale;
+  return v;
+}
+
+// A small llama file: 2 heads of 4 (q), 1 kv head, hidden 8, one layer, vocab 6; Q's rows hold
+// value 8 * row + col, so a permutation shows; rope_freqs.weight for llama3-style scaling.
+inline GgufWriter small_llama_gguf() {
+  GgufWriter w;
+  w.str("general.architecture", "llama");
+  w.u32("llama.block_count", 1);
+  w.u32("llama.context_length", 64);
+  w.u32("llama.embedding_length", 8);
+  w.u32("llama.feed_forward_length", 16);
+  w.u32("llama.attention.head_count", 2);
+  w.u32("llama.attention.head_count_kv", 1);
+  w.f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  w.f32("llama.rope.freq_base", 500000.0f);
+  w.f32_tensor("token_embd.weight", {8, 6}, iota_floats(48));
+  w.f32_tensor("blk.0.attn_q.weight", {8, 8}, iota_floats(64));
+  w.f32_tensor("rope_freqs.weight", {2}, {1.0f, 4.0f});
+  return w;
+}
+
 }  // namespace kvad::test
