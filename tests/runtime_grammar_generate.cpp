@@ -197,3 +197,45 @@ TEST(GrammarMatcher, TokensEndingInsideACharacterAreTracked) {
   EXPECT_TRUE(m.accept(*tok.token_id("!")));
   EXPECT_TRUE(m.accepting());
 }
+
+// Through the engine's step loop (what the server runs): the n = 3 choices of one constrained
+// request, each with its own matcher, and an unconstrained request beside them.
+TEST(GrammarOnEngine, ChoicesOfAConstrainedRequestEachValidate) {
+  if (!have_validator()) GTEST_SKIP() << "python3 with jsonschema is needed to validate";
+  LoadedModel m = synth_model("gpt2");
+  EngineOptions eo;
+  eo.max_running = 4;
+  Engine engine(*m.model, eo);
+  auto vocab = grammar_vocab(*m.tokenizer, m.eos_ids);
+  std::vector<int32_t> prompt = m.tokenizer->encode("JSON:");
+  std::vector<GenerateResult> constrained_done, free_done;
+  std::vector<std::string> errors;
+  auto request = [&](GenerateOptions o, int64_t n, std::vector<GenerateResult>& done) {
+    GenerationRequest r;
+    r.prompt = prompt;
+    r.opts = std::move(o);
+    r.n = n;
+    r.tokenizer = m.tokenizer.get();
+    r.on_token = [](const TokenEvent&) { return true; };
+    r.on_done = [&](GenerateResult&& res, const std::string& err) {
+      if (err.empty()) done.push_back(std::move(res));
+      else errors.push_back(err);
+    };
+    return r;
+  };
+  engine.submit(request(constrained(kSchemas[0], 5, vocab, m.eos_ids), 3, constrained_done));
+  GenerateOptions free = constrained(kSchemas[2], 1, vocab, m.eos_ids);
+  free.constraint = {};
+  free.max_tokens = 20;
+  engine.submit(request(free, 1, free_done));
+  for (int i = 0; i < 100000 && engine.has_work(); i++) engine.step();
+  EXPECT_TRUE(errors.empty()) << errors[0];
+  ASSERT_EQ(constrained_done.size(), 3u);
+  EXPECT_EQ(free_done.size(), 1u);
+  std::vector<std::pair<std::string, std::string>> cases;
+  for (const GenerateResult& r : constrained_done) {
+    EXPECT_EQ(r.finish_reason, "stop");
+    cases.push_back({kSchemas[0], r.text});
+  }
+  expect_all_valid(cases);
+}

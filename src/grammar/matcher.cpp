@@ -238,9 +238,14 @@ struct GrammarMatcher::Impl {
     auto it = cache.find(state);
     if (it != cache.end()) return it->second;
     if (cache.size() >= limits.max_cached_masks) cache.clear();
-    std::vector<uint64_t>& bits = cache[state];
-    compute_mask(state, bits);
-    return bits;
+    auto slot = cache.try_emplace(state).first;
+    try {
+      compute_mask(state, slot->second);
+    } catch (...) {  // a limit reached mid-scan: no half-built mask stays cached
+      cache.erase(slot);
+      throw;
+    }
+    return slot->second;
   }
 
   Automaton dfa;
