@@ -25,6 +25,7 @@ dict_of() {
   case $1 in
     fuzz_http) echo "$HERE/dict/http.dict" ;;
     fuzz_chat_template) echo "$HERE/dict/jinja.dict" ;;
+    fuzz_grammar) echo "$HERE/dict/gbnf.dict" ;;
     fuzz_gguf | fuzz_nq | fuzz_safetensors | fuzz_tokenize) echo "" ;;
     *) echo "$HERE/dict/json.dict" ;;
   esac

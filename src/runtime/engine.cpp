@@ -323,7 +323,13 @@ void Engine::step() {
 
 bool Engine::advance(Sequence& s, const float* row) {
   TokenEvent& ev = event_;
-  bool end = s.gen->next(row, model_.config().vocab_size, ev);
+  bool end;
+  try {
+    end = s.gen->next(row, model_.config().vocab_size, ev);
+  } catch (const Error& e) {  // a grammar constraint past its matcher's limits: this sequence only
+    finish(s, e.what());
+    return false;
+  }
   ev.choice = s.choice;
   if (s.req.on_token && !s.req.on_token(ev)) {
     s.gen->set_finish("cancelled");

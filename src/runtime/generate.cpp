@@ -53,8 +53,19 @@ std::string StopMatcher::flush() {
   return out;
 }
 
+std::shared_ptr<const grammar::TokenTrie> grammar_vocab(const Tokenizer& tok, const std::vector<int32_t>& eos) {
+  std::vector<std::string> bytes((size_t)tok.vocab_size());
+  for (int32_t id = 0; id < tok.vocab_size(); id++)
+    if (!tok.is_special(id)) bytes[(size_t)id] = tok.token_bytes(id);
+  return std::make_shared<const grammar::TokenTrie>(grammar::TokenTrie::build(bytes, eos));
+}
+
 TokenGenerator::TokenGenerator(const Tokenizer& tok, const std::vector<int32_t>& prompt, const GenerateOptions& opts)
     : opts_(opts), sampler_(opts.sampling), decoder_(tok), stops_(opts.stop), context_(prompt) {
+  if (opts_.constraint.grammar) {
+    if (!opts_.constraint_vocab) opts_.constraint_vocab = grammar_vocab(tok, opts_.stop_ids);
+    matcher_.emplace(opts_.constraint.grammar, opts_.constraint_vocab);
+  }
   result_.prompt_tokens = (int64_t)prompt.size();
   result_.finish_reason = "length";
   context_.reserve(prompt.size() + (size_t)std::max<int64_t>(0, std::min<int64_t>(opts.max_tokens, 1 << 20)));
@@ -62,11 +73,22 @@ TokenGenerator::TokenGenerator(const Tokenizer& tok, const std::vector<int32_t>&
 
 bool TokenGenerator::next(const float* logits, int64_t vocab, TokenEvent& ev) {
   logits_.assign(logits, logits + vocab);
+  if (matcher_) matcher_->mask_logits(logits_.data(), vocab);
   int32_t id = sampler_.sample(logits_, context_, result_.tokens);
+  // The mask allowed only what the grammar takes, so this advances; false only for an EOS the
+  // mask let through because nothing else fitted, which ends generation below anyway.
+  if (matcher_) matcher_->accept(id);
   result_.tokens.push_back(id);
   context_.push_back(id);
   bool is_eos = std::find(opts_.stop_ids.begin(), opts_.stop_ids.end(), id) != opts_.stop_ids.end();
   std::string text = is_eos ? "" : stops_.push(decoder_.push(id));
+  // A complete grammar ends generation now (EOS is all that could follow): nothing is held back
+  // for a stop string that can no longer come.
+  bool grammar_done = matcher_ && !is_eos && !stops_.stopped() && matcher_->finished();
+  if (grammar_done) {
+    text += stops_.push(decoder_.flush());
+    text += stops_.flush();
+  }
   result_.text += text;
   ev.id = id;
   ev.text = std::move(text);
@@ -82,7 +104,7 @@ bool TokenGenerator::next(const float* logits, int64_t vocab, TokenEvent& ev) {
     });
     for (size_t j = 0; j < k; j++) ev.top.push_back({order_[j], logp_[(size_t)order_[j]]});
   }
-  if (is_eos || stops_.stopped()) {
+  if (is_eos || stops_.stopped() || grammar_done) {
     result_.finish_reason = "stop";
     done_ = true;
   } else if ((int64_t)result_.tokens.size() >= opts_.max_tokens) {

@@ -2,10 +2,13 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "grammar/matcher.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
 #include "tokenizer/tokenizer.h"
@@ -21,7 +24,18 @@ struct GenerateOptions {
   // >= 0: each TokenEvent carries the chosen token's log-probability and this many most likely
   // alternatives (of the penalised, temperature-free distribution, as OpenAI reports them).
   int top_logprobs = -1;
+  // Grammar-constrained decoding (docs/grammar.md): every sampled token keeps the text a prefix
+  // of the grammar's language, EOS is allowed only once it is complete, and generation ends
+  // ("stop") when nothing else can follow. Empty = free text.
+  grammar::Constraint constraint;
+  // The tokenizer's vocabulary for the constraint (grammar_vocab()): built on first use when null,
+  // which costs a vocabulary's worth of work; a server builds it once per model.
+  std::shared_ptr<const grammar::TokenTrie> constraint_vocab;
 };
+
+// The token trie a constraint masks over: every token's bytes, special tokens never allowed,
+// `eos` allowed when the grammar is complete.
+std::shared_ptr<const grammar::TokenTrie> grammar_vocab(const Tokenizer& tok, const std::vector<int32_t>& eos);
 
 struct TokenEvent {
   int32_t choice = 0;  // which of a request's n choices (the engine's n > 1)
@@ -85,6 +99,7 @@ class TokenGenerator {
   Sampler sampler_;
   StreamDecoder decoder_;
   StopMatcher stops_;
+  std::optional<grammar::GrammarMatcher> matcher_;  // with GenerateOptions::constraint
   std::vector<int32_t> context_;
   std::vector<float> logits_, logp_;
   std::vector<int32_t> order_;
