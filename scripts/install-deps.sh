@@ -28,6 +28,7 @@ TEST_PKGS=(
   tmux                         # tests: kvad chat in a real terminal (send-keys, capture-pane)
   chromium                     # tests: the web UI in headless Chromium (driven by npm's playwright-core)
   curl                         # tests: every error case of the server's API
+  python3-jsonschema           # tests: an independent validator of grammar-constrained JSON
 )
 if [ "${1:-}" != --run ]; then
   PKGS+=("${TEST_PKGS[@]}")

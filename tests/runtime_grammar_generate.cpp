@@ -43,7 +43,7 @@ const char* const kSchemas[] = {
 };
 
 bool have_validator() {
-  return std::system("python3 -c 'import jsonschema' >/dev/null 2>&1") == 0;
+  return std::system("/usr/bin/python3 -c 'import jsonschema' >/dev/null 2>&1") == 0;
 }
 
 // One line per (schema, text): "ok" or "FAIL: why".
@@ -55,7 +55,7 @@ std::vector<std::string> validate(const std::vector<std::pair<std::string, std::
     for (const auto& [schema, text] : cases)
       f << Json{{"schema", Json::parse(schema)}, {"text", text}}.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
   }
-  std::string cmd = "python3 " + test::source_path("tests/support/validate_json_schema.py") + " " + in + " > " + out;
+  std::string cmd = "/usr/bin/python3 " + test::source_path("tests/support/validate_json_schema.py") + " " + in + " > " + out;
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
   std::ifstream f(out);
   std::vector<std::string> lines;
@@ -103,7 +103,7 @@ GenerateOptions constrained(const std::string& schema, uint64_t seed, std::share
 class GrammarOnRandomModel : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(GrammarOnRandomModel, OutputAlwaysValidatesAgainstTheSchema) {
-  if (!have_validator()) GTEST_SKIP() << "python3 with jsonschema is needed to validate";
+  ASSERT_TRUE(have_validator()) << "the check needs /usr/bin/python3 with jsonschema (apt-get install python3-jsonschema; scripts/install-deps.sh does)";
   LoadedModel m = synth_model(GetParam());
   Engine engine(*m.model, EngineOptions{});
   auto vocab = grammar_vocab(*m.tokenizer, m.eos_ids);
@@ -128,7 +128,7 @@ INSTANTIATE_TEST_SUITE_P(Families, GrammarOnRandomModel, ::testing::Values("qwen
 class GrammarOnRandomLogits : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(GrammarOnRandomLogits, OutputAlwaysValidatesAgainstTheSchema) {
-  if (!have_validator()) GTEST_SKIP() << "python3 with jsonschema is needed to validate";
+  ASSERT_TRUE(have_validator()) << "the check needs /usr/bin/python3 with jsonschema (apt-get install python3-jsonschema; scripts/install-deps.sh does)";
   Tokenizer tok = test::load_fixture_tokenizer(GetParam());
   std::vector<int32_t> eos;
   if (tok.eos_id()) eos.push_back(*tok.eos_id());
@@ -201,7 +201,7 @@ TEST(GrammarMatcher, TokensEndingInsideACharacterAreTracked) {
 // Through the engine's step loop (what the server runs): the n = 3 choices of one constrained
 // request, each with its own matcher, and an unconstrained request beside them.
 TEST(GrammarOnEngine, ChoicesOfAConstrainedRequestEachValidate) {
-  if (!have_validator()) GTEST_SKIP() << "python3 with jsonschema is needed to validate";
+  ASSERT_TRUE(have_validator()) << "the check needs /usr/bin/python3 with jsonschema (apt-get install python3-jsonschema; scripts/install-deps.sh does)";
   LoadedModel m = synth_model("gpt2");
   EngineOptions eo;
   eo.max_running = 4;
