@@ -1,10 +1,11 @@
 // libFuzzer: arbitrary bytes as the request body of every route: the OpenAI parsers
-// (/v1/chat/completions, /v1/completions) and parse_request_body, which every /api route's body
-// goes through. A body is accepted or refused with HttpError; never a crash, a hang, a deep copy.
+// (/v1/chat/completions, /v1/completions), Ollama's (/api/chat, /api/generate) and
+// parse_request_body, which every other route's body goes through. A body is accepted or refused with HttpError; never a crash, a hang, a deep copy.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
+#include "serve/ollama.h"
 #include "serve/openai.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -15,6 +16,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   try {
     kvad::serve::parse_completion_request(body);
+  } catch (const kvad::Error&) {
+  }
+  try {
+    kvad::serve::parse_ollama_chat(body);
+  } catch (const kvad::Error&) {
+  }
+  try {
+    kvad::serve::parse_ollama_generate(body);
   } catch (const kvad::Error&) {
   }
   try {

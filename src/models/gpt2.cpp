@@ -208,7 +208,7 @@ std::unique_ptr<Model> load_gpt2(const ModelConfig& config, WeightSource& src) {
 std::vector<Architecture> gpt2_family() {
   // Old GPT-2 exports carry the causal-mask buffers attn.bias / attn.masked_bias.
   Architecture a{"GPT2LMHeadModel", "gpt2", parse_gpt2_config, load_gpt2, gpt2_tensor_names,
-                 {".attn.bias", ".attn.masked_bias"}};
+                 {".attn.bias", ".attn.masked_bias"}, Json::object(), std::nullopt, {}};
   a.config_defaults = {{"activation_function", "gelu_new"}, {"layer_norm_epsilon", 1e-5}, {"n_inner", nullptr},
                        {"scale_attn_weights", true}, {"tie_word_embeddings", true}};
   a.gguf = GgufDescription{"gpt2", kGpt2GgufKeys, gpt2_gguf_finish, false, {}};

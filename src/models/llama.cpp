@@ -415,7 +415,8 @@ Json llama_config_defaults(const std::string& type) {
 }
 
 Architecture llama_architecture(const char* name, const std::string& type) {
-  Architecture a{name, type, parse_llama_config, load_llama, llama_tensor_names, {"rotary_emb.inv_freq"}};
+  Architecture a{name, type, parse_llama_config, load_llama, llama_tensor_names, {"rotary_emb.inv_freq"}, Json::object(),
+                 std::nullopt, {}};
   a.config_defaults = llama_config_defaults(type);
   return a;
 }

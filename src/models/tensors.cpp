@@ -11,27 +11,40 @@ int64_t TensorDecl::numel() const {
   return n;
 }
 
+namespace {
+TensorDecl declared(std::string hf, std::string gguf, std::vector<int64_t> shape, TensorRole role,
+                    TensorInit init = TensorInit::Normal) {
+  TensorDecl d;  // fields by name: the later ones keep their defaults without -Wmissing-field-initializers
+  d.hf = std::move(hf);
+  d.gguf = std::move(gguf);
+  d.shape = std::move(shape);
+  d.role = role;
+  d.init = init;
+  return d;
+}
+}  // namespace
+
 TensorDecl matrix_tensor(std::string hf, std::string gguf, int64_t rows, int64_t cols, Weight* to) {
-  TensorDecl d{std::move(hf), std::move(gguf), {rows, cols}, TensorRole::Matrix};
+  TensorDecl d = declared(std::move(hf), std::move(gguf), {rows, cols}, TensorRole::Matrix);
   d.weight = to;
   return d;
 }
 
 TensorDecl conv1d_tensor(std::string hf, std::string gguf, int64_t in, int64_t out, Weight* to) {
-  TensorDecl d{std::move(hf), std::move(gguf), {in, out}, TensorRole::Conv1D};
+  TensorDecl d = declared(std::move(hf), std::move(gguf), {in, out}, TensorRole::Conv1D);
   d.weight = to;
   return d;
 }
 
 TensorDecl vector_tensor(std::string hf, std::string gguf, std::vector<int64_t> shape, TensorInit init,
                          std::vector<float>* to) {
-  TensorDecl d{std::move(hf), std::move(gguf), std::move(shape), TensorRole::Vector, init};
+  TensorDecl d = declared(std::move(hf), std::move(gguf), std::move(shape), TensorRole::Vector, init);
   d.values = to;
   return d;
 }
 
 TensorDecl tied_tensor(std::string hf, std::string gguf, std::string tied_to, std::vector<int64_t> shape) {
-  TensorDecl d{std::move(hf), std::move(gguf), std::move(shape), TensorRole::Matrix};
+  TensorDecl d = declared(std::move(hf), std::move(gguf), std::move(shape), TensorRole::Matrix);
   d.tied_to = std::move(tied_to);
   return d;
 }
