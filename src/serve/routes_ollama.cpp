@@ -18,17 +18,15 @@ namespace kvad::serve {
 
 namespace {
 
-// As guarded(), in Ollama's error shape.
+// An error in Ollama's shape, with the status (and Retry-After) OpenAI's replies have.
+void reply_ollama_error(httplib::Response& res, const HttpError& e) {
+  if (e.status == 429) res.set_header("Retry-After", "1");
+  reply_json(res, ollama_error(e.what()), e.status);
+}
+
 template <typename F>
 void ollama_guarded(httplib::Response& res, F&& f) {
-  try {
-    f();
-  } catch (const HttpError& e) {
-    if (e.status == 429) res.set_header("Retry-After", "1");
-    reply_json(res, ollama_error(e.what()), e.status);
-  } catch (const Error& e) {
-    reply_json(res, ollama_error(e.what()), 400);
-  }
+  guarded(res, std::forward<F>(f), reply_ollama_error);
 }
 
 std::string done_reason(const GenerateResult& r) { return r.finish_reason == "length" ? "length" : "stop"; }
@@ -224,10 +222,8 @@ void pull(Server::Impl& s, const httplib::Request& req, httplib::Response& res) 
     return st;
   };
   if (!stream) {
-    size_t sent = 0;
-    std::string ignored;
     Json st;
-    while ((st = wait_done(sent, ignored))["state"] == "running") std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    while ((st = s.pull.status())["state"] == "running") std::this_thread::sleep_for(std::chrono::milliseconds(100));
     if (st["state"] != "finished") {
       std::string last = st["log"].empty() ? "kvad pull failed" : st["log"].back().get<std::string>();
       throw HttpError(500, last);

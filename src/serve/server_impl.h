@@ -35,15 +35,16 @@ struct Server::Impl {
 std::string dump(const Json& j);
 void reply_json(httplib::Response& res, const Json& j, int status = 200);
 void reply_error(httplib::Response& res, const HttpError& e);
-// Runs a handler body, turning HttpError / kvad::Error into OpenAI error replies.
-template <typename F>
-void guarded(httplib::Response& res, F&& f) {
+// Runs a handler body, turning HttpError / kvad::Error (a 400) into the reply `reply(res, error)`
+// writes: OpenAI's error object by default, Ollama's {"error"} for its routes.
+template <typename F, typename Reply = void (*)(httplib::Response&, const HttpError&)>
+void guarded(httplib::Response& res, F&& f, Reply reply = reply_error) {
   try {
     f();
   } catch (const HttpError& e) {
-    reply_error(res, e);
+    reply(res, e);
   } catch (const Error& e) {
-    reply_error(res, HttpError(400, e.what()));
+    reply(res, HttpError(400, e.what()));
   }
 }
 // The loaded model, or 404 naming what was asked for. `asked` "" = whatever is loaded.
