@@ -6,6 +6,7 @@
 // cli/conversation.h's, shared with `kvad chat`.
 #define NCURSES_WIDECHAR 1
 #include <ncursesw/curses.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -82,6 +83,57 @@ std::vector<std::string> wrap(const std::string& text, int cols) {
   return lines;
 }
 
+// What the process writes to stderr while the screen is up (a loader's "quantised to q8, cached
+// to ..." during a reload, a warning), caught through a pipe and shown on the status line: written
+// to the terminal directly it scrolled the screen under ncurses, which then drew every later
+// change one row off. What was caught is written to the real stderr once the screen is gone.
+class StderrToStatus {
+ public:
+  StderrToStatus() {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) return;
+    saved_ = dup(2);
+    if (saved_ < 0 || dup2(fds[1], 2) < 0) {
+      close(fds[0]), close(fds[1]);
+      return;
+    }
+    close(fds[1]);
+    reader_ = std::thread([this, fd = fds[0]] {
+      char buf[4096];
+      for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) {
+        std::lock_guard<std::mutex> lock(mu_);
+        caught_.append(buf, (size_t)n);
+        if (caught_.size() > (1 << 20)) caught_.erase(0, caught_.size() - (1 << 20));  // bounded
+      }
+      close(fd);
+    });
+  }
+  // The newest complete line caught, or "" when nothing new came since the last call.
+  std::string take_line() {
+    std::lock_guard<std::mutex> lock(mu_);
+    size_t end = caught_.rfind('\n');
+    if (end == std::string::npos || end + 1 <= shown_upto_) return "";
+    size_t begin = caught_.rfind('\n', end == 0 ? 0 : end - 1);
+    begin = begin == std::string::npos || begin >= end ? 0 : begin + 1;
+    shown_upto_ = end + 1;
+    return caught_.substr(begin, end - begin);
+  }
+  ~StderrToStatus() {
+    if (saved_ < 0) return;
+    dup2(saved_, 2);  // closes the pipe's last write end: the reader sees EOF
+    close(saved_);
+    if (reader_.joinable()) reader_.join();
+    if (!caught_.empty() && write(2, caught_.data(), caught_.size()) < 0) {}
+  }
+
+ private:
+  int saved_ = -1;
+  std::thread reader_;
+  std::mutex mu_;
+  std::string caught_;
+  size_t shown_upto_ = 0;
+};
+
 // What the generation thread shares with the screen.
 struct Stream {
   std::mutex mu;
@@ -114,8 +166,10 @@ class Tui {
       init_pair(3, COLOR_YELLOW, -1);
     }
     status_ = "Enter sends · Esc stops an answer · Tab: dashboard (p format, r reset, q quit) · F2 format · Ctrl-D quits";
+    StderrToStatus stderr_lines;  // until endwin(): nothing may write to the terminal behind ncurses
     while (!quit_) {
       collect_finished();
+      if (std::string line = stderr_lines.take_line(); !line.empty()) note_ = line;
       draw();
       wint_t ch;
       int kind = get_wch(&ch);
@@ -159,6 +213,7 @@ class Tui {
     if (ch == '\n' || ch == '\r') return submit();
     if (ch == 127 || ch == 8) return backspace();
     if (ch == 21) return void((input_.clear(), cursor_ = 0));  // Ctrl-U
+    if (ch == 12) return void(clearok(curscr, TRUE));  // Ctrl-L: repaint the whole screen
     if (ch < 32) return;
     char buf[MB_LEN_MAX];
     std::mbstate_t st{};
@@ -186,6 +241,7 @@ class Tui {
 
   void submit() {
     if (stream_.running || input_.empty()) return;
+    note_.clear();
     std::string text = input_;
     input_.clear();
     cursor_ = 0;
@@ -282,6 +338,7 @@ class Tui {
     auto it = std::find(f.begin(), f.end(), now);
     std::string next = it == f.end() || it + 1 == f.end() ? f[0] : *(it + 1);
     status_ = "reloading as cpu " + next + "...";
+    note_.clear();
     draw();
     try {
       c_.reload_as(next);
@@ -396,7 +453,8 @@ class Tui {
   void draw_input() {
     int row = LINES - 2;
     mvhline(row - 1, 0, '-', COLS);
-    std::string shown = status_.empty() ? "" : status_;
+    // The status, then the newest line the process wrote to stderr (StderrToStatus).
+    std::string shown = status_ + (status_.empty() || note_.empty() ? "" : " · ") + note_;
     int used = 0;
     mvaddstr(LINES - 1, 0, shown.substr(0, cut_to_columns(shown, 0, COLS - 1, used)).c_str());
     std::string prompt = stream_.running ? "(answering: Esc stops) " : "> ";
@@ -420,7 +478,7 @@ class Tui {
   Stream stream_;
   std::thread worker_;
   OrderedJson shown_ = OrderedJson::array();
-  std::string input_, pending_user_, status_;
+  std::string input_, pending_user_, status_, note_;
   size_t cursor_ = 0;
   int scroll_ = 0;
   bool dashboard_focus_ = false, quit_ = false;
