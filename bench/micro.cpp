@@ -108,7 +108,7 @@ void shapes(benchmark::internal::Benchmark* b) {
   for (int isa = 0; isa <= 2; isa++)
     for (int64_t n : {1, 8, 128})
       for (auto km : {std::pair<int64_t, int64_t>{896, 896}, {896, 4864}, {4864, 896}}) b->Args({n, km.first, km.second, isa});
-  b->Args({1, 896, 151936, 2});
+  for (int64_t n : {1, 4, 8, 16}) b->Args({n, 896, 151936, 2});  // the vocabulary projection: 136 MB at q8, past L3
   b->UseRealTime();
 }
 
