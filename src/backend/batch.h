@@ -2,7 +2,9 @@
 // rows of one sequence are contiguous and at consecutive positions (a prefill chunk, or the single
 // token of a decode step), so one forward can mix prefill chunks of some sequences with decode
 // tokens of others. Each sequence's span carries its block table: attention for its rows reads
-// only its own blocks. Logits are produced only for the rows that want them, in row order.
+// only its own blocks. Logits are produced only for the rows that want them, in row order; a batch
+// whose output is Hidden gets those rows' final hidden states (after the last norm) instead, the
+// vectors embeddings pool.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -27,6 +29,10 @@ struct BatchSpan {
 
 enum class Logits { None, Last, All };
 
+// What the forward writes for the rows that want output: logits [rows, vocab], or the final
+// hidden states [rows, hidden] (embeddings). One kind per batch: embeddings run batches of their own.
+enum class RowOutput { Logits, Hidden };
+
 class Batch {
  public:
   // Keeps capacity: a steady stream of steps reuses the same memory.
@@ -35,7 +41,10 @@ class Batch {
     spans_.clear();
     attn_.clear();
     n_logits_ = 0;
+    output_ = RowOutput::Logits;
   }
+  void set_output(RowOutput o) { output_ = o; }
+  RowOutput output() const { return output_; }
   // Appends tokens of one sequence at positions pos0, pos0+1, ...
   void add(int32_t seq, std::span<const int32_t> tokens, int64_t pos0, std::span<const int32_t> blocks,
            int64_t block_size, Logits logits);
@@ -53,6 +62,7 @@ class Batch {
   std::vector<BatchSpan> spans_;
   std::vector<kernels::AttentionSpan> attn_;
   int64_t n_logits_ = 0;
+  RowOutput output_ = RowOutput::Logits;
 };
 
 }  // namespace kvad

@@ -158,6 +158,10 @@ void Gpt2Model::forward(const Batch& b, Memory& memory, Backend& ops, float* log
   if (b.n_logits() == 0) return;
   Tensor last = ops.tensor(b.n_logits(), E);
   ops.logit_rows(x, b, last);
+  if (b.output() == RowOutput::Hidden) {  // embeddings: the normed state is the answer, no head
+    ops.layernorm(last, lnf_w_, lnf_b_, c.norm_eps, Tensor::wrap(logits, b.n_logits(), E));
+    return;
+  }
   ops.layernorm(last, lnf_w_, lnf_b_, c.norm_eps, last);
   ops.linear(lm_head_.empty() ? wte_ : lm_head_, last, Tensor::wrap(logits, b.n_logits(), c.vocab_size));
 }

@@ -18,11 +18,14 @@ class Model {
   virtual ~Model() = default;
   const ModelConfig& config() const { return config_; }
   int64_t context_length() const { return config_.max_positions; }
+  // Floats the forward writes per output row.
+  int64_t output_width(const Batch& b) const { return b.output() == RowOutput::Hidden ? config_.hidden : config_.vocab_size; }
 
   // What each layer keeps per sequence (the runtime sizes the pool from it).
   virtual MemorySpec memory_spec() const = 0;
   // Runs every row of `batch`, storing each row's keys/values in `memory` at its position, and
-  // writes the logits of the rows that want them to logits[batch.n_logits(), vocab], in row order.
+  // writes the logits of the rows that want them to logits[batch.n_logits(), vocab], in row order
+  // (or, when batch.output() is Hidden, their final hidden states to logits[batch.n_logits(), hidden]).
   virtual void forward(const Batch& batch, Memory& memory, Backend& ops, float* logits) const = 0;
   // Sizes derived from the family's tensor table at load (models/tensors.h), never hand-kept.
   size_t weight_bytes() const { return sizes_.weight_bytes; }

@@ -122,7 +122,7 @@ Engine::~Engine() { cancel_all(); }
 std::unique_ptr<Session> Engine::open_session() { return std::make_unique<EngineSession>(*this, next_id_++); }
 
 void Engine::run(Batch& batch, std::vector<float>& logits) {
-  logits.resize((size_t)(batch.n_logits() * model_.config().vocab_size));  // capacity kept: no allocation once grown
+  logits.resize((size_t)(batch.n_logits() * model_.output_width(batch)));  // capacity kept: no allocation once grown
   model_.forward(batch, *memory_, *backend_, logits.data());
 }
 
@@ -138,6 +138,37 @@ void Engine::forward_session(BlockTable& table, int32_t seq, const std::vector<i
   session_batch_.clear();  // a member: a session's decode step allocates nothing here
   session_batch_.add(seq, tokens, pos0, table.blocks, blocks_->block_size(), which);
   run(session_batch_, logits);
+}
+
+void Engine::hidden_states(std::span<const std::vector<int32_t>> inputs, bool last_only, std::vector<float>& out) {
+  std::vector<BlockTable> tables(inputs.size());
+  auto release_all = [&] {
+    for (BlockTable& t : tables) blocks_->release(t);
+  };
+  try {
+    int64_t need = 0;
+    for (size_t i = 0; i < inputs.size(); i++) {
+      const int64_t n = (int64_t)inputs[i].size();
+      if (n == 0 || n > ctx_) fail("input {} has {} tokens; the context holds 1 to {}", i, n, ctx_);
+      need += blocks_->blocks_needed(tables[i], 0, n);
+    }
+    if (!make_room(need))
+      fail("the KV memory is full: {} inputs need {} blocks of {} and only {} are free; raise --kv-memory", inputs.size(),
+           need, blocks_->block_size(), blocks_->available());
+    Batch batch;  // its own: embeddings are rare next to decode steps, and never share their batch
+    batch.set_output(RowOutput::Hidden);
+    for (size_t i = 0; i < inputs.size(); i++) {
+      const int64_t n = (int64_t)inputs[i].size();
+      if (!blocks_->prepare(tables[i], 0, n, *memory_)) fail("the KV memory is full (embeddings)");
+      batch.add((int32_t)(next_id_++), inputs[i], 0, tables[i].blocks, blocks_->block_size(),
+                last_only ? Logits::Last : Logits::All);
+    }
+    run(batch, out);
+  } catch (...) {
+    release_all();
+    throw;
+  }
+  release_all();
 }
 
 int32_t Engine::submit(GenerationRequest req) {

@@ -14,6 +14,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -107,6 +108,10 @@ class Engine {
   // For sessions: one forward of `tokens` at positions from `pos0`, through `table`.
   void forward_session(BlockTable& table, int32_t seq, const std::vector<int32_t>& tokens, int64_t pos0, Logits which,
                        std::vector<float>& logits);
+  // Embeddings: one forward over `inputs` (token ids) as temporary sequences that share and keep
+  // nothing, writing the final hidden states of every row (or of each input's last row) to
+  // out[rows, hidden], inputs in order. Running sequences are preempted when the pool is short.
+  void hidden_states(std::span<const std::vector<int32_t>> inputs, bool last_only, std::vector<float>& out);
   BlockManager& blocks() { return *blocks_; }
   size_t bytes_per_token() const { return memory_->spec().bytes_per_token(); }
   size_t bytes_per_block() const { return memory_->bytes_per_block(); }
