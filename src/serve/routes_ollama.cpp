@@ -16,13 +16,12 @@
 
 namespace kvad::serve {
 
-namespace {
-
-// An error in Ollama's shape, with the status (and Retry-After) OpenAI's replies have.
 void reply_ollama_error(httplib::Response& res, const HttpError& e) {
   if (e.status == 429) res.set_header("Retry-After", "1");
   reply_json(res, ollama_error(e.what()), e.status);
 }
+
+namespace {
 
 template <typename F>
 void ollama_guarded(httplib::Response& res, F&& f) {

@@ -240,6 +240,7 @@ Server::Server(ServeOptions opts) : impl_(std::make_unique<Impl>(std::move(opts)
   add_openai_routes(s);
   add_api_routes(s);
   add_ollama_routes(s);
+  add_embedding_routes(s);
   add_llama_server_routes(s);
   add_ui_routes(s);
 }

@@ -35,6 +35,8 @@ struct Server::Impl {
 std::string dump(const Json& j);
 void reply_json(httplib::Response& res, const Json& j, int status = 200);
 void reply_error(httplib::Response& res, const HttpError& e);
+// An error in Ollama's shape ({"error": ...}), with the status (and Retry-After) OpenAI's replies have.
+void reply_ollama_error(httplib::Response& res, const HttpError& e);
 // Runs a handler body, turning HttpError / kvad::Error (a 400) into the reply `reply(res, error)`
 // writes: OpenAI's error object by default, Ollama's {"error"} for its routes.
 template <typename F, typename Reply = void (*)(httplib::Response&, const HttpError&)>
@@ -55,6 +57,7 @@ HttpError refusal(Server::Impl& s, EngineThread::Admit a);
 void add_openai_routes(Server::Impl& s);
 void add_api_routes(Server::Impl& s);
 void add_ollama_routes(Server::Impl& s);
+void add_embedding_routes(Server::Impl& s);  // /v1/embeddings, Ollama's /api/embed and /api/embeddings
 void add_llama_server_routes(Server::Impl& s);
 void add_ui_routes(Server::Impl& s);
 
