@@ -1,16 +1,21 @@
-// The OpenAI request parser and response builders: every field's checks, in isolation.
+// The OpenAI request parser (and Ollama's structured-output field) and response builders: every field's checks, in isolation.
 #include <gtest/gtest.h>
 
+#include "grammar/grammar.h"
+#include "serve/ollama.h"
 #include "serve/openai.h"
+#include "serve/structured_output.h"
 
 using namespace kvad;
 using namespace kvad::serve;
 
 namespace {
 
-HttpError chat_error(const std::string& body) {
+// The error a parser throws for `body`.
+template <typename Parse>
+HttpError error_of(Parse parse, const std::string& body) {
   try {
-    parse_chat_request(body);
+    parse(body);
   } catch (const HttpError& e) {
     return e;
   }
@@ -18,7 +23,15 @@ HttpError chat_error(const std::string& body) {
   return HttpError(0, "");
 }
 
+HttpError chat_error(const std::string& body) { return error_of(parse_chat_request, body); }
+HttpError ollama_chat_error(const std::string& body) { return error_of(parse_ollama_chat, body); }
+
 const char* kMsg = R"("messages":[{"role":"user","content":"hi"}])";
+
+// The text the request's constraint admits (empty constraint: none is asked for, so false).
+bool admits(const GenRequest& r, const std::string& text) {
+  return r.constraint.grammar && grammar::grammar_accepts(*r.constraint.grammar, text);
+}
 
 }  // namespace
 
@@ -155,4 +168,92 @@ TEST(ServeOpenai, HostileBodiesAre400s) {
   EXPECT_LT(std::string(j.what()).size(), 600u);
   // Up to the bound a nested value parses (a named field error comes later, if any).
   EXPECT_NO_THROW(parse_request_body("{\"a\":" + std::string(60, '[') + std::string(60, ']') + "}"));
+}
+
+// Structured outputs: each field compiles to the constraint it names, once, in the request's order
+// of properties; what cannot compile is a 400 naming the field with the compiler's own message.
+TEST(ServeOpenai, StructuredOutputFields) {
+  std::string m = std::string("{") + kMsg;
+  EXPECT_FALSE(parse_chat_request(m + R"(,"response_format":{"type":"text"}})").constraint.grammar);
+  GenRequest obj = parse_chat_request(m + R"(,"response_format":{"type":"json_object"}})");
+  EXPECT_EQ(obj.constraint_field, "response_format");
+  EXPECT_TRUE(admits(obj, R"({"a": [1, {"b": null}]})"));
+  EXPECT_FALSE(admits(obj, "[1]"));
+  // Properties in the client's order (the parsed body sorts keys: the schema is read again).
+  GenRequest s = parse_chat_request(m + R"(,"response_format":{"type":"json_schema","json_schema":{"name":"p",
+      "strict":true,"schema":{"type":"object","properties":{"zeta":{"type":"integer"},"alpha":{"type":"boolean"}},
+      "required":["zeta","alpha"]}}}})");
+  EXPECT_EQ(s.constraint_field, "response_format.json_schema.schema");
+  EXPECT_TRUE(admits(s, R"({"zeta": 1, "alpha": true})"));
+  EXPECT_FALSE(admits(s, R"({"alpha": true, "zeta": 1})"));
+  // No schema is the empty schema: any JSON value.
+  EXPECT_TRUE(admits(parse_chat_request(m + R"(,"response_format":{"type":"json_schema","json_schema":{"name":"x"}}})"), "3"));
+  // llama-server's fields, on both endpoints; its json_object + schema too.
+  GenRequest g = parse_completion_request(R"({"prompt":"a","grammar":"root ::= \"yes\" | \"no\""})");
+  EXPECT_EQ(g.constraint_field, "grammar");
+  EXPECT_TRUE(admits(g, "no"));
+  EXPECT_FALSE(admits(g, "maybe"));
+  EXPECT_FALSE(parse_completion_request(R"({"prompt":"a","grammar":""})").constraint.grammar);
+  EXPECT_TRUE(admits(parse_completion_request(R"({"prompt":"a","json_schema":{"enum":["x"]}})"), R"("x")"));
+  EXPECT_TRUE(admits(parse_completion_request(R"({"prompt":"a","response_format":{"type":"json_object","schema":{"const":2}}})"), "2"));
+  EXPECT_TRUE(admits(parse_chat_request(m + R"(,"json_schema":{"type":"integer"}})"), "42"));
+}
+
+TEST(ServeOpenai, StructuredOutputErrorsNameTheField) {
+  std::string m = std::string("{") + kMsg;
+  HttpError k = chat_error(m + R"(,"response_format":{"type":"json_schema","json_schema":{"name":"x",
+      "schema":{"type":"object","properties":{"a":{"patternProperties":{}}}}}}})");
+  EXPECT_EQ(k.status, 400);
+  EXPECT_EQ(k.param, "response_format.json_schema.schema");
+  EXPECT_STREQ(k.what(), "'response_format.json_schema.schema': json_schema: keyword 'patternProperties' is not "
+                         "supported (at #/properties/a)");
+  HttpError g = chat_error(m + R"(,"grammar":"root ::= foo"})");
+  EXPECT_EQ(g.param, "grammar");
+  EXPECT_NE(std::string(g.what()).find("'grammar': grammar: line 1, column"), std::string::npos) << g.what();
+  EXPECT_NE(std::string(g.what()).find("'foo'"), std::string::npos) << g.what();
+  EXPECT_EQ(chat_error(m + R"(,"json_schema":{"type":"strange"}})").param, "json_schema");
+  EXPECT_EQ(chat_error(m + R"(,"json_schema":[1]})").param, "json_schema");
+  EXPECT_EQ(chat_error(m + R"(,"response_format":"json"})").param, "response_format");
+  EXPECT_EQ(chat_error(m + R"(,"response_format":{}})").param, "response_format.type");
+  HttpError t = chat_error(m + R"(,"response_format":{"type":"xml"}})");
+  EXPECT_EQ(t.param, "response_format.type");
+  EXPECT_EQ(t.code, "unsupported_value");
+  EXPECT_EQ(chat_error(m + R"(,"response_format":{"type":"json_schema"}})").param, "response_format.json_schema");
+  EXPECT_EQ(chat_error(m + R"(,"response_format":{"type":"json_schema","json_schema":{"strict":1}}})").param,
+            "response_format.json_schema.strict");
+  // Two fields asking: refused, not a guess at which wins.
+  HttpError two = chat_error(m + R"(,"response_format":{"type":"json_object"},"grammar":"root ::= \"a\""})");
+  EXPECT_EQ(two.param, "grammar");
+  EXPECT_NE(std::string(two.what()).find("'response_format' and 'grammar'"), std::string::npos) << two.what();
+  // A grammar ends where it is complete: generating past EOS contradicts it.
+  EXPECT_EQ(chat_error(m + R"(,"ignore_eos":true,"response_format":{"type":"json_object"}})").param, "response_format");
+  // Sizes are bounded before anything is compiled.
+  Json big = Json::parse(m + "}");
+  big["grammar"] = "root ::= \"" + std::string(kMaxGrammarBytes, 'a') + "\"";
+  HttpError b = chat_error(big.dump());
+  EXPECT_EQ(b.param, "grammar");
+  EXPECT_NE(std::string(b.what()).find("at most 65536"), std::string::npos) << b.what();
+  Json props = Json::object();
+  for (int i = 0; i < 4000; i++) props[fmt::format("p{}", i)] = {{"type", "string"}, {"description", "a field"}};
+  HttpError sz = chat_error(m + R"(,"json_schema":)" + Json{{"properties", props}}.dump() + "}");
+  EXPECT_EQ(sz.param, "json_schema");
+  EXPECT_NE(std::string(sz.what()).find("bytes of JSON"), std::string::npos) << sz.what();
+}
+
+TEST(ServeOpenai, OllamaFormat) {
+  const std::string m = R"({"model":"x","messages":[{"role":"user","content":"hi"}])";
+  EXPECT_FALSE(parse_ollama_chat(m + "}").gen.constraint.grammar);
+  EXPECT_FALSE(parse_ollama_chat(m + R"(,"format":""})").gen.constraint.grammar);
+  GenRequest j = parse_ollama_chat(m + R"(,"format":"json"})").gen;
+  EXPECT_EQ(j.constraint_field, "format");
+  EXPECT_TRUE(admits(j, R"({"a": 1})"));
+  GenRequest s = parse_ollama_generate(R"({"prompt":"p","format":{"type":"object","properties":{"b":{"type":"integer"},
+      "a":{"type":"string"}},"required":["b","a"]}})").gen;
+  EXPECT_TRUE(admits(s, R"({"b": 2, "a": "x"})"));
+  EXPECT_FALSE(admits(s, R"({"a": "x", "b": 2})"));
+  EXPECT_EQ(ollama_chat_error(m + R"(,"format":"yaml"})").param, "format");
+  HttpError k = ollama_chat_error(m + R"(,"format":{"type":"string","pattern":"a+"}})");
+  EXPECT_EQ(k.param, "format");
+  EXPECT_STREQ(k.what(), "'format': json_schema: keyword 'pattern' is not supported (at #)");
+  EXPECT_EQ(ollama_chat_error(m + R"(,"format":"json","options":{"num_predict":-2}})").param, "format");
 }

@@ -64,6 +64,10 @@ Prepared prepare(Server::Impl& s, const GenRequest& r) {
   p.opts.stop = r.stop;
   if (!r.ignore_eos) p.opts.stop_ids = m.eos_ids;
   p.opts.top_logprobs = r.logprobs ? r.top_logprobs : -1;
+  if (r.constraint.grammar) {  // the parsers refused ignore_eos with it: stop_ids are the vocabulary's EOS
+    p.opts.constraint = r.constraint;
+    p.opts.constraint_vocab = s.grammar_vocab.get(p.model);
+  }
   return p;
 }
 

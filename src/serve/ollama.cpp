@@ -5,6 +5,7 @@
 #include <ctime>
 
 #include "serve/request_fields.h"
+#include "serve/structured_output.h"
 
 namespace kvad::serve {
 
@@ -77,20 +78,20 @@ void parse_options(const Json& j, GenRequest& r) {
 }
 
 // Fields of both endpoints: model, stream (Ollama streams unless told not to), options, and the
-// features kvad does not have yet, refused by name rather than ignored.
-void parse_common(const Json& j, OllamaRequest& q) {
+// format (structured output), and the features kvad does not have yet, refused by name rather
+// than ignored. `body` is the request's text (a schema is read again from it in key order).
+void parse_common(const Json& j, const std::string& body, OllamaRequest& q) {
   GenRequest& r = q.gen;
   if (has(j, "model")) r.model = ollama_model_name(get_string(j, "model"));
   r.stream = has(j, "stream") ? get_bool(j, "stream") : true;
   parse_options(j, r);
   if (has(j, "keep_alive") && !j["keep_alive"].is_string() && !j["keep_alive"].is_number())
     bad("keep_alive", "'keep_alive' must be a duration (\"5m\") or a number of seconds");
-  if (has(j, "format") && !(j["format"].is_string() && j["format"].get_ref<const std::string&>().empty()))
-    unsupported("format", "'format' (structured outputs) is not supported by this server yet");
   if (has(j, "tools") && !(j["tools"].is_array() && j["tools"].empty()))
     unsupported("tools", "'tools' (function calling) is not supported by this server yet");
   if (has(j, "think") && j["think"] != false)
     unsupported("think", "'think': this server does not separate thinking from the answer");
+  parse_ollama_format(j, body, r);  // last: compiling is the costly check
 }
 
 bool non_empty(const Json& j, const char* k) { return has(j, k) && !(j[k].is_array() && j[k].empty()) && j[k] != ""; }
@@ -129,7 +130,7 @@ OllamaRequest parse_ollama_chat(const std::string& body) {
     }
     r.messages.push_back({{"role", role}, {"content", text}});
   }
-  parse_common(j, q);
+  parse_common(j, body, q);
   // No messages: Ollama loads the model and answers done at once.
   q.empty_prompt = r.messages.empty();
   return q;
@@ -157,7 +158,7 @@ OllamaRequest parse_ollama_generate(const std::string& body) {
     if (!system.empty()) r.messages.push_back({{"role", "system"}, {"content", system}});
     r.messages.push_back({{"role", "user"}, {"content", prompt}});
   }
-  parse_common(j, q);
+  parse_common(j, body, q);
   q.empty_prompt = prompt.empty();
   return q;
 }

@@ -1,5 +1,6 @@
 #include "serve/openai.h"
 #include "serve/request_fields.h"
+#include "serve/structured_output.h"
 
 #include "serve/conn_guard.h"
 
@@ -165,12 +166,7 @@ GenRequest parse_chat_request(const std::string& body) {
   if (has(j, "tools") && !(j["tools"].is_array() && j["tools"].empty()))
     throw HttpError(400, "'tools' (function calling) is not supported by this server", "invalid_request_error",
                     "tools", "unsupported_parameter");
-  if (has(j, "response_format")) {
-    const Json& f = j["response_format"];
-    if (!f.is_object() || !f.contains("type") || f["type"] != "text")
-      throw HttpError(400, "'response_format' other than {\"type\": \"text\"} is not supported by this server",
-                      "invalid_request_error", "response_format", "unsupported_value");
-  }
+  parse_openai_structured(j, body, r);
   return r;
 }
 
@@ -209,6 +205,7 @@ GenRequest parse_completion_request(const std::string& body) {
     throw HttpError(400, "'best_of' must be 1", "invalid_request_error", "best_of", "unsupported_value");
   if (has(j, "suffix"))
     throw HttpError(400, "'suffix' is not supported by this server", "invalid_request_error", "suffix", "unsupported_parameter");
+  parse_openai_structured(j, body, r);
   return r;
 }
 

@@ -47,6 +47,9 @@ struct GenRequest {
   std::string cache_salt;   // vLLM's: prefix reuse only among requests with the same salt
   std::string user;
   int64_t n = 1;  // choices
+  // Structured output (structured_output.h): compiled once here, shared by the request's choices.
+  grammar::Constraint constraint;  // empty: free text
+  std::string constraint_field;    // the field that asked for it ("response_format.json_schema.schema", ...)
 };
 
 // Every request body of every route is parsed by parse_request_body: a JSON object nested at most

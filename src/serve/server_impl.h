@@ -13,6 +13,7 @@
 #include "serve/pull_jobs.h"
 #include "serve/engine_thread.h"
 #include "serve/server.h"
+#include "serve/structured_output.h"
 #include "serve/train_jobs.h"
 
 namespace kvad::serve {
@@ -26,6 +27,7 @@ struct Server::Impl {
   ServingSweep serving_sweep;
   TrainJobs train;
   PullJobs pull;
+  GrammarVocabCache grammar_vocab;  // structured outputs: the loaded model's, built on first use
   int port = 0;
   std::atomic<bool> stopping{false};
   std::atomic<bool> stopped{false};

@@ -45,6 +45,14 @@ expect "wrong field type" 400 '"param":"temperature"' -- "${AUTH[@]}" "${JSON[@]
 expect "out of range" 400 '"param":"top_p"' -- "${AUTH[@]}" "${JSON[@]}" -d "{$MSG,\"top_p\":3}" "$CHAT"
 expect "bad role" 400 'role' -- "${AUTH[@]}" "${JSON[@]}" -d '{"messages":[{"role":"wizard","content":"x"}]}' "$CHAT"
 expect "n=2 over --parallel 1 refused" 400 '"param":"n"' -- "${AUTH[@]}" "${JSON[@]}" -d "{$MSG,\"n\":2}" "$CHAT"
+# Structured outputs: what cannot be compiled is a 400 naming the field, with the compiler's message.
+expect "invalid schema" 400 "'maxLength' must be a non-negative integer.*\"param\":\"response_format.json_schema.schema\"" -- "${AUTH[@]}" "${JSON[@]}" \
+  -d "{$MSG,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\",\"schema\":{\"type\":\"string\",\"maxLength\":-1}}}}" "$CHAT"
+expect "unsupported schema keyword" 400 "keyword 'patternProperties' is not supported \\(at #/properties/a\\)" -- "${AUTH[@]}" "${JSON[@]}" \
+  -d "{$MSG,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\",\"schema\":{\"type\":\"object\",\"properties\":{\"a\":{\"patternProperties\":{}}}}}}}" "$CHAT"
+expect "GBNF that does not parse" 400 "'grammar': grammar: line 1, column .*\"param\":\"grammar\"" -- "${AUTH[@]}" "${JSON[@]}" -d "{$MSG,\"grammar\":\"root ::= (\"}" "$CHAT"
+expect "json_schema on completions" 400 '"param":"json_schema"' -- "${AUTH[@]}" "${JSON[@]}" -d '{"prompt":"a","json_schema":{"type":"nope"}}' "$URL/v1/completions"
+expect "response_format type unknown" 400 '"param":"response_format.type"' -- "${AUTH[@]}" "${JSON[@]}" -d "{$MSG,\"response_format\":{\"type\":\"xml\"}}" "$CHAT"
 expect "completions without prompt" 400 '"param":"prompt"' -- "${AUTH[@]}" "${JSON[@]}" -d '{"max_tokens":2}' "$URL/v1/completions"
 expect "no API key" 401 'invalid_api_key' -- "${JSON[@]}" -d "{$MSG}" "$CHAT"
 expect "wrong API key" 401 'Incorrect API key' -- -H "Authorization: Bearer nope" "${JSON[@]}" -d "{$MSG}" "$CHAT"

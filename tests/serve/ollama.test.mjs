@@ -4,6 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Ollama } from 'ollama';
+import { assertAllValid } from './validate.mjs';
 
 const URL = process.env.KVAD_URL, KEY = process.env.KVAD_KEY;
 const auth = { Authorization: `Bearer ${KEY}` };
@@ -71,12 +72,46 @@ test('generate: the prompt through the template (with system), and raw', async (
   assert.equal(load.done_reason, 'load');
 });
 
+// format: a random-weight model's answers held to a bounded schema, validated by Python's jsonschema.
+const point = {
+  type: 'object',
+  properties: { label: { type: 'string', maxLength: 8 }, x: { type: 'integer' }, ok: { type: 'boolean' } },
+  required: ['label', 'x', 'ok'],
+};
+
+test('format: a JSON Schema holds chat and generate answers, whole or streamed', async () => {
+  const cases = [];
+  for (let seed = 1; seed <= 4; seed++) {
+    const r = await ollama.chat({ model: 'llama3.2', messages, format: point, options: { temperature: 1, seed, num_predict: 2000 }, stream: false });
+    assert.equal(r.done_reason, 'stop', r.message.content);
+    cases.push({ schema: point, text: r.message.content });
+  }
+  const opts = { temperature: 1, seed: 9, num_predict: 2000 };
+  const whole = await ollama.generate({ model: 'llama3.2', prompt: 'A point:', format: point, options: opts, stream: false });
+  let streamed = '';
+  for await (const part of await ollama.generate({ model: 'llama3.2', prompt: 'A point:', format: point, options: opts, stream: true }))
+    streamed += part.response;
+  assert.equal(streamed, whole.response);
+  cases.push({ schema: point, text: whole.response });
+  assertAllValid(cases);
+});
+
+// Any JSON object: cut short, as in api.test.mjs (a random model takes thousands of tokens to end a string).
+test('format "json": the answer opens a JSON object', async () => {
+  const r = await ollama.chat({ model: 'llama3.2', messages, format: 'json', options: { temperature: 1, seed: 2, num_predict: 40 }, stream: false });
+  assert.match(r.message.content, /^\{/);
+  if (r.done_reason === 'stop') assert.equal(Object.getPrototypeOf(JSON.parse(r.message.content)), Object.prototype);
+});
+
 test('errors come in Ollama\'s shape with their status', async () => {
   await assert.rejects(ollama.chat({ model: 'absent-model', messages }), e => e.status_code === 404 && /absent-model/.test(e.error));
   await assert.rejects(ollama.chat({ model: 'llama3.2', messages, options: { temperature: 'hot' } }),
     e => e.status_code === 400 && /options\.temperature/.test(e.error));
   await assert.rejects(ollama.chat({ model: 'llama3.2', messages: [{ role: 'user', content: 'x', images: ['aGk='] }] }),
     e => e.status_code === 400 && /images/.test(e.error));
+  await assert.rejects(ollama.chat({ model: 'llama3.2', messages, format: { type: 'string', pattern: 'a+' } }),
+    e => e.status_code === 400 && /'format': json_schema: keyword 'pattern' is not supported/.test(e.error));
+  await assert.rejects(ollama.chat({ model: 'llama3.2', messages, format: 'yaml' }), e => e.status_code === 400 && /'format'/.test(e.error));
   // A pull runs `kvad pull`, which fails offline with its own message.
   await assert.rejects(ollama.pull({ model: 'kvad-test/absent', stream: false }), e => /offline|cache|connect|resolve/i.test(e.message));
   const [st] = await get('/api/tags', {});
