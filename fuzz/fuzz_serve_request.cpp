@@ -1,10 +1,12 @@
 // libFuzzer: arbitrary bytes as the request body of every route: the OpenAI parsers
-// (/v1/chat/completions, /v1/completions), Ollama's (/api/chat, /api/generate) and
+// (/v1/chat/completions, /v1/completions, /v1/embeddings), Ollama's (/api/chat, /api/generate,
+// /api/embed, /api/embeddings) and
 // parse_request_body, which every other route's body goes through. A body is accepted or refused with HttpError; never a crash, a hang, a deep copy.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
+#include "serve/embeddings.h"
 #include "serve/ollama.h"
 #include "serve/openai.h"
 
@@ -25,6 +27,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     kvad::serve::parse_ollama_generate(body);
   } catch (const kvad::Error&) {
+  }
+  for (auto parse : {kvad::serve::parse_openai_embeddings, kvad::serve::parse_ollama_embed,
+                     kvad::serve::parse_ollama_embeddings}) {
+    try {
+      parse(body);
+    } catch (const kvad::Error&) {
+    }
   }
   try {
     kvad::Json j = kvad::serve::parse_request_body(body);

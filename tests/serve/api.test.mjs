@@ -252,3 +252,64 @@ test('a schema the output cannot be held to is a 400 naming the field, with the 
   await assert.rejects(client.chat.completions.create({ model, messages, grammar: 'root ::= undefined-rule' }),
     e => e.status === 400 && e.param === 'grammar' && /'undefined-rule'/.test(e.message));
 });
+
+// Embeddings (the vectors themselves are checked against numpy in tests/runtime_embed.cpp): what a
+// client relies on over HTTP. The openai client asks for base64 unless told otherwise and decodes
+// it itself, so the default call checks kvad's base64 against its float answer.
+const norm = v => Math.sqrt(v.reduce((s, x) => s + x * x, 0));
+const near = (a, b, tol, what) => {
+  assert.equal(a.length, b.length, what);
+  for (let i = 0; i < a.length; i++) assert.ok(Math.abs(a[i] - b[i]) <= tol, `${what}: [${i}] ${a[i]} vs ${b[i]}`);
+};
+
+test('embeddings: one unit vector per input in order, the same alone as batched, base64 = float', async () => {
+  const texts = ['The quick brown fox', 'jumps over', 'the lazy dog, twice over and again'];
+  const b64 = await client.embeddings.create({ model, input: texts });
+  const flt = await client.embeddings.create({ model, input: texts, encoding_format: 'float' });
+  assert.equal(flt.object, 'list');
+  assert.equal(flt.model, model);
+  assert.equal(flt.data.length, 3);
+  assert.ok(flt.usage.prompt_tokens >= 8 && flt.usage.total_tokens === flt.usage.prompt_tokens, JSON.stringify(flt.usage));
+  flt.data.forEach((d, i) => {
+    assert.equal(d.object, 'embedding');
+    assert.equal(d.index, i);
+    assert.equal(d.embedding.length, 64);  // the tiny model's width
+    assert.ok(Math.abs(norm(d.embedding) - 1) < 1e-5, `input ${i} has norm ${norm(d.embedding)}`);
+    near(b64.data[i].embedding, d.embedding, 0, `base64 input ${i}`);  // float32 both ways: exact
+  });
+  assert.ok(Math.abs(flt.data[0].embedding[0] - flt.data[1].embedding[0]) > 1e-6, 'different texts, different vectors');
+  const alone = await client.embeddings.create({ model, input: texts[1], encoding_format: 'float' });
+  near(alone.data[0].embedding, flt.data[1].embedding, 1e-5, 'alone vs batched');
+});
+
+test('embeddings: dimensions is a renormalised prefix; token ids embed as their text does', async () => {
+  const text = 'Name three colours.';
+  const full = (await client.embeddings.create({ model, input: text, encoding_format: 'float' })).data[0].embedding;
+  const cut = (await client.embeddings.create({ model, input: text, dimensions: 16, encoding_format: 'float' })).data[0].embedding;
+  assert.equal(cut.length, 16);
+  const prefix = norm(full.slice(0, 16));
+  near(cut, full.slice(0, 16).map(x => x / prefix), 1e-5, 'dimensions 16');
+  const tok = await fetch(process.env.KVAD_URL + '/tokenize', {
+    method: 'POST', headers: { Authorization: `Bearer ${process.env.KVAD_KEY}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ content: text, add_special: true }) });
+  const ids = (await tok.json()).tokens;
+  const byIds = await client.embeddings.create({ model, input: [ids, ids.slice(0, 2)], encoding_format: 'float' });
+  near(byIds.data[0].embedding, full, 1e-5, 'token ids vs text');
+  assert.equal(byIds.data.length, 2);
+});
+
+test('embeddings: refusals name the field', async () => {
+  const refused = async (body, param) => {
+    await assert.rejects(client.embeddings.create({ model, ...body }), e => {
+      assert.equal(e.status, 400, e.message);
+      assert.equal(e.param, param, e.message);
+      return true;
+    });
+  };
+  await refused({ input: [] }, 'input');
+  await refused({ input: '' }, 'input');
+  await refused({ input: 'x', dimensions: 65 }, 'dimensions');
+  await refused({ input: [[1, 2, 1e9]] }, 'input');
+  await refused({ input: 'x', encoding_format: 'int8' }, 'encoding_format');
+  await refused({ input: 'word '.repeat(5000) }, 'input');  // past the context
+});

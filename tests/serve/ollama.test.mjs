@@ -158,3 +158,21 @@ test('llama-server: /props and /slots, a slot busy while a stream runs', async (
   assert.equal(seen.length, 1, JSON.stringify(seen));
   assert.ok(seen[0].n_prompt_tokens > 10 && seen[0].n_past >= seen[0].n_prompt_tokens, JSON.stringify(seen[0]));
 });
+
+test('embed and embeddings: unit vectors of the model\'s width, one per input, the older route agreeing', async () => {
+  const r = await ollama.embed({ model: 'llama3.2', input: ['why is the sky blue?', 'because of Rayleigh scattering'] });
+  assert.equal(r.model, 'llama3.2');
+  assert.equal(r.embeddings.length, 2);
+  for (const v of r.embeddings) {
+    assert.equal(v.length, 64);
+    assert.ok(Math.abs(Math.sqrt(v.reduce((s, x) => s + x * x, 0)) - 1) < 1e-5);
+  }
+  assert.ok(r.prompt_eval_count > 4 && r.total_duration > 0, JSON.stringify({ ...r, embeddings: undefined }));
+  const old = await ollama.embeddings({ model: 'llama3.2', prompt: 'why is the sky blue?' });
+  assert.equal(old.embedding.length, 64);
+  for (let i = 0; i < 64; i++) assert.ok(Math.abs(old.embedding[i] - r.embeddings[0][i]) < 1e-5, `[${i}]`);
+  // truncate (Ollama's default) cuts an input past the context; truncate: false refuses it
+  const long = 'word '.repeat(5000);
+  assert.equal((await ollama.embed({ model: 'llama3.2', input: long })).embeddings.length, 1);
+  await assert.rejects(ollama.embed({ model: 'llama3.2', input: long, truncate: false }), /more than \d+ tokens/);
+});
