@@ -1,7 +1,10 @@
 // libFuzzer: arbitrary bytes as the request body of every route: the OpenAI parsers
 // (/v1/chat/completions, /v1/completions, /v1/embeddings), Ollama's (/api/chat, /api/generate,
 // /api/embed, /api/embeddings) and
-// parse_request_body, which every other route's body goes through. A body is accepted or refused with HttpError; never a crash, a hang, a deep copy.
+// parse_request_body, which every other route's body goes through (tools and past tool calls
+// included, through the chat parsers). A body is accepted or refused with HttpError; never a crash,
+// a hang, a deep copy. The same bytes as a model's answer go through the tool-call readers, whole
+// and streamed: they never throw.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -9,6 +12,7 @@
 #include "serve/embeddings.h"
 #include "serve/ollama.h"
 #include "serve/openai.h"
+#include "serve/tool_calls.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string body(reinterpret_cast<const char*>(data), size);
@@ -39,6 +43,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     kvad::Json j = kvad::serve::parse_request_body(body);
     (void)kvad::json_snippet(j, 80);
   } catch (const kvad::Error&) {
+  }
+  for (auto f : {kvad::serve::ToolFamily::Hermes, kvad::serve::ToolFamily::Llama3}) {
+    (void)kvad::serve::parse_tool_calls(f, body);
+    kvad::serve::ToolCallStream s(f);
+    for (size_t i = 0; i < body.size(); i += 7) (void)s.feed(body.substr(i, 7));
+    (void)s.finish();
   }
   return 0;
 }
