@@ -87,7 +87,7 @@ TEST(ServeOpenai, ChatErrorsNameTheField) {
   EXPECT_EQ(parse_chat_request(m + R"(,"n":3})").n, 3);
   EXPECT_EQ(chat_error(m + R"(,"top_logprobs":2})").param, "top_logprobs");
   EXPECT_EQ(chat_error(m + R"(,"stream_options":{"include_usage":true}})").param, "stream_options");
-  EXPECT_EQ(chat_error(m + R"(,"tools":[{"type":"function"}]})").param, "tools");
+  EXPECT_EQ(chat_error(m + R"(,"tools":[{"type":"function"}]})").param, "tools[0].function");  // tools: serve_tools.cpp
   EXPECT_EQ(chat_error(m + R"(,"seed":"x"})").param, "seed");
 }
 

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <random>
 
+#include "serve/tool_request.h"
+
 namespace kvad::serve {
 
 int64_t now_unix() {
@@ -23,7 +25,10 @@ Prepared prepare(Server::Impl& s, const GenRequest& r) {
     if (!m.chat_template)
       throw HttpError(400, fmt::format("the model '{}' has no chat template; use /v1/completions", model_id(m)),
                       "invalid_request_error", "messages", "no_chat_template");
-    std::string text = m.chat_template->render(r.messages, true, m.tokenizer->bos_token(), m.tokenizer->eos_token());
+    OrderedJson extra = OrderedJson::object();
+    if (!r.tools.is_null()) extra["tools"] = r.tools;
+    std::string text = m.chat_template->render(r.messages, true, m.tokenizer->bos_token(), m.tokenizer->eos_token(), extra);
+    p.tools = prepare_tools(r, m.chat_template->source(), p.opts);
     p.prompt = m.tokenizer->encode(text, /*parse_special=*/true, /*add_special=*/false, limit);
   } else if (r.prompt_is_ids) {
     int64_t V = m.model->config().vocab_size;
@@ -64,10 +69,9 @@ Prepared prepare(Server::Impl& s, const GenRequest& r) {
   p.opts.stop = r.stop;
   if (!r.ignore_eos) p.opts.stop_ids = m.eos_ids;
   p.opts.top_logprobs = r.logprobs ? r.top_logprobs : -1;
-  if (r.constraint.grammar) {  // the parsers refused ignore_eos with it: stop_ids are the vocabulary's EOS
-    p.opts.constraint = r.constraint;
+  if (r.constraint.grammar) p.opts.constraint = r.constraint;
+  if (p.opts.constraint.grammar)  // the parsers refused ignore_eos with it: stop_ids are the vocabulary's EOS
     p.opts.constraint_vocab = s.grammar_vocab.get(p.model);
-  }
   return p;
 }
 

@@ -19,6 +19,7 @@ struct Prepared {
   std::vector<int32_t> prompt;
   GenerateOptions opts;
   int64_t context_length = 0;  // in force for this request
+  ToolFamily tools = ToolFamily::None;  // how the answer's tool calls are read (None: they are not)
 };
 
 // Every check that needs the model (template, context, n, sampling), on the HTTP thread; throws

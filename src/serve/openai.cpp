@@ -1,6 +1,7 @@
 #include "serve/openai.h"
 #include "serve/request_fields.h"
 #include "serve/structured_output.h"
+#include "serve/tool_request.h"
 
 #include "serve/conn_guard.h"
 
@@ -141,7 +142,7 @@ GenRequest parse_chat_request(const std::string& body) {
   if (!j.contains("messages")) bad("messages", "'messages' is required");
   const Json& ms = j["messages"];
   if (!ms.is_array() || ms.empty()) bad("messages", "'messages' must be a non-empty list");
-  r.messages = Json::array();
+  r.messages = OrderedJson::array();
   for (size_t i = 0; i < ms.size(); i++) {
     const Json& m = ms[i];
     if (!m.is_object()) bad(fmt::format("messages[{}]", i), fmt::format("'messages[{}]' must be an object", i));
@@ -151,11 +152,13 @@ GenRequest parse_chat_request(const std::string& body) {
     if (role == "developer") role = "system";  // OpenAI's newer name for it
     if (role != "system" && role != "user" && role != "assistant" && role != "tool")
       bad(fmt::format("messages[{}].role", i),
-          fmt::format("'messages[{}].role' must be system, user or assistant, got '{}'", i, role));
+          fmt::format("'messages[{}].role' must be system, user, assistant or tool, got '{}'", i, role));
     if (!m.contains("content") && role != "assistant")
       bad(fmt::format("messages[{}].content", i), fmt::format("'messages[{}].content' is required", i));
     std::string text = m.contains("content") ? content_text(m["content"], i) : "";
-    r.messages.push_back({{"role", role}, {"content", text}});
+    OrderedJson msg = {{"role", role}, {"content", text}};  // a null content (a call's) is "": Qwen3's template needs a string
+    read_message_tool_fields(m, i, msg);
+    r.messages.push_back(std::move(msg));
   }
   parse_common(j, r);
   if (has(j, "logprobs")) r.logprobs = get_bool(j, "logprobs");
@@ -163,10 +166,8 @@ GenRequest parse_chat_request(const std::string& body) {
     r.top_logprobs = (int)get_int(j, "top_logprobs", 0, 20);
     if (!r.logprobs) bad("top_logprobs", "'top_logprobs' needs 'logprobs' set to true");
   }
-  if (has(j, "tools") && !(j["tools"].is_array() && j["tools"].empty()))
-    throw HttpError(400, "'tools' (function calling) is not supported by this server", "invalid_request_error",
-                    "tools", "unsupported_parameter");
   parse_openai_structured(j, body, r);
+  parse_openai_tools(j, body, r);
   return r;
 }
 
@@ -298,8 +299,13 @@ Json chat_response(const ResponseMeta& m, const std::vector<ChoiceOut>& choices,
   r["choices"] = Json::array();
   for (size_t i = 0; i < choices.size(); i++) {
     const ChoiceOut& c = choices[i];
+    Json msg = {{"role", "assistant"}, {"content", c.text}, {"refusal", nullptr}};
+    if (!c.tool_calls.empty()) {
+      if (c.text.empty()) msg["content"] = nullptr;
+      for (const ToolCall& t : c.tool_calls) msg["tool_calls"].push_back(tool_call_json(t));
+    }
     r["choices"].push_back({{"index", i},
-                            {"message", {{"role", "assistant"}, {"content", c.text}, {"refusal", nullptr}}},
+                            {"message", msg},
                             {"logprobs", c.logprobs ? chat_logprobs_json(*c.logprobs, with_top) : Json(nullptr)},
                             {"finish_reason", c.finish}});
     add_finish_details(r["choices"].back(), c.context_full);
@@ -337,6 +343,18 @@ Json chat_chunk(const ResponseMeta& m, int index, const std::optional<std::strin
   add_finish_details(choice, context_full);
   r["choices"] = Json::array({choice});
   if (include_usage_null) r["usage"] = nullptr;
+  return r;
+}
+
+Json tool_call_json(const ToolCall& c) {
+  return {{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
+}
+
+Json tool_call_chunk(const ResponseMeta& m, int index, int call_index, const ToolCall& call, bool include_usage_null) {
+  Json r = chat_chunk(m, index, std::nullopt, std::nullopt, std::nullopt, nullptr, false, include_usage_null);
+  Json t = tool_call_json(call);
+  t["index"] = call_index;
+  r["choices"][0]["delta"]["tool_calls"] = Json::array({t});
   return r;
 }
 

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "runtime/generate.h"
+#include "serve/tool_calls.h"
 
 namespace kvad::serve {
 
@@ -32,7 +33,7 @@ inline Json error_json(const HttpError& e) { return error_json(e.what(), e.type,
 struct GenRequest {
   bool chat = true;
   std::string model;            // "" = whatever is loaded
-  Json messages;                // chat: [{"role","content"}] with content flattened to text
+  OrderedJson messages;  // chat: [{"role","content"}] with content flattened to text, + tool_calls / tool_call_id
   std::string prompt;           // completions: text ...
   std::vector<int32_t> prompt_ids;  // ... or token ids
   bool prompt_is_ids = false;
@@ -50,6 +51,13 @@ struct GenRequest {
   // Structured output (structured_output.h): compiled once here, shared by the request's choices.
   grammar::Constraint constraint;  // empty: free text
   std::string constraint_field;    // the field that asked for it ("response_format.json_schema.schema", ...)
+  // Tool calling (tool_request.h). The grammar of a forced call depends on the model's call syntax,
+  // so it is built in prepare(); the schemas are checked here.
+  OrderedJson tools;  // null: none; else the list the chat template gets, as the client wrote it
+  std::vector<ToolSpec> tool_specs;
+  enum class ToolChoice { Auto, None, Required, Named } tool_choice = ToolChoice::Auto;
+  std::string tool_choice_name;  // Named
+  bool parallel_tool_calls = true;
 };
 
 // Every request body of every route is parsed by parse_request_body: a JSON object nested at most
@@ -95,6 +103,7 @@ struct ChoiceOut {
   std::string text, finish;
   const std::vector<TokenOut>* logprobs = nullptr;  // null: "logprobs": null
   int64_t context_full = 0;  // > 0: "length" because the context of this many tokens filled
+  std::vector<ToolCall> tool_calls;  // chat: message.tool_calls; then an empty text is "content": null
 };
 // kvad's extension to a choice that ended because the context filled, beside finish_reason
 // "length" (which alone cannot tell a full context from max_tokens):
@@ -110,6 +119,10 @@ Json chat_chunk(const ResponseMeta& m, int index, const std::optional<std::strin
 Json completion_chunk(const ResponseMeta& m, int index, const std::string& text, const std::optional<std::string>& finish,
                       const std::vector<TokenOut>* logprobs, bool with_top, size_t text_offset0,
                       bool include_usage_null, int64_t context_full = 0);
+// A stream chunk carrying one whole tool call: delta.tool_calls[{index, id, type, function: {name, arguments}}].
+Json tool_call_chunk(const ResponseMeta& m, int index, int call_index, const ToolCall& call, bool include_usage_null);
+// message.tool_calls / delta.tool_calls entries.
+Json tool_call_json(const ToolCall& c);
 // The last chunk of a stream with stream_options.include_usage: empty choices + usage.
 Json usage_chunk(const ResponseMeta& m, bool chat, const Usage& u);
 

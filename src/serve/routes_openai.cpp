@@ -16,7 +16,13 @@ namespace {
 // What the answer routes need to know of the request beyond the job.
 struct AnswerContext {
   int64_t prompt_tokens = 0, context_length = 0;
+  ToolFamily tools = ToolFamily::None;  // chat answers' tool calls are read in this syntax
 };
+
+// OpenAI's finish_reason for an answer that called: "tool_calls" where it ended by itself.
+std::string finish_with_calls(const std::string& finish, bool called) {
+  return called && finish == "stop" ? "tool_calls" : finish;
+}
 
 // The engine's own figures for choice 0 (llama-server sends `timings` too): a client timing the
 // stream itself measures its network reads, which a busy machine delivers several tokens at a time.
@@ -59,6 +65,13 @@ void answer_whole(Server::Impl& s, const GenRequest& r, const std::shared_ptr<Ge
     }
     ended++;
   }
+  if (r.chat && ac.tools != ToolFamily::None)
+    for (ChoiceOut& c : choices) {
+      ParsedAnswer a = parse_tool_calls(ac.tools, c.text);
+      c.tool_calls = std::move(a.calls);
+      if (!c.tool_calls.empty()) c.text = std::move(a.content);
+      c.finish = finish_with_calls(c.finish, !c.tool_calls.empty());
+    }
   Json body = r.chat ? chat_response(meta, choices, r.top_logprobs > 0, usage.u)
                      : completion_response(meta, choices, r.top_logprobs > 0, usage.u);
   body["timings"] = timings_json(first, ttft);
@@ -74,7 +87,24 @@ struct StreamState {
   ChoicesUsage usage;
   Json timings;  // choice 0's, sent with the usage
   std::vector<GenEvent> batch;
+  std::vector<ToolCallStream> calls;  // per choice, when tool calls are read
+  std::vector<int> call_count;        // per choice: the index of its next call
 };
+
+// A chat stream's text through the choice's tool-call reader: content chunks for text that is not a
+// call, a tool_calls chunk per call. The token's logprobs go with the first chunk (alone if the text is held).
+std::string tool_stream_chunks(const GenRequest& r, const ResponseMeta& meta, StreamState& st, int c,
+                               std::vector<ToolCallStream::Piece> pieces, const std::vector<TokenOut>* lp) {
+  std::string out;
+  if (pieces.empty() && lp)
+    out += sse(chat_chunk(meta, c, std::nullopt, "", std::nullopt, lp, r.top_logprobs > 0, r.include_usage));
+  for (ToolCallStream::Piece& p : pieces) {
+    if (p.call) out += sse(tool_call_chunk(meta, c, st.call_count[(size_t)c]++, *p.call, r.include_usage));
+    else out += sse(chat_chunk(meta, c, std::nullopt, p.content, std::nullopt, lp, r.top_logprobs > 0, r.include_usage));
+    lp = nullptr;
+  }
+  return out;
+}
 
 void answer_stream(Server::Impl& s, const GenRequest& r, const std::shared_ptr<GenJob>& job, const ResponseMeta& meta,
                    const AnswerContext& ac, httplib::Response& res) {
@@ -82,6 +112,10 @@ void answer_stream(Server::Impl& s, const GenRequest& r, const std::shared_ptr<G
   res.set_header("X-Accel-Buffering", "no");
   auto st = std::make_shared<StreamState>();
   st->text_offset.assign((size_t)job->choices(), 0);
+  if (r.chat && ac.tools != ToolFamily::None) {
+    st->calls.assign((size_t)job->choices(), ToolCallStream(ac.tools));
+    st->call_count.assign((size_t)job->choices(), 0);
+  }
   Server::Impl* sp = &s;
   s.metrics.streams_active++;
   res.set_chunked_content_provider(
@@ -110,6 +144,10 @@ void answer_stream(Server::Impl& s, const GenRequest& r, const std::shared_ptr<G
             std::vector<TokenOut> one;
             if (ev.tok.id >= 0) one.push_back(ev.tok);
             const std::vector<TokenOut>* lp = r.logprobs && !one.empty() ? &one : nullptr;
+            if (!st->calls.empty()) {
+              out += tool_stream_chunks(r, meta, *st, c, st->calls[(size_t)c].feed(ev.tok.text), lp);
+              continue;
+            }
             out += sse(r.chat ? chat_chunk(meta, c, std::nullopt, ev.tok.text, std::nullopt, lp, r.top_logprobs > 0,
                                            r.include_usage)
                               : completion_chunk(meta, c, ev.tok.text, std::nullopt, lp, r.top_logprobs > 0,
@@ -125,6 +163,11 @@ void answer_stream(Server::Impl& s, const GenRequest& r, const std::shared_ptr<G
               out += sse(error_json("the server is shutting down; the answer was cut", "server_error", "", "shutting_down"));
             } else {
               std::string finish = wire_finish_reason(ev.result.finish_reason);
+              if (!st->calls.empty()) {
+                ToolCallStream& calls = st->calls[(size_t)c];
+                out += tool_stream_chunks(r, meta, *st, c, calls.finish(), nullptr);
+                finish = finish_with_calls(finish, calls.called());
+              }
               int64_t full = context_filled(ev.result, ac.prompt_tokens, ac.context_length);
               out += sse(r.chat ? chat_chunk(meta, c, std::nullopt, std::nullopt, finish, nullptr, false, r.include_usage,
                                              full)
@@ -155,7 +198,7 @@ void generation(Server::Impl& s, const httplib::Request& req, httplib::Response&
   GenRequest r = chat ? parse_chat_request(req.body) : parse_completion_request(req.body);
   Prepared p = prepare(s, r);
   ResponseMeta meta{new_completion_id(chat), model_id(*p.model), now_unix()};
-  AnswerContext ac{(int64_t)p.prompt.size(), p.context_length};
+  AnswerContext ac{(int64_t)p.prompt.size(), p.context_length, p.tools};
   auto job = std::make_shared<GenJob>(p.model, std::move(p.prompt), std::move(p.opts), cache_scope(s, req, r), r.n);
   EngineThread::Admit a = s.sched.submit(job);
   if (a != EngineThread::Admit::Ok) throw refusal(s, a);
