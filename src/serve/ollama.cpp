@@ -6,6 +6,7 @@
 
 #include "serve/request_fields.h"
 #include "serve/structured_output.h"
+#include "serve/tool_request.h"
 
 namespace kvad::serve {
 
@@ -80,18 +81,19 @@ void parse_options(const Json& j, GenRequest& r) {
 // Fields of both endpoints: model, stream (Ollama streams unless told not to), options, and the
 // format (structured output), and the features kvad does not have yet, refused by name rather
 // than ignored. `body` is the request's text (a schema is read again from it in key order).
-void parse_common(const Json& j, const std::string& body, OllamaRequest& q) {
+void parse_common(const Json& j, const std::string& body, OllamaRequest& q, bool chat) {
   GenRequest& r = q.gen;
   if (has(j, "model")) r.model = ollama_model_name(get_string(j, "model"));
   r.stream = has(j, "stream") ? get_bool(j, "stream") : true;
   parse_options(j, r);
   if (has(j, "keep_alive") && !j["keep_alive"].is_string() && !j["keep_alive"].is_number())
     bad("keep_alive", "'keep_alive' must be a duration (\"5m\") or a number of seconds");
-  if (has(j, "tools") && !(j["tools"].is_array() && j["tools"].empty()))
-    unsupported("tools", "'tools' (function calling) is not supported by this server yet");
+  if (!chat && has(j, "tools") && !(j["tools"].is_array() && j["tools"].empty()))
+    unsupported("tools", "'tools' belongs to /api/chat");
   if (has(j, "think") && j["think"] != false)
     unsupported("think", "'think': this server does not separate thinking from the answer");
   parse_ollama_format(j, body, r);  // last: compiling is the costly check
+  if (chat) parse_openai_tools(j, body, r);  // Ollama's tools are OpenAI's; its answers are read in any case (auto)
 }
 
 bool non_empty(const Json& j, const char* k) { return has(j, k) && !(j[k].is_array() && j[k].empty()) && j[k] != ""; }
@@ -112,7 +114,7 @@ OllamaRequest parse_ollama_chat(const std::string& body) {
   r.chat = true;
   if (!j.contains("messages") || !j["messages"].is_array()) bad("messages", "'messages' must be a list");
   const Json& ms = j["messages"];
-  r.messages = Json::array();
+  r.messages = OrderedJson::array();
   for (size_t i = 0; i < ms.size(); i++) {
     const Json& m = ms[i];
     std::string at = fmt::format("messages[{}]", i);
@@ -122,15 +124,17 @@ OllamaRequest parse_ollama_chat(const std::string& body) {
     if (role != "system" && role != "user" && role != "assistant" && role != "tool")
       bad(at + ".role", fmt::format("'{}.role' must be system, user, assistant or tool, got '{}'", at, role));
     if (non_empty(m, "images")) unsupported(at + ".images", fmt::format("'{}.images': this model reads text only", at));
-    if (non_empty(m, "tool_calls")) unsupported(at + ".tool_calls", "tool calls are not supported by this server yet");
     std::string text;
     if (has(m, "content")) {
       if (!m["content"].is_string()) bad(at + ".content", fmt::format("'{}.content' must be a string", at));
       text = m["content"].get<std::string>();
     }
-    r.messages.push_back({{"role", role}, {"content", text}});
+    OrderedJson msg = {{"role", role}, {"content", text}};
+    if (has(m, "tool_name")) msg["name"] = get_string(m, "tool_name", at + ".");  // Ollama's name of a tool turn's function
+    read_message_tool_fields(m, i, msg);
+    r.messages.push_back(std::move(msg));
   }
-  parse_common(j, body, q);
+  parse_common(j, body, q, true);
   // No messages: Ollama loads the model and answers done at once.
   q.empty_prompt = r.messages.empty();
   return q;
@@ -158,7 +162,7 @@ OllamaRequest parse_ollama_generate(const std::string& body) {
     if (!system.empty()) r.messages.push_back({{"role", "system"}, {"content", system}});
     r.messages.push_back({{"role", "user"}, {"content", prompt}});
   }
-  parse_common(j, body, q);
+  parse_common(j, body, q, false);
   q.empty_prompt = prompt.empty();
   return q;
 }
@@ -180,6 +184,13 @@ Json ollama_piece(bool chat, const std::string& model, const std::string& text) 
   else j["response"] = text;
   j["done"] = false;
   return j;
+}
+
+Json ollama_tool_calls(const std::vector<ToolCall>& calls) {
+  Json out = Json::array();
+  for (const ToolCall& c : calls)  // arguments as an object, as Ollama sends them
+    out.push_back({{"function", {{"name", c.name}, {"arguments", Json::parse(c.arguments)}}}});
+  return out;
 }
 
 Json ollama_done(bool chat, const std::string& model, const std::string& text, const OllamaFigures& f) {

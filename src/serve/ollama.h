@@ -40,6 +40,8 @@ struct OllamaFigures {
 // generate {"model","created_at","response","done":false}.
 Json ollama_piece(bool chat, const std::string& model, const std::string& text);
 // The last line (or the whole answer when not streaming, with the full text).
+// message.tool_calls: [{"function": {"name", "arguments": {...}}}].
+Json ollama_tool_calls(const std::vector<ToolCall>& calls);
 Json ollama_done(bool chat, const std::string& model, const std::string& text, const OllamaFigures& f);
 
 // {"error": "message"}: the shape Ollama's clients read.

@@ -41,8 +41,8 @@ OllamaFigures figures(const GenerateResult& r, std::chrono::steady_clock::time_p
   return f;
 }
 
-// The whole answer as one object (stream: false).
-void answer_whole(Server::Impl& s, bool chat, const std::string& model, const std::shared_ptr<GenJob>& job,
+// The whole answer as one object (stream: false). With `tools`, the calls in it go to message.tool_calls.
+void answer_whole(Server::Impl& s, bool chat, ToolFamily tools, const std::string& model, const std::shared_ptr<GenJob>& job,
                   std::chrono::steady_clock::time_point t0, httplib::Response& res) {
   std::string text;
   for (;;) {
@@ -55,19 +55,41 @@ void answer_whole(Server::Impl& s, bool chat, const std::string& model, const st
     if (ev.kind == GenEvent::Failed) throw HttpError(ev.status, ev.error);
     account(s, ev.result);
     if (ev.result.finish_reason == "cancelled" && s.stopping) throw HttpError(503, "the server is shutting down; the answer was cut");
-    reply_json(res, ollama_done(chat, model, text, figures(ev.result, t0)));
+    ParsedAnswer a = parse_tool_calls(chat ? tools : ToolFamily::None, text);
+    Json done = ollama_done(chat, model, a.calls.empty() ? text : a.content, figures(ev.result, t0));
+    if (!a.calls.empty()) done["message"]["tool_calls"] = ollama_tool_calls(a.calls);
+    reply_json(res, done);
     return;
   }
 }
 
+// A batch of text through the tool-call reader: a line of the content it lets go, a line per call.
+std::string ollama_lines(bool chat, const std::string& model, std::vector<ToolCallStream::Piece> pieces) {
+  std::string out, text;
+  for (ToolCallStream::Piece& p : pieces) {
+    if (!p.call) {
+      text += p.content;
+      continue;
+    }
+    if (!text.empty()) out += dump(ollama_piece(chat, model, text)) + "\n", text.clear();
+    Json j = ollama_piece(chat, model, "");
+    j["message"]["tool_calls"] = ollama_tool_calls({*p.call});
+    out += dump(j) + "\n";
+  }
+  if (!text.empty()) out += dump(ollama_piece(chat, model, text)) + "\n";
+  return out;
+}
+
 // NDJSON: a line per batch of text, then the done line (or an error line).
-void answer_stream(Server::Impl& s, bool chat, const std::string& model, const std::shared_ptr<GenJob>& job,
+void answer_stream(Server::Impl& s, bool chat, ToolFamily tools, const std::string& model, const std::shared_ptr<GenJob>& job,
                    std::chrono::steady_clock::time_point t0, httplib::Response& res) {
   struct State {
     bool finished = false, client_gone = false;
     std::vector<GenEvent> batch;
+    ToolCallStream calls{ToolFamily::None};
   };
   auto st = std::make_shared<State>();
+  st->calls = ToolCallStream(chat ? tools : ToolFamily::None);
   Server::Impl* sp = &s;
   s.metrics.streams_active++;
   res.set_chunked_content_provider(
@@ -83,7 +105,9 @@ void answer_stream(Server::Impl& s, bool chat, const std::string& model, const s
             text += ev.tok.text;
             continue;
           }
-          if (!text.empty()) out += dump(ollama_piece(chat, model, text)) + "\n", text.clear();
+          out += ollama_lines(chat, model, st->calls.feed(text));
+          text.clear();
+          if (ev.kind != GenEvent::Failed) out += ollama_lines(chat, model, st->calls.finish());
           if (ev.kind == GenEvent::Failed) {
             out += dump(ollama_error(ev.error)) + "\n";
           } else {
@@ -96,7 +120,7 @@ void answer_stream(Server::Impl& s, bool chat, const std::string& model, const s
           st->finished = true;
           break;
         }
-        if (!text.empty()) out += dump(ollama_piece(chat, model, text)) + "\n";
+        if (!text.empty()) out += ollama_lines(chat, model, st->calls.feed(text));
         if (!out.empty() && !write(out)) return false;
         if (st->finished) sink.done();
         return true;
@@ -119,8 +143,8 @@ void generation(Server::Impl& s, const httplib::Request& req, httplib::Response&
   auto job = std::make_shared<GenJob>(p.model, std::move(p.prompt), std::move(p.opts), cache_scope(s, req, q.gen), 1);
   EngineThread::Admit a = s.sched.submit(job);
   if (a != EngineThread::Admit::Ok) throw refusal(s, a);
-  if (q.gen.stream) answer_stream(s, chat, model, job, t0, res);
-  else answer_whole(s, chat, model, job, t0, res);
+  if (q.gen.stream) answer_stream(s, chat, p.tools, model, job, t0, res);
+  else answer_whole(s, chat, p.tools, model, job, t0, res);
 }
 
 // A stable identifier of a model's files (Ollama's digest is its manifest's sha256; kvad has no
