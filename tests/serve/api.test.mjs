@@ -253,6 +253,100 @@ test('a schema the output cannot be held to is a 400 naming the field, with the 
     e => e.status === 400 && e.param === 'grammar' && /'undefined-rule'/.test(e.message));
 });
 
+// Tool calls. A random model rarely calls on its own, so the end-to-end guarantee is tested where
+// decoding is constrained: with tool_choice required or named, every answer is a well-formed call
+// (Qwen's <tool_call> syntax, which the tiny model's template teaches), read back into tool_calls
+// whose arguments parse and validate against the function's schema (Python's jsonschema). Strings
+// are bounded so that a random model ends its calls in a few hundred tokens.
+const weather = {
+  type: 'object',
+  properties: { city: { type: 'string', maxLength: 12 }, unit: { enum: ['celsius', 'fahrenheit'] }, days: { type: 'integer' } },
+  required: ['city', 'unit'],
+  additionalProperties: false,
+};
+const lookup = { type: 'object', properties: { word: { type: 'string', maxLength: 8 } }, required: ['word'], additionalProperties: false };
+const tools = [
+  { type: 'function', function: { name: 'get_weather', description: 'The weather in a city', parameters: weather } },
+  { type: 'function', function: { name: 'lookup', description: 'Look a word up', parameters: lookup } },
+];
+const schemaOf = { get_weather: weather, lookup };
+const askTools = [{ role: 'user', content: 'What is the weather in Paris?' }];
+
+// [{name, arguments}] of a streamed answer, put together as the openai client's users do.
+async function streamedCalls(stream) {
+  const calls = [];
+  let content = '', finish;
+  for await (const chunk of stream) {
+    const c = chunk.choices[0];
+    if (!c) continue;
+    if (c.delta.content) content += c.delta.content;
+    for (const t of c.delta.tool_calls ?? []) {
+      if (!calls[t.index]) calls[t.index] = { id: t.id, name: '', arguments: '' };
+      if (t.function?.name) calls[t.index].name += t.function.name;
+      if (t.function?.arguments) calls[t.index].arguments += t.function.arguments;
+    }
+    if (c.finish_reason) finish = c.finish_reason;
+  }
+  return { calls, content, finish };
+}
+
+test('tool_choice required and named: always a well-formed call whose arguments validate, whole and streamed', async () => {
+  const cases = [];
+  for (let seed = 1; seed <= 4; seed++) {
+    for (const tool_choice of ['required', { type: 'function', function: { name: 'get_weather' } }]) {
+      const params = { model, messages: askTools, tools, tool_choice, parallel_tool_calls: false, temperature: 1, seed, max_tokens: 600 };
+      const r = await client.chat.completions.create(params);
+      const m = r.choices[0].message;
+      assert.equal(r.choices[0].finish_reason, 'tool_calls', JSON.stringify(m));
+      assert.equal(m.tool_calls.length, 1, JSON.stringify(m));
+      const call = m.tool_calls[0];
+      assert.match(call.id, /^call_[A-Za-z0-9]{24}$/);
+      assert.equal(call.type, 'function');
+      if (typeof tool_choice === 'object') assert.equal(call.function.name, 'get_weather');
+      assert.ok(call.function.name in schemaOf, call.function.name);
+      cases.push({ schema: schemaOf[call.function.name], text: call.function.arguments });
+      const s = await streamedCalls(await client.chat.completions.create({ ...params, stream: true }));
+      assert.equal(s.finish, 'tool_calls');
+      assert.equal(s.calls.length, 1);
+      assert.deepEqual([s.calls[0].name, s.calls[0].arguments], [call.function.name, call.function.arguments]);
+      assert.match(s.calls[0].id, /^call_/);
+    }
+  }
+  assertAllValid(cases);
+});
+
+test('a past call and its result go back to the model; tool_choice none answers in text', async () => {
+  const first = await client.chat.completions.create({ model, messages: askTools, tools, tool_choice: 'required', parallel_tool_calls: false, temperature: 1, seed: 5, max_tokens: 600 });
+  const call = first.choices[0].message.tool_calls[0];
+  const next = [...askTools, first.choices[0].message, { role: 'tool', tool_call_id: call.id, content: '{"temperature": 22}' }];
+  const r = await client.chat.completions.create({ model, messages: next, tools, tool_choice: 'none', max_tokens: 8, temperature: 0 });
+  assert.equal(r.choices[0].message.tool_calls, undefined);
+  assert.equal(typeof r.choices[0].message.content, 'string');
+  assert.ok(r.usage.prompt_tokens > first.usage.prompt_tokens);
+});
+
+test('parallel_tool_calls: one or more calls, each valid', async () => {
+  const cases = [];
+  for (let seed = 11; seed <= 13; seed++) {
+    const r = await client.chat.completions.create({ model, messages: askTools, tools, tool_choice: 'required', temperature: 1, seed, max_tokens: 2000 });
+    assert.equal(r.choices[0].finish_reason, 'tool_calls');
+    const calls = r.choices[0].message.tool_calls;
+    assert.ok(calls.length >= 1);
+    assert.equal(new Set(calls.map(c => c.id)).size, calls.length);
+    for (const c of calls) cases.push({ schema: schemaOf[c.function.name], text: c.function.arguments });
+  }
+  assertAllValid(cases);
+});
+
+test('tool refusals name the field', async () => {
+  await assert.rejects(client.chat.completions.create({ model, messages, tools: [{ type: 'function', function: { description: 'x' } }] }),
+    e => e.status === 400 && e.param === 'tools[0].function.name');
+  await assert.rejects(client.chat.completions.create({ model, messages, tools, tool_choice: { type: 'function', function: { name: 'nope' } } }),
+    e => e.status === 400 && e.param === 'tool_choice.function.name');
+  await assert.rejects(client.chat.completions.create({ model, messages, tool_choice: 'required', tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { a: { type: 'string', pattern: 'x' } } } } }] }),
+    e => e.status === 400 && e.param === 'tools[0].function.parameters' && /'pattern'/.test(e.message));
+});
+
 // Embeddings (the vectors themselves are checked against numpy in tests/runtime_embed.cpp): what a
 // client relies on over HTTP. The openai client asks for base64 unless told otherwise and decodes
 // it itself, so the default call checks kvad's base64 against its float answer.

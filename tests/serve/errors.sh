@@ -53,6 +53,16 @@ expect "unsupported schema keyword" 400 "keyword 'patternProperties' is not supp
 expect "GBNF that does not parse" 400 "'grammar': grammar: line 1, column .*\"param\":\"grammar\"" -- "${AUTH[@]}" "${JSON[@]}" -d "{$MSG,\"grammar\":\"root ::= (\"}" "$CHAT"
 expect "json_schema on completions" 400 '"param":"json_schema"' -- "${AUTH[@]}" "${JSON[@]}" -d '{"prompt":"a","json_schema":{"type":"nope"}}' "$URL/v1/completions"
 expect "response_format type unknown" 400 '"param":"response_format.type"' -- "${AUTH[@]}" "${JSON[@]}" -d "{$MSG,\"response_format\":{\"type\":\"xml\"}}" "$CHAT"
+# Tools: a function without a name, a tool_choice naming none of them, a parameters schema that a
+# forced call cannot be held to.
+TOOL='{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}'
+expect "tool without a name" 400 '"param":"tools\[0\].function.name"' -- "${AUTH[@]}" "${JSON[@]}" -d "{$MSG,\"tools\":[{\"type\":\"function\",\"function\":{\"description\":\"x\"}}]}" "$CHAT"
+expect "tool_choice names no tool" 400 "'nope', which is not one of the request's tools.*\"param\":\"tool_choice.function.name\"" -- "${AUTH[@]}" "${JSON[@]}" \
+  -d "{$MSG,\"tools\":[$TOOL],\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"nope\"}}}" "$CHAT"
+expect "tool parameters that do not compile" 400 "keyword 'patternProperties' is not supported.*\"param\":\"tools\[0\].function.parameters\"" -- "${AUTH[@]}" "${JSON[@]}" \
+  -d "{$MSG,\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\",\"patternProperties\":{}}}}],\"tool_choice\":\"required\"}" "$CHAT"
+expect "past call arguments not JSON" 400 '"param":"messages\[1\].tool_calls\[0\].function.arguments"' -- "${AUTH[@]}" "${JSON[@]}" \
+  -d '{"messages":[{"role":"user","content":"x"},{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{oops"}}]}]}' "$CHAT"
 expect "completions without prompt" 400 '"param":"prompt"' -- "${AUTH[@]}" "${JSON[@]}" -d '{"max_tokens":2}' "$URL/v1/completions"
 expect "no API key" 401 'invalid_api_key' -- "${JSON[@]}" -d "{$MSG}" "$CHAT"
 expect "wrong API key" 401 'Incorrect API key' -- -H "Authorization: Bearer nope" "${JSON[@]}" -d "{$MSG}" "$CHAT"

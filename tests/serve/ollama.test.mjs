@@ -103,6 +103,38 @@ test('format "json": the answer opens a JSON object', async () => {
   if (r.done_reason === 'stop') assert.equal(Object.getPrototypeOf(JSON.parse(r.message.content)), Object.prototype);
 });
 
+// Tools: Ollama's are OpenAI's, its calls come back with the arguments as an object. Ollama has no
+// tool_choice; kvad takes OpenAI's on /api/chat too, which makes the tiny model call (a random model
+// rarely does on its own) so that the reading of calls is tested end to end.
+const weather = { type: 'object', properties: { city: { type: 'string', maxLength: 12 }, days: { type: 'integer' } }, required: ['city'], additionalProperties: false };
+const tools = [{ type: 'function', function: { name: 'get_weather', description: 'The weather in a city', parameters: weather } }];
+const ask = [{ role: 'user', content: 'Weather in Paris?' }];
+
+test('tools: a forced call comes back in message.tool_calls, whole and streamed; a past call goes back to the model', async () => {
+  const cases = [];
+  for (let seed = 1; seed <= 3; seed++) {
+    const body = { model: 'llama3.2', messages: ask, tools, tool_choice: 'required', parallel_tool_calls: false, options: { temperature: 1, seed, num_predict: 600 } };
+    const [status, r] = await post('/api/chat', { ...body, stream: false });
+    assert.equal(status, 200, JSON.stringify(r));
+    assert.equal(r.message.tool_calls.length, 1, JSON.stringify(r.message));
+    const call = r.message.tool_calls[0].function;
+    assert.equal(call.name, 'get_weather');
+    assert.equal(typeof call.arguments, 'object');
+    cases.push({ schema: weather, text: JSON.stringify(call.arguments) });
+    const resp = await fetch(URL + '/api/chat', { method: 'POST', headers: { ...auth, 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+    const lines = (await resp.text()).trim().split('\n').map(l => JSON.parse(l));
+    const streamed = lines.flatMap(l => l.message?.tool_calls ?? []);
+    assert.deepEqual(streamed, r.message.tool_calls);
+    assert.equal(lines.at(-1).done, true);
+  }
+  assertAllValid(cases);
+  const first = (await post('/api/chat', { model: 'llama3.2', messages: ask, tools, tool_choice: 'required', parallel_tool_calls: false, stream: false, options: { temperature: 1, seed: 4, num_predict: 600 } }))[1];
+  const r = await ollama.chat({ model: 'llama3.2', tools, stream: false, options: greedy,
+    messages: [...ask, first.message, { role: 'tool', content: '{"temperature": 22}', tool_name: 'get_weather' }] });
+  assert.equal(typeof r.message.content, 'string');
+  assert.ok(r.prompt_eval_count > first.prompt_eval_count);
+});
+
 test('errors come in Ollama\'s shape with their status', async () => {
   await assert.rejects(ollama.chat({ model: 'absent-model', messages }), e => e.status_code === 404 && /absent-model/.test(e.error));
   await assert.rejects(ollama.chat({ model: 'llama3.2', messages, options: { temperature: 'hot' } }),
