@@ -6,6 +6,7 @@
 
 #include "core/fs.h"
 #include "grammar/grammar.h"
+#include "serve/ollama.h"
 #include "serve/openai.h"
 #include "serve/tool_calls.h"
 #include "serve/tool_request.h"
@@ -139,7 +140,8 @@ TEST(ServeTools, PastCallRefusals) {
             "messages[0].tool_calls[0].function.arguments");
   EXPECT_EQ(chat_error(R"({"messages":[{"role":"assistant","content":null,"tool_calls":[{"type":"function","function":{"arguments":"{}"}}]}]})").param,
             "messages[0].tool_calls[0].function.name");
-  EXPECT_EQ(chat_error(R"({"messages":[{"role":"user","content":"x","tool_calls":[]}]})").param, "messages[0].tool_calls");
+  EXPECT_EQ(chat_error(R"({"messages":[{"role":"user","content":"x","tool_calls":[{"function":{"name":"f"}}]}]})").param, "messages[0].tool_calls");
+  EXPECT_FALSE(parse_chat_request(R"({"messages":[{"role":"user","content":"x","tool_calls":[]}]})").messages[0].contains("tool_calls"));
 }
 
 TEST(ServeTools, FamilyFromTheTemplate) {
@@ -287,4 +289,23 @@ TEST(ServeTools, PrepareForcesACallInTheFamilysSyntax) {
   GenRequest n = parse_chat_request(with_tools(R"(,"tool_choice":"none")"));
   EXPECT_EQ(prepare_tools(n, slurp("tests/fixtures/chat_templates/qwen3.jinja"), none), ToolFamily::None);
   EXPECT_FALSE(none.constraint.grammar);
+}
+
+// Ollama's /api/chat: OpenAI's tools, past calls with object arguments, a tool turn's tool_name;
+// /api/generate has no tools.
+TEST(ServeTools, OllamaChat) {
+  OllamaRequest q = parse_ollama_chat(std::string(R"({"model":"m","tools":[)") + kTool + R"(],"messages":[{"role":"user","content":"hi"},
+    {"role":"assistant","content":"","tool_calls":[{"function":{"name":"get_weather","arguments":{"location":"Paris"}}}]},
+    {"role":"tool","content":"22","tool_name":"get_weather"}]})");
+  ASSERT_EQ(q.gen.tool_specs.size(), 1u);
+  EXPECT_EQ(q.gen.messages[1]["tool_calls"][0]["function"]["arguments"]["location"], "Paris");
+  EXPECT_EQ(q.gen.messages[2]["name"], "get_weather");
+  try {
+    parse_ollama_generate(std::string(R"({"model":"m","prompt":"x","tools":[)") + kTool + "]}");
+    ADD_FAILURE() << "generate took tools";
+  } catch (const HttpError& e) {
+    EXPECT_EQ(e.param, "tools");
+  }
+  Json calls = ollama_tool_calls({ToolCall{"call_x", "f", R"({"a":[1]})"}});
+  EXPECT_EQ(calls.dump(), R"([{"function":{"arguments":{"a":[1]},"name":"f"}}])");
 }

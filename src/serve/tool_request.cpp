@@ -116,7 +116,7 @@ void read_message_tool_fields(const Json& m, size_t i, OrderedJson& out) {
   const std::string at = fmt::format("messages[{}].", i);
   if (has(m, "tool_call_id")) out["tool_call_id"] = get_string(m, "tool_call_id", at);
   if (has(m, "name")) out["name"] = get_string(m, "name", at);
-  if (!has(m, "tool_calls")) return;
+  if (!has(m, "tool_calls") || (m["tool_calls"].is_array() && m["tool_calls"].empty())) return;  // [] is no call
   const Json& calls = m["tool_calls"];
   if (out["role"] != "assistant") bad(at + "tool_calls", fmt::format("'{}tool_calls' belongs to assistant messages", at));
   if (!calls.is_array()) bad(at + "tool_calls", fmt::format("'{}tool_calls' must be a list", at));
