@@ -3,6 +3,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
+import { zodFunction, zodResponseFormat } from 'openai/helpers/zod';
+import { z } from 'zod';
 import { assertAllValid } from './validate.mjs';
 
 const client = new OpenAI({ baseURL: process.env.KVAD_URL + '/v1', apiKey: process.env.KVAD_KEY, maxRetries: 0, timeout: 60000 });
@@ -406,4 +408,27 @@ test('embeddings: refusals name the field', async () => {
   await refused({ input: [[1, 2, 1e9]] }, 'input');
   await refused({ input: 'x', encoding_format: 'int8' }, 'encoding_format');
   await refused({ input: 'word '.repeat(5000) }, 'input');  // past the context
+});
+
+// The openai client's own schema helpers (zod), as applications write structured outputs and tools
+// with it: the schema it generates (draft-07, $schema included) is enforced, and the client's parse()
+// turns the answer into the object, validating it with zod on its side. (No bounded strings here: zod's
+// max() counts UTF-16 units, JSON Schema's maxLength code points, so a random model's emoji in a name of
+// 10 characters is valid to the schema and too long to zod.)
+test('the client\'s zod helpers: parse() gets a parsed object and parsed tool arguments', async () => {
+  const Person = z.object({ age: z.number().int(), member: z.boolean(), colour: z.enum(['red', 'green', 'blue']), tags: z.array(z.enum(['a', 'b'])).max(3) });
+  const GetWeather = z.object({ city: z.enum(['Paris', 'Oslo']), unit: z.enum(['celsius', 'fahrenheit']), days: z.number().int() });
+  for (let seed = 1; seed <= 3; seed++) {
+    const r = await client.beta.chat.completions.parse({ model, messages, response_format: zodResponseFormat(Person, 'person'),
+      temperature: 1, seed, max_tokens: 2000 });
+    const p = r.choices[0].message.parsed;
+    assert.equal(r.choices[0].finish_reason, 'stop', r.choices[0].message.content);
+    assert.deepEqual(Object.keys(p), ['age', 'member', 'colour', 'tags'], r.choices[0].message.content);
+    Person.parse(p);
+    const t = await client.beta.chat.completions.parse({ model, messages: askTools, tools: [zodFunction({ name: 'get_weather', parameters: GetWeather })],
+      tool_choice: 'required', temperature: 1, seed, max_tokens: 600 });
+    const call = t.choices[0].message.tool_calls[0];
+    assert.equal(call.function.name, 'get_weather');
+    GetWeather.parse(call.function.parsed_arguments);
+  }
 });
