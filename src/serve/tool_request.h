@@ -11,8 +11,9 @@
 
 namespace kvad::serve {
 
-// The request's tools, tool_choice and parallel_tool_calls into r; every schema is compiled once
-// to refuse a bad one naming its field. Throws HttpError(400) naming the field. `body` is re-read
+// The request's tools, tool_choice and parallel_tool_calls into r. When a call is forced (required
+// or named) each offered schema is compiled once, so one the grammar cannot hold is refused naming
+// its field; under auto they only reach the template. Throws HttpError(400) naming the field. `body` is re-read
 // in key order: a template shows the schemas with tojson, in the client's order.
 void parse_openai_tools(const Json& j, const std::string& body, GenRequest& r);
 
