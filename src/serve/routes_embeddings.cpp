@@ -46,11 +46,13 @@ Embedded embed_request(Server::Impl& s, const EmbedRequest& r, const std::string
   if (r.dimensions > m->model->config().hidden)
     bad("dimensions", fmt::format("'dimensions' must be at most the model's width {}, got {}", m->model->config().hidden, r.dimensions));
   std::vector<std::vector<int32_t>> ids = tokenize_inputs(*m, r, ctx);
+  // Read here, not in the job: two small files, but the engine thread would stall every stream on them.
+  const EmbeddingSpec spec = embedding_spec(m->path);
   Embedded out{model_id(*m), {}};
   auto job = std::make_shared<FnJob>("embeddings", [&](ModelHost& host) -> Json {
     if (host.model() != m || !host.engine())
       throw HttpError(503, "the model was replaced while this request waited; send it again", "server_error");
-    out.result = embed(*host.engine(), ids, embedding_spec(m->path), r.dimensions);
+    out.result = embed(*host.engine(), ids, spec, r.dimensions);
     return nullptr;
   });
   run_and_wait(s, job);
