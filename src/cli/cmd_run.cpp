@@ -77,6 +77,7 @@ void add_run(CLI::App& app) {
   auto a = std::make_shared<Args>();
   add_model_args(cmd, a->model, /*model_required=*/false);  // default: default_model()
   add_ctx_option(cmd, a->model.ctx);
+  add_spec_args(cmd, a->model.spec);
   add_sampling_args(cmd, a->sampling);
   cmd->add_option("words", a->words, "[MODEL] [PROMPT...]: a model (folder, .gguf, store name or ORG/NAME) and/or the "
                   "prompt; without a prompt, stdin is read when it is not a terminal");
@@ -116,7 +117,9 @@ void add_run(CLI::App& app) {
     Engine engine(*m.model, engine_options(a->model));
     std::unique_ptr<Session> session = engine.open_session();
     install_interrupt_handler();
-    GenerateResult r = generate(*session, *m.tokenizer, prompt, generate_options(m, a->sampling),
+    GenerateOptions g = generate_options(m, a->sampling);
+    g.speculative = speculative_options(a->model.spec, m, engine.context_length(), 1);
+    GenerateResult r = generate(*session, *m.tokenizer, prompt, g,
                                 [&](const TokenEvent& ev) {
                                   if (a->json) {
                                     Json j = {{"text", ev.text}};
@@ -133,6 +136,10 @@ void add_run(CLI::App& app) {
                 {"generated_tokens", r.tokens.size()}, {"prefill_tok_s", r.prefill_tok_s()},
                 {"decode_tok_s", r.decode_tok_s()},    {"finish_reason", r.finish_reason}, {"context_full", r.context_full > 0},
                 {"seed", a->sampling.p.seed}};
+      if (g.speculative.enabled()) {
+        s["draft_tokens"] = r.draft_tokens;
+        s["draft_accepted"] = r.draft_accepted;
+      }
       std::printf("%s\n", s.dump().c_str());
     } else {
       std::printf("\n");

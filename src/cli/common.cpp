@@ -54,6 +54,48 @@ EngineOptions engine_options(const ModelArgs& a) {
   return o;
 }
 
+void add_spec_args(CLI::App* cmd, SpecArgs& a) {
+  cmd->add_option("--draft,--model-draft", a.draft,
+                  "speculative decoding with a draft model: a smaller model with the same tokenizer (or the model itself "
+                  "with --draft-quant q4); output is unchanged, only faster when the draft agrees often");
+  cmd->add_option("--draft-quant", a.draft_quant, "the draft's weights in memory, as -q (default: as stored)")
+      ->check(CLI::IsMember({"auto", "f32", "bf16", "q8", "q4", "q4k", "q6k"}));
+  cmd->add_option("--spec", a.spec, "speculative decoding without a second model: ngram = prompt lookup (drafts what "
+                  "followed the latest earlier occurrence of the last few tokens; fast when the output copies the input)")
+      ->check(CLI::IsMember({"ngram"}));
+  cmd->add_option("--draft-max", a.draft_max, "tokens drafted per step at most; the count adapts below it (default 16)")
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--draft-min", a.draft_min, "shorter drafts are not verified (default 0)")->check(CLI::Range(0, 64));
+  cmd->add_option("--draft-p-min", a.draft_p_min,
+                  "a draft model stops drafting once its own probability of the next token is below this (default 0.75)")
+      ->check(CLI::Range(0.0, 0.999));
+  cmd->add_option("--spec-ngram-min", a.ngram_min, "--spec ngram: the shortest match to draft from (default 1)")
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--spec-ngram-max", a.ngram_max, "--spec ngram: the longest match tried first (default 4)")
+      ->check(CLI::Range(1, 64));
+}
+
+SpeculativeOptions speculative_options(const SpecArgs& a, const LoadedModel& target, int64_t ctx, int64_t sequences) {
+  SpeculativeOptions o;
+  o.draft_max = a.draft_max;
+  o.draft_min = a.draft_min;
+  validate(o);
+  if (!a.draft.empty() && !a.spec.empty()) fail("--draft and --spec {} both name a draft source: give one", a.spec);
+  if (a.any() && !target.model->memory_spec().rewindable())
+    fail("{}: speculative decoding needs a memory that can roll back rejected drafts, and this model keeps a "
+         "recurrent state; run without --draft / --spec",
+         target.path);
+  if (a.spec == "ngram") o.source = make_lookup_draft(a.ngram_min, a.ngram_max);
+  if (a.draft.empty()) return o;
+  LoadOptions lo;
+  lo.format = parse_weight_format(a.draft_quant);
+  auto draft = std::make_shared<LoadedModel>(load_model(a.draft, lo));
+  if (!draft->load_report.note.empty()) std::fprintf(stderr, "kvad: draft: %s\n", draft->load_report.note.c_str());
+  check_draft_vocabulary(target, *draft);
+  o.source = make_model_draft(draft, target.model->config().vocab_size, ctx, sequences, a.draft_p_min);
+  return o;
+}
+
 void take_positional_model(ModelArgs& a, std::vector<std::string>& words) {
   if (!a.model.empty() || words.empty()) return;
   const std::string& w = words[0];

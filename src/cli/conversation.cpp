@@ -19,6 +19,7 @@ std::unique_ptr<RunningModel> start_model(const ModelArgs& args, bool completion
   }
   r->engine = std::make_unique<Engine>(*r->m.model, engine_options(args));
   r->session = r->engine->open_session();
+  r->speculative = speculative_options(args.spec, r->m, r->engine->context_length(), 1);
   return r;
 }
 
@@ -27,6 +28,7 @@ void add_conversation_args(CLI::App* cmd, ConversationArgs& a) {
   add_model_args(cmd, a.model, /*model_required=*/false);  // default: default_model()
   add_ctx_option(cmd, a.model.ctx);
   add_sampling_args(cmd, a.sampling);
+  add_spec_args(cmd, a.model.spec);
   cmd->add_option("--system", a.system, "system message");
 }
 
@@ -92,6 +94,7 @@ GenerateResult Conversation::say(const std::string& text, const std::function<bo
   try {
     std::vector<int32_t> prompt = fit_context(notice);
     GenerateOptions g = generate_options(run_->m, sampling_);
+    g.speculative = run_->speculative;
     g.sampling.seed = sampling_.p.seed + turn_++;
     r = generate(*run_->session, *run_->m.tokenizer, prompt, g, [&](const TokenEvent& ev) { return on_text(ev.text); });
     last_seed_ = g.sampling.seed;

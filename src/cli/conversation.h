@@ -17,6 +17,7 @@ struct RunningModel {
   LoadedModel m;
   std::unique_ptr<Engine> engine;
   std::unique_ptr<Session> session;
+  SpeculativeOptions speculative;  // --draft / --spec
 };
 // Loads the model the arguments name, with an engine and one session. A model without a chat
 // template is refused unless `completion_ok` (the TUI continues plain text then).

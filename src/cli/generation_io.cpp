@@ -39,8 +39,12 @@ std::vector<int32_t> chat_prompt(const LoadedModel& m, const OrderedJson& messag
 std::string stats_line(const GenerateResult& r, uint64_t seed) {
   std::string why = r.context_full ? fmt::format("{} (the context of {} tokens is full)", r.finish_reason, r.context_full)
                                    : r.finish_reason;
-  return fmt::format("prompt {} tokens ({} cached) | prefill {:.1f} tok/s | {} tokens, decode {:.1f} tok/s | {} | seed {}",
-                     r.prompt_tokens, r.cached_tokens, r.prefill_tok_s(), r.tokens.size(), r.decode_tok_s(), why, seed);
+  std::string drafts = r.draft_tokens > 0 ? fmt::format(" | drafts kept {}/{} ({:.0f}%)", r.draft_accepted, r.draft_tokens,
+                                                         100.0 * (double)r.draft_accepted / (double)r.draft_tokens)
+                                          : "";
+  return fmt::format("prompt {} tokens ({} cached) | prefill {:.1f} tok/s | {} tokens, decode {:.1f} tok/s{} | {} | seed {}",
+                     r.prompt_tokens, r.cached_tokens, r.prefill_tok_s(), r.tokens.size(), r.decode_tok_s(), drafts, why,
+                     seed);
 }
 
 }  // namespace kvad::cli

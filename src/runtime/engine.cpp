@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "core/error.h"
 
@@ -22,6 +23,11 @@ struct Engine::Sequence {
   int64_t forks = 0;            // sibling choices still to fork off once the prompt is computed
   int32_t choice = 0;
   bool admitted_once = false, done = false, has_first = false;
+  // Speculative decoding: this step's drafts ride at the end of `tokens` from scheduling until
+  // verification, which keeps the agreeing ones as the target's own tokens and drops the rest.
+  std::unique_ptr<Drafter> drafter;
+  std::optional<DraftLength> draft_length;
+  DraftProposal draft;
   Clock::time_point t_submit, t_admit, t_first;
 };
 
@@ -38,6 +44,9 @@ class EngineSession final : public Session {
   }
   const std::vector<float>& forward(const std::vector<int32_t>& t) override { return run(t, Logits::Last); }
   const std::vector<float>& forward_all(const std::vector<int32_t>& t) override { return run(t, Logits::All); }
+  const std::vector<float>& forward_tentative(const std::vector<int32_t>& t, bool all_rows) override {
+    return run(t, all_rows ? Logits::All : Logits::Last, /*shareable=*/false);
+  }
   int64_t cached() const override { return (int64_t)tokens_.size(); }
   int64_t truncate(int64_t n) override {
     int64_t held = cached();
@@ -70,14 +79,14 @@ class EngineSession final : public Session {
   size_t kv_bytes_per_token() const override { return e_.bytes_per_token(); }
 
  private:
-  const std::vector<float>& run(const std::vector<int32_t>& t, Logits which) {
+  const std::vector<float>& run(const std::vector<int32_t>& t, Logits which, bool shareable = true) {
     if (t.empty()) fail("Session::forward: no tokens given");
     int64_t n = (int64_t)t.size(), held = cached();
     if (held + n > context_length())
       fail("context full: {} tokens held + {} new exceeds the context of {} tokens", held, n, context_length());
     e_.forward_session(table_, id_, t, held, which, logits_);
     tokens_.insert(tokens_.end(), t.begin(), t.end());
-    e_.blocks().register_full(table_, tokens_, held + n);
+    if (shareable) e_.blocks().register_full(table_, tokens_, held + n);
     e_.session_resized(n);
     return logits_;
   }
@@ -181,6 +190,14 @@ int32_t Engine::submit(GenerationRequest req) {
     fail("n = {} choices: the engine runs at most {} sequences at once (--parallel), and n must be 1 or more", req.n,
          opts_.max_running);
   auto s = std::make_unique<Sequence>();
+  if (req.opts.speculative.enabled()) {
+    validate(req.opts.speculative);
+    if (!model_.memory_spec().rewindable())
+      fail("speculative decoding needs a memory that can roll back rejected drafts, and {} keeps a recurrent state; "
+           "run without --draft / --spec",
+           model_.config().architecture);
+    start_drafting(*s, req.opts);
+  }
   s->forks = req.n - 1;
   s->id = next_id_++;
   s->tokens = req.prompt;
@@ -268,9 +285,15 @@ bool Engine::admit(Sequence& s) {
 // chunk under the budget. Returns false when s was preempted for lack of blocks.
 bool Engine::schedule_rows(Sequence& s, int64_t& budget) {
   int64_t pending = (int64_t)s.tokens.size() - s.computed;
-  int64_t n = pending == 1 ? 1 : std::min(pending, budget);  // a decode always runs; prefill fills what is left
+  // A decode always runs (with its drafts when the budget has room); prefill fills what is left.
+  int64_t n = pending == 1 ? 1 + propose_drafts(s, budget - 1) : std::min(pending, budget);
   if (n <= 0) return true;
   while (!blocks_->prepare(s.table, s.computed, s.computed + n, *memory_)) {
+    if (n > 1 && !s.draft.tokens.empty()) {  // short of blocks: plain decode before preempting anyone
+      drop_drafts(s);
+      n = 1;
+      continue;
+    }
     // Preempt the newest running sequence not yet in this batch; if that is s itself, s waits.
     Sequence* victim = running_.back().get();
     bool scheduled = std::find(in_batch_.begin(), in_batch_.end(), victim) != in_batch_.end();
@@ -282,8 +305,9 @@ bool Engine::schedule_rows(Sequence& s, int64_t& budget) {
   }
   s.chunk = n;
   bool last = s.computed + n == (int64_t)s.tokens.size();
+  Logits which = !s.draft.tokens.empty() ? Logits::All : last ? Logits::Last : Logits::None;
   batch_.add(s.id, std::span<const int32_t>(s.tokens).subspan((size_t)s.computed, (size_t)n), s.computed,
-             s.table.blocks, blocks_->block_size(), last ? Logits::Last : Logits::None);
+             s.table.blocks, blocks_->block_size(), which);
   in_batch_.push_back(&s);
   budget -= n;
   return true;
@@ -336,6 +360,12 @@ void Engine::step() {
   int64_t row = 0;
   std::vector<std::unique_ptr<Sequence>> born;  // stays empty (no allocation) unless a request forks
   for (Sequence* s : in_batch_) {
+    if (!s->draft.tokens.empty()) {  // k drafts: k + 1 rows of logits
+      const float* rows = &logits_[(size_t)(row * V)];
+      row += (int64_t)s->draft.tokens.size() + 1;
+      verify(*s, rows);
+      continue;
+    }
     s->computed += s->chunk;
     s->chunk = 0;
     blocks_->register_full(s->table, s->tokens, s->computed);
@@ -361,18 +391,78 @@ bool Engine::advance(Sequence& s, const float* row) {
     finish(s, e.what());
     return false;
   }
+  return deliver(s, ev, end);
+}
+
+bool Engine::deliver(Sequence& s, TokenEvent& ev, bool end) {
   ev.choice = s.choice;
   if (s.req.on_token && !s.req.on_token(ev)) {
     s.gen->set_finish("cancelled");
     end = true;
   }
-  if (!end && s.computed + 1 > ctx_) {  // context full: "length", and says so
+  if (!end && (int64_t)s.tokens.size() >= ctx_) {  // no position left for it: "length", and says so
     s.gen->set_context_full(ctx_);
     end = true;
   }
   if (end) finish(s);
   else s.tokens.push_back(ev.id);
   return !end;
+}
+
+// --- speculative decoding ---------------------------------------------------------------------
+
+void Engine::start_drafting(Sequence& s, const GenerateOptions& opts) {
+  s.drafter = opts.speculative.source->open(opts.sampling);
+  s.draft_length.emplace(opts.speculative);
+}
+
+int64_t Engine::propose_drafts(Sequence& s, int64_t room) {
+  if (!s.drafter) return 0;
+  const SpeculativeOptions& o = s.req.opts.speculative;
+  // Drafts sit at positions computed + 1.. and must fit the context; past max_tokens they are waste.
+  int64_t k = std::min({s.draft_length->next(), room, ctx_ - s.computed - 1,
+                        s.req.opts.max_tokens - (int64_t)s.gen->generated().size() - 1});
+  s.draft.clear();
+  if (k <= 0) return 0;
+  s.drafter->propose(s.tokens, k, s.draft);
+  if ((int64_t)s.draft.tokens.size() < std::max<int64_t>(1, o.draft_min)) {
+    s.draft.clear();
+    return 0;
+  }
+  s.tokens.insert(s.tokens.end(), s.draft.tokens.begin(), s.draft.tokens.end());
+  return (int64_t)s.draft.tokens.size();
+}
+
+void Engine::drop_drafts(Sequence& s) {
+  s.tokens.resize((size_t)s.computed + 1);
+  s.draft.clear();
+}
+
+void Engine::verify(Sequence& s, const float* rows) {
+  const int64_t k = (int64_t)s.draft.tokens.size(), base = s.computed;  // base: the pending token's position
+  s.tokens.resize((size_t)base + 1);  // kept drafts come back as the target's own tokens
+  s.chunk = 0;
+  if (!s.has_first) {
+    s.has_first = true;
+    s.t_first = Clock::now();
+  }
+  int64_t kept = 0;
+  try {
+    kept = verify_drafts(*s.gen, rows, model_.config().vocab_size, s.draft, event_,
+                         [&](TokenEvent& ev, bool end) { return deliver(s, ev, end); });
+  } catch (const Error& e) {  // a grammar constraint past its matcher's limits: this sequence only
+    finish(s, e.what());
+  }
+  s.draft.clear();
+  s.draft_length->update(k, kept);
+  draft_tokens_ += k;
+  draft_accepted_ += kept;
+  s.gen->result().draft_tokens += k;
+  s.gen->result().draft_accepted += kept;
+  if (s.done) return;
+  s.computed = base + 1 + kept;
+  blocks_->truncate(s.table, s.computed);  // the rejected drafts' positions: as if never forwarded
+  blocks_->register_full(s.table, s.tokens, s.computed);
 }
 
 void Engine::fork_choices(Sequence& parent, const float* row, std::vector<std::unique_ptr<Sequence>>& born) {
@@ -386,6 +476,7 @@ void Engine::fork_choices(Sequence& parent, const float* row, std::vector<std::u
     c->computed = parent.computed;
     blocks_->fork(parent.table, c->table);
     c->gen = std::make_unique<TokenGenerator>(*c->req.tokenizer, c->req.prompt, c->req.opts);
+    if (c->req.opts.speculative.enabled()) start_drafting(*c, c->req.opts);
     c->gen->result().cached_tokens = parent.gen->result().cached_tokens;
     c->gen->result().choice = (int32_t)i;
     c->admitted_once = c->has_first = true;
@@ -440,6 +531,8 @@ EngineStats Engine::stats() const {
   st.steps = steps_;
   st.preemptions = preemptions_;
   st.last_step_rows = last_rows_;
+  st.draft_tokens = draft_tokens_;
+  st.draft_accepted = draft_accepted_;
   return st;
 }
 

@@ -69,6 +69,7 @@ struct EngineStats {
   int64_t tokens_held = 0;  // positions held by running sequences and open sessions
   uint64_t steps = 0, preemptions = 0;
   int64_t last_step_rows = 0;
+  int64_t draft_tokens = 0, draft_accepted = 0;  // speculative decoding: drafts verified, and kept
 };
 
 // One running sequence as a monitor sees it (llama-server's /slots).
@@ -131,6 +132,15 @@ class Engine {
   void fork_choices(Sequence& parent, const float* row, std::vector<std::unique_ptr<Sequence>>& born);
   // Samples s's next token from row; false when s finished with it.
   bool advance(Sequence& s, const float* row);
+  // Streams the token s just produced and appends it; finishes s when generation ended. Returns
+  // whether s goes on.
+  bool deliver(Sequence& s, TokenEvent& ev, bool end);
+  // Speculative decoding: a drafter per sequence; up to `room` drafts appended to s.tokens for
+  // this step (returns how many); dropped again when blocks are short; verified after the forward.
+  void start_drafting(Sequence& s, const GenerateOptions& opts);
+  int64_t propose_drafts(Sequence& s, int64_t room);
+  void drop_drafts(Sequence& s);
+  void verify(Sequence& s, const float* rows);
   void finish(Sequence& s, const std::string& error = "");
   bool schedule_rows(Sequence& s, int64_t& budget);
 
@@ -149,6 +159,7 @@ class Engine {
   int32_t next_id_ = 1;
   int64_t session_tokens_ = 0;
   uint64_t steps_ = 0, preemptions_ = 0;
+  int64_t draft_tokens_ = 0, draft_accepted_ = 0;
   int64_t last_rows_ = 0;
   int64_t budget_left_ = 0;  // of the step being scheduled (admit's first chunk)
 };

@@ -72,9 +72,23 @@ TokenGenerator::TokenGenerator(const Tokenizer& tok, const std::vector<int32_t>&
 }
 
 bool TokenGenerator::next(const float* logits, int64_t vocab, TokenEvent& ev) {
+  prepare(logits, vocab);
+  return emit(sampler_.draw(), ev);
+}
+
+bool TokenGenerator::next_verified(const float* logits, int64_t vocab, int32_t draft, const TokenDistribution& q,
+                                   TokenEvent& ev, bool& accepted) {
+  prepare(logits, vocab);
+  return emit(sampler_.verify(draft, q, accepted), ev);
+}
+
+void TokenGenerator::prepare(const float* logits, int64_t vocab) {
   logits_.assign(logits, logits + vocab);
   if (matcher_) matcher_->mask_logits(logits_.data(), vocab);
-  int32_t id = sampler_.sample(logits_, context_, result_.tokens);
+  sampler_.prepare(logits_, context_, result_.tokens);
+}
+
+bool TokenGenerator::emit(int32_t id, TokenEvent& ev) {
   // The mask allowed only what the grammar takes, so this advances; false only for an EOS the
   // mask let through because nothing else fitted, which ends generation below anyway.
   if (matcher_) matcher_->accept(id);
@@ -93,7 +107,7 @@ bool TokenGenerator::next(const float* logits, int64_t vocab, TokenEvent& ev) {
   ev.id = id;
   ev.text = std::move(text);
   ev.top.clear();
-  if (opts_.top_logprobs >= 0) {  // sample() left the penalised logits in place
+  if (opts_.top_logprobs >= 0) {  // prepare() left the penalised logits in place
     Sampler::log_softmax(logits_, logp_);
     ev.logprob = logp_[(size_t)id];
     size_t k = std::min((size_t)opts_.top_logprobs, logp_.size());
@@ -137,19 +151,55 @@ GenerateResult generate(Session& session, const Tokenizer& tok, const std::vecto
   auto t1 = clock::now();
   gen.result().prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
   const int64_t V = session.vocab_size();
+  const SpeculativeOptions& spec = opts.speculative;
+  std::unique_ptr<Drafter> drafter = spec.enabled() ? spec.source->open(opts.sampling) : nullptr;
+  std::optional<DraftLength> length;
+  if (drafter) length.emplace(spec);
+  DraftProposal draft;
+  std::vector<int32_t> all = prompt, rows;  // every token so far; the rows of one forward
+  all.reserve(prompt.size() + (size_t)std::min<int64_t>(opts.max_tokens, 1 << 20));
   TokenEvent ev;
-  for (int64_t i = 0; i < opts.max_tokens; i++) {
-    bool end = gen.next(logits->data(), V, ev);
-    if (!on_token(ev)) {
+  bool stopped = false;
+  // Each token goes to the caller; false ends generation (finished, cancelled, or context full).
+  auto take = [&](const TokenEvent& e, bool end) {
+    if (!on_token(e)) {
       gen.set_finish("cancelled");
-      break;
+      return !(stopped = true);
     }
-    if (end) break;
-    if (session.cached() + 1 > session.context_length()) {  // context full: "length", and says so
+    if (end) return !(stopped = true);
+    all.push_back(e.id);
+    if ((int64_t)all.size() > session.context_length()) {  // no position left for it: "length", and says so
       gen.set_context_full(session.context_length());
-      break;
+      return !(stopped = true);
     }
-    logits = &session.forward({ev.id});
+    return true;
+  };
+  take(ev, gen.next(logits->data(), V, ev));
+  while (!stopped) {
+    // all.back() is the pending token: sampled, not yet forwarded (session.cached() positions are).
+    const int64_t base = session.cached();
+    int64_t k = 0;
+    if (drafter) {
+      k = std::min({length->next(), opts.max_tokens - (int64_t)gen.generated().size() - 1,
+                    session.context_length() - base - 1});
+      draft.clear();
+      if (k > 0) drafter->propose(all, k, draft);
+      if ((int64_t)draft.tokens.size() < std::max<int64_t>(1, spec.draft_min)) draft.clear();
+      k = (int64_t)draft.tokens.size();
+    }
+    rows.assign(1, all.back());
+    rows.insert(rows.end(), draft.tokens.begin(), draft.tokens.end());
+    if (k == 0) {
+      logits = &session.forward(rows);
+      take(ev, gen.next(logits->data(), V, ev));
+      continue;
+    }
+    logits = &session.forward_tentative(rows, /*all_rows=*/true);
+    int64_t kept = verify_drafts(gen, logits->data(), V, draft, ev, take);
+    session.truncate(base + 1 + kept);  // the rejected drafts' positions were never there
+    length->update(k, kept);
+    gen.result().draft_tokens += k;
+    gen.result().draft_accepted += kept;
   }
   std::string rest = gen.flush();
   if (!rest.empty()) {

@@ -11,6 +11,7 @@
 #include "grammar/matcher.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
+#include "runtime/speculative.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvad {
@@ -31,6 +32,8 @@ struct GenerateOptions {
   // The tokenizer's vocabulary for the constraint (grammar_vocab()): built on first use when null,
   // which costs a vocabulary's worth of work; a server builds it once per model.
   std::shared_ptr<const grammar::TokenTrie> constraint_vocab;
+  // Speculative decoding (runtime/speculative.h): off unless a draft source is set.
+  SpeculativeOptions speculative;
 };
 
 // The token trie a constraint masks over: every token's bytes, special tokens never allowed,
@@ -54,6 +57,7 @@ struct GenerateResult {
   double prefill_seconds = 0, decode_seconds = 0;
   std::string finish_reason;  // "stop" (EOS or stop string), "length", "cancelled"
   int64_t context_full = 0;   // "length" because the context (of this many tokens) filled, not max_tokens
+  int64_t draft_tokens = 0, draft_accepted = 0;  // speculative decoding: drafts verified, and kept
 
   double prefill_tok_s() const;
   double decode_tok_s() const;
@@ -85,6 +89,11 @@ class TokenGenerator {
   // Samples the next token from logits[vocab] (modified in place by the penalties). Fills `ev`
   // and returns true when generation ends with this token (finish reason set).
   bool next(const float* logits, int64_t vocab, TokenEvent& ev);
+  // Speculative decoding: the same, but the token comes from verifying `draft` (drawn from the
+  // draft's distribution q) against this row's distribution (Sampler::verify); `accepted` says
+  // whether the draft was kept. Output is distributed exactly as next()'s; greedy, identical.
+  bool next_verified(const float* logits, int64_t vocab, int32_t draft, const TokenDistribution& q, TokenEvent& ev,
+                     bool& accepted);
   // After the last token (of any finish reason but "stop"): text held back by the decoder or a
   // partial stop string, as a final event with id -1 (empty text = nothing to send).
   std::string flush();
@@ -95,6 +104,8 @@ class TokenGenerator {
   GenerateResult& result() { return result_; }
 
  private:
+  void prepare(const float* logits, int64_t vocab);  // mask, penalties, filters: sampler_ holds the distribution
+  bool emit(int32_t id, TokenEvent& ev);             // the chosen token: text, stops, logprobs, end
   GenerateOptions opts_;
   Sampler sampler_;
   StreamDecoder decoder_;
@@ -106,6 +117,26 @@ class TokenGenerator {
   GenerateResult result_;
   bool done_ = false;
 };
+
+// Speculative verification: row i (i = 0..k) of `rows` holds the target's logits after the pending
+// token and drafts 0..i-1. Takes tokens row by row until a draft is rejected (that row's own
+// token ends the step) or all k were kept (one more token from the last row). `take(ev, end)`
+// sees each token and returns false to stop (generation ended, cancelled, context full).
+// Returns the drafts kept: their positions stay in the cache, the rest are rolled back.
+template <class Take>
+int64_t verify_drafts(TokenGenerator& gen, const float* rows, int64_t vocab, const DraftProposal& d, TokenEvent& ev,
+                      Take&& take) {
+  const int64_t k = (int64_t)d.tokens.size();
+  for (int64_t i = 0; i <= k; i++) {
+    bool kept = false;
+    const float* row = rows + i * vocab;
+    bool end = i < k ? gen.next_verified(row, vocab, d.tokens[(size_t)i], d.dists[(size_t)i], ev, kept)
+                     : gen.next(row, vocab, ev);
+    if (!take(ev, end)) return i + (kept ? 1 : 0);
+    if (!kept) return i;
+  }
+  return k;
+}
 
 // Runs generation; on_token returns false to cancel (finish_reason "cancelled").
 GenerateResult generate(Session& session, const Tokenizer& tok, const std::vector<int32_t>& prompt,

@@ -49,12 +49,26 @@ void Sampler::apply_penalties(std::vector<float>& logits, const std::vector<int3
   }
 }
 
+double TokenDistribution::probability(int32_t id) const {
+  for (const auto& [w, t] : kept)
+    if (t == id) return total > 0 ? w / total : 0;
+  return 0;
+}
+
 int32_t Sampler::sample(std::vector<float>& logits, const std::vector<int32_t>& context,
                         const std::vector<int32_t>& generated) {
+  prepare(logits, context, generated);
+  return draw();
+}
+
+void Sampler::prepare(std::vector<float>& logits, const std::vector<int32_t>& context,
+                      const std::vector<int32_t>& generated) {
   apply_penalties(logits, context, generated);
   const int32_t V = (int32_t)logits.size();
-  if (p_.temperature == 0) return (int32_t)(std::max_element(logits.begin(), logits.end()) - logits.begin());
-
+  if (p_.temperature == 0) {
+    dist_.certain((int32_t)(std::max_element(logits.begin(), logits.end()) - logits.begin()));
+    return;
+  }
   cand_.resize((size_t)V);
   for (int32_t i = 0; i < V; i++) cand_[(size_t)i] = {logits[(size_t)i] / p_.temperature, i};
   auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
@@ -66,27 +80,23 @@ int32_t Sampler::sample(std::vector<float>& logits, const std::vector<int32_t>& 
   for (auto& c : cand_) mx = std::max(mx, c.first);
   // min-p keeps tokens whose probability is at least min_p x the top one's: a threshold on logits.
   float floor = p_.min_p > 0 ? mx + std::log(p_.min_p) : -INFINITY;
-  // Unnormalised weights exp(l - max), in float (one exp per candidate; a sum in double). The
-  // buffers are members: a step of many sequences allocates nothing here.
-  weights_.resize(cand_.size());
-  double sum = 0;
-  for (size_t i = 0; i < cand_.size(); i++) sum += (weights_[i] = std::exp(cand_[i].first - mx));
-  if (p_.top_p >= 1) {  // no ordering needed: walk the candidates until the draw is used up
-    double kept = 0;
-    for (size_t i = 0; i < cand_.size(); i++)
-      if (cand_[i].first >= floor) kept += weights_[i];
-      else weights_[i] = 0;
-    double r = rng_.uniform() * kept;
-    int32_t last = cand_[0].second;
-    for (size_t i = 0; i < cand_.size(); i++) {
-      if (weights_[i] == 0) continue;
-      last = cand_[i].second;
-      if ((r -= weights_[i]) <= 0) return last;
-    }
-    return last;
+  // The buffers are members: a step of many sequences allocates nothing here.
+  std::vector<std::pair<double, int32_t>>& kept = dist_.kept;
+  kept.clear();
+  if (p_.top_p >= 1) {  // no ordering needed: unnormalised weights exp(l - max), in candidate order
+    double total = 0;
+    for (const auto& [l, id] : cand_)
+      if (l >= floor) {
+        double w = std::exp(l - mx);  // one exp in float per candidate, summed in double
+        kept.push_back({w, id});
+        total += w;
+      }
+    dist_.total = total;
+    return;
   }
+  double sum = 0;
+  for (const auto& c : cand_) sum += std::exp(c.first - mx);
   // top-p needs the largest first: a heap yields them without sorting the whole vocabulary.
-  kept_.clear();
   double cum = 0;
   auto heap_cmp = [&](const auto& a, const auto& b) { return by_logit(b, a); };
   std::make_heap(cand_.begin(), cand_.end(), heap_cmp);
@@ -94,18 +104,50 @@ int32_t Sampler::sample(std::vector<float>& logits, const std::vector<int32_t>& 
   while (end > 0) {
     std::pop_heap(cand_.begin(), cand_.begin() + (ptrdiff_t)end, heap_cmp);
     end--;
-    if (!kept_.empty() && cand_[end].first < floor) break;
+    if (!kept.empty() && cand_[end].first < floor) break;
     double prob = std::exp((double)cand_[end].first - mx) / sum;
-    kept_.push_back({prob, cand_[end].second});
+    kept.push_back({prob, cand_[end].second});
     cum += prob;
     if (cum >= p_.top_p) break;
   }
-  double r = rng_.uniform() * cum;
-  for (auto& [prob, id] : kept_) {
-    r -= prob;
-    if (r <= 0) return id;
+  dist_.total = cum;
+}
+
+int32_t Sampler::draw() {
+  const auto& kept = dist_.kept;
+  if (kept.size() == 1) return kept[0].second;
+  double r = rng_.uniform() * dist_.total;
+  int32_t last = kept[0].second;
+  for (const auto& [w, id] : kept) {
+    if (w == 0) continue;
+    last = id;
+    if ((r -= w) <= 0) return id;
   }
-  return kept_.back().second;
+  return last;
+}
+
+int32_t Sampler::verify(int32_t draft, const TokenDistribution& q, bool& accepted) {
+  const double p_draft = dist_.probability(draft), q_draft = q.probability(draft);
+  accepted = p_draft > 0 && (p_draft >= q_draft || rng_.uniform() * q_draft < p_draft);
+  if (accepted) return draft;
+  // Rejected: the residual max(0, p - q), over p's support (outside it the residual is 0).
+  int32_t top = 0;
+  for (const auto& [w, id] : dist_.kept) top = std::max(top, id);
+  residual_.assign((size_t)top + 1, 0.0);
+  for (const auto& [w, id] : q.kept)
+    if (id <= top && q.total > 0) residual_[(size_t)id] = w / q.total;
+  double total = 0;
+  for (const auto& [w, id] : dist_.kept) total += std::max(0.0, w / dist_.total - residual_[(size_t)id]);
+  if (!(total > 0)) return draw();  // p == q up to rounding: rejection had probability ~0
+  double r = rng_.uniform() * total;
+  int32_t last = dist_.kept[0].second;
+  for (const auto& [w, id] : dist_.kept) {
+    double d = std::max(0.0, w / dist_.total - residual_[(size_t)id]);
+    if (d <= 0) continue;
+    last = id;
+    if ((r -= d) <= 0) return id;
+  }
+  return last;
 }
 
 void Sampler::log_softmax(const std::vector<float>& logits, std::vector<float>& out) {

@@ -22,13 +22,35 @@ struct SamplingParams {
 // Checks ranges and throws an error naming the bad parameter.
 void validate(const SamplingParams& p);
 
+// A distribution over token ids as (weight, id) pairs: the tokens a sampler may draw, weights
+// summing to `total` (not necessarily 1). A one-token list is a certain choice (greedy, or a
+// draft that proposes without sampling).
+struct TokenDistribution {
+  std::vector<std::pair<double, int32_t>> kept;
+  double total = 0;
+  void certain(int32_t id) {
+    kept.assign(1, {1.0, id});
+    total = 1;
+  }
+  double probability(int32_t id) const;
+};
+
 class Sampler {
  public:
   explicit Sampler(const SamplingParams& p);
   // Picks the next token. `context` = prompt + generated so far; `generated` = generated only.
-  // Modifies logits in place.
+  // Modifies logits in place (the penalised logits stay there). = prepare() then draw().
   int32_t sample(std::vector<float>& logits, const std::vector<int32_t>& context,
                  const std::vector<int32_t>& generated);
+  // Penalties, temperature, top-k, min-p, top-p: the distribution the next draw takes a token from.
+  void prepare(std::vector<float>& logits, const std::vector<int32_t>& context, const std::vector<int32_t>& generated);
+  const TokenDistribution& prepared() const { return dist_; }
+  int32_t draw();
+  // Speculative sampling (Leviathan et al. 2023, Chen et al. 2023): `draft` was drawn from the
+  // draft's distribution q. Keeps it with probability min(1, p(draft) / q(draft)), else draws
+  // from the normalised residual max(0, p - q); the token returned is distributed exactly as the
+  // prepared p. Greedy (p certain) keeps the draft iff it is p's choice, using no randomness.
+  int32_t verify(int32_t draft, const TokenDistribution& q, bool& accepted);
   // log-probabilities of the (penalised, temperature-free) distribution, for logprobs reporting.
   static void log_softmax(const std::vector<float>& logits, std::vector<float>& out);
 
@@ -38,8 +60,8 @@ class Sampler {
   SamplingParams p_;
   Rng rng_;
   std::vector<std::pair<float, int32_t>> cand_;
-  std::vector<float> weights_;
-  std::vector<std::pair<double, int32_t>> kept_;
+  TokenDistribution dist_;
+  std::vector<double> residual_;  // verify(): q spread over the vocabulary, then p - q
 };
 
 }  // namespace kvad

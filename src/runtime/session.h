@@ -16,6 +16,10 @@ class Session {
   virtual const std::vector<float>& forward(const std::vector<int32_t>& tokens) = 0;
   // Same, returning the logits of every new token [n, vocab] (scoring).
   virtual const std::vector<float>& forward_all(const std::vector<int32_t>& tokens) = 0;
+  // Speculative decoding: appends positions that may be truncated right after (a pending token
+  // and drafts). Logits of every row (all_rows) or the last; no block is registered for prefix
+  // reuse, so rolling back into one never has to copy it. The next forward registers what stayed.
+  virtual const std::vector<float>& forward_tentative(const std::vector<int32_t>& tokens, bool all_rows) = 0;
   // Positions held.
   virtual int64_t cached() const = 0;
   // Rewinds to n positions where the memory can; RETURNS where it actually landed (a recurrent
