@@ -350,3 +350,27 @@ TEST(CliRun, AFullContextIsSaidNotJustLength) {
   r = run_kvad("run --model " + m + " --prompt-tokens 9707,11,1879,13 -n 3 -c 12 --temperature 0");
   EXPECT_NE(r.err.find("| length |"), std::string::npos) << r.err;
 }
+
+// --spec ngram and --draft on the command line: the same greedy text, the drafts in the stats
+// and the JSON summary; a draft that cannot serve is refused before anything runs.
+TEST(CliRun, SpeculationGivesTheSameTextAndReportsItsDrafts) {
+  const std::string m = tiny("qwen2"), opts = " --prompt-tokens 9707,11,1879,9707,11,1879,9707 -n 24 --temperature 0 --json";
+  auto plain = run_kvad("run --model " + m + opts);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  for (const std::string& spec : {std::string(" --spec ngram"), " --draft " + m + " --draft-quant q8 --draft-p-min 0"}) {
+    SCOPED_TRACE(spec);
+    auto r = run_kvad("run --model " + m + opts + spec);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    // One JSON line per token, then the summary: the token lines are the plain run's.
+    EXPECT_EQ(r.out.substr(0, r.out.rfind("\n{")), plain.out.substr(0, plain.out.rfind("\n{")));
+    Json summary = Json::parse(r.out.substr(r.out.rfind("\n{") + 1));
+    EXPECT_GT(summary["draft_tokens"].get<int64_t>(), 0);
+    EXPECT_NE(r.err.find("drafts kept"), std::string::npos) << r.err;
+  }
+  auto both = run_kvad("run --model " + m + opts + " --spec ngram --draft " + m);
+  EXPECT_NE(both.exit_code, 0);
+  EXPECT_NE(both.err.find("give one"), std::string::npos) << both.err;
+  auto other = run_kvad("run --model " + m + opts + " --draft " + tiny("gpt2"));
+  EXPECT_NE(other.exit_code, 0);
+  EXPECT_NE(other.err.find("same tokenizer"), std::string::npos) << other.err;
+}

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "core/error.h"
 #include "core/fs.h"
 #include "core/json.h"
 #include "models/synth.h"
@@ -468,4 +469,49 @@ TEST(ServeServer, AModelsSizeIsItsWeightsNotTheOptimizerStateBesideThem) {
   EXPECT_EQ(after.bytes, weights);
   EXPECT_EQ(after.parameters, before.parameters);
   EXPECT_GT(after.parameters, 0);
+}
+
+// --spec ngram / --draft: the answer is the plain server's, token for token (greedy), and the
+// drafts are reported as OpenAI's predicted-token counts, llama-server's timings and /metrics.
+TEST(ServeServer, SpeculationChangesNothingButTheCountsItReports) {
+  const Json body = {{"prompt", "one two three four one two three four one two"}, {"max_tokens", 40},
+                     {"temperature", 0}};
+  auto answer = [&](const serve::ServeOptions& o, Json* metrics_text) {
+    Running s(o);
+    auto c = s.client();
+    int status = 0;
+    Json j = post(c, "/v1/completions", body, &status);
+    EXPECT_EQ(status, 200) << j.dump();
+    if (metrics_text) *metrics_text = c.Get("/metrics")->body;
+    return j;
+  };
+  Json plain = answer(options(), nullptr);
+  for (const char* kind : {"ngram", "draft"}) {
+    SCOPED_TRACE(kind);
+    serve::ServeOptions o = options();
+    if (std::string(kind) == "ngram") o.speculative.spec = "ngram";
+    else o.speculative.draft = tiny_model(), o.speculative.draft_quant = "q8", o.speculative.draft_p_min = 0;
+    Json metrics;
+    Json spec = answer(o, &metrics);
+    EXPECT_EQ(spec["choices"][0]["text"], plain["choices"][0]["text"]);
+    const Json& details = spec["usage"]["completion_tokens_details"];
+    int64_t kept = details["accepted_prediction_tokens"], rejected = details["rejected_prediction_tokens"];
+    EXPECT_GT(kept + rejected, 0);
+    EXPECT_EQ(spec["timings"]["draft_n"].get<int64_t>(), kept + rejected);
+    EXPECT_EQ(spec["timings"]["draft_n_accepted"].get<int64_t>(), kept);
+    EXPECT_NE(metrics.get<std::string>().find("kvad_draft_accepted_total " + std::to_string(kept)), std::string::npos);
+    EXPECT_FALSE(plain["usage"].contains("completion_tokens_details"));
+  }
+  // A draft with another vocabulary is refused at start, naming it.
+  serve::ServeOptions bad = options();
+  std::string other = test::temp_dir("serve-other-draft");
+  test::RunResult r = test::run_kvad("synth --arch gpt2 --preset tiny-v512 --out " + other + " --force");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  bad.speculative.draft = other;
+  try {
+    Running s(bad);
+    FAIL() << "started with a draft of another tokenizer";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("same tokenizer"), std::string::npos) << e.what();
+  }
 }

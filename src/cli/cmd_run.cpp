@@ -118,7 +118,7 @@ void add_run(CLI::App& app) {
     std::unique_ptr<Session> session = engine.open_session();
     install_interrupt_handler();
     GenerateOptions g = generate_options(m, a->sampling);
-    g.speculative = speculative_options(a->model.spec, m, engine.context_length(), 1);
+    g.speculative = load_speculative(a->model.spec, m, engine.context_length());
     GenerateResult r = generate(*session, *m.tokenizer, prompt, g,
                                 [&](const TokenEvent& ev) {
                                   if (a->json) {

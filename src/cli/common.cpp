@@ -54,7 +54,7 @@ EngineOptions engine_options(const ModelArgs& a) {
   return o;
 }
 
-void add_spec_args(CLI::App* cmd, SpecArgs& a) {
+void add_spec_args(CLI::App* cmd, SpeculativeConfig& a) {
   cmd->add_option("--draft,--model-draft", a.draft,
                   "speculative decoding with a draft model: a smaller model with the same tokenizer (or the model itself "
                   "with --draft-quant q4); output is unchanged, only faster when the draft agrees often");
@@ -75,24 +75,10 @@ void add_spec_args(CLI::App* cmd, SpecArgs& a) {
       ->check(CLI::Range(1, 64));
 }
 
-SpeculativeOptions speculative_options(const SpecArgs& a, const LoadedModel& target, int64_t ctx, int64_t sequences) {
-  SpeculativeOptions o;
-  o.draft_max = a.draft_max;
-  o.draft_min = a.draft_min;
-  validate(o);
-  if (!a.draft.empty() && !a.spec.empty()) fail("--draft and --spec {} both name a draft source: give one", a.spec);
-  if (a.any() && !target.model->memory_spec().rewindable())
-    fail("{}: speculative decoding needs a memory that can roll back rejected drafts, and this model keeps a "
-         "recurrent state; run without --draft / --spec",
-         target.path);
-  if (a.spec == "ngram") o.source = make_lookup_draft(a.ngram_min, a.ngram_max);
-  if (a.draft.empty()) return o;
-  LoadOptions lo;
-  lo.format = parse_weight_format(a.draft_quant);
-  auto draft = std::make_shared<LoadedModel>(load_model(a.draft, lo));
-  if (!draft->load_report.note.empty()) std::fprintf(stderr, "kvad: draft: %s\n", draft->load_report.note.c_str());
-  check_draft_vocabulary(target, *draft);
-  o.source = make_model_draft(draft, target.model->config().vocab_size, ctx, sequences, a.draft_p_min);
+SpeculativeOptions load_speculative(const SpeculativeConfig& a, const LoadedModel& target, int64_t ctx) {
+  std::string note;
+  SpeculativeOptions o = speculative_options(a, target, ctx, 1, &note);
+  if (!note.empty()) std::fprintf(stderr, "kvad: draft: %s\n", note.c_str());
   return o;
 }
 

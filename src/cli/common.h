@@ -11,18 +11,6 @@
 
 namespace kvad::cli {
 
-// Speculative decoding (runtime/speculative.h): --draft MODEL or --spec ngram, on run, chat, tui
-// and serve.
-struct SpecArgs {
-  std::string draft;              // a draft model: any name load_model takes
-  std::string draft_quant = "auto";
-  std::string spec;               // "ngram": prompt lookup, no second model
-  int64_t draft_max = 16, draft_min = 0;
-  double draft_p_min = 0.75;
-  int64_t ngram_min = 1, ngram_max = 4;
-  bool any() const { return !draft.empty() || !spec.empty(); }
-};
-
 struct ModelArgs {
   std::string model;
   int threads = 0;         // 0 = all cores
@@ -30,12 +18,12 @@ struct ModelArgs {
   std::string quant = "auto";
   std::string kv_type = "f32";  // --kv-type: what the KV cache stores
   int64_t ctx = 0;              // -c/--ctx: cap the context (0 = the model's); run, chat
-  SpecArgs spec;                // where add_spec_args registered them: run, chat, tui
+  SpeculativeConfig spec;       // where add_spec_args registered them: run, chat, tui
 };
-void add_spec_args(CLI::App* cmd, SpecArgs& a);
-// What the flags name (no source when neither --draft nor --spec): a draft model is loaded, with
-// an engine for `sequences` drafters at the target's context, and its vocabulary checked.
-SpeculativeOptions speculative_options(const SpecArgs& a, const LoadedModel& target, int64_t ctx, int64_t sequences);
+// Speculative decoding's flags (--draft MODEL or --spec ngram and their knobs): run, chat, tui, serve.
+void add_spec_args(CLI::App* cmd, SpeculativeConfig& a);
+// speculative_options() with the draft's load note printed, as the target's is.
+SpeculativeOptions load_speculative(const SpeculativeConfig& a, const LoadedModel& target, int64_t ctx);
 
 void add_model_args(CLI::App* cmd, ModelArgs& a, bool model_required = true);
 void add_kv_type_option(CLI::App* cmd, std::string& kv_type);  // also on serve, which has no ModelArgs

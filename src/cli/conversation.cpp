@@ -19,7 +19,7 @@ std::unique_ptr<RunningModel> start_model(const ModelArgs& args, bool completion
   }
   r->engine = std::make_unique<Engine>(*r->m.model, engine_options(args));
   r->session = r->engine->open_session();
-  r->speculative = speculative_options(args.spec, r->m, r->engine->context_length(), 1);
+  r->speculative = load_speculative(args.spec, r->m, r->engine->context_length());
   return r;
 }
 

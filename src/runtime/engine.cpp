@@ -446,10 +446,19 @@ void Engine::verify(Sequence& s, const float* rows) {
     s.has_first = true;
     s.t_first = Clock::now();
   }
-  int64_t kept = 0;
+  // The request's counts are current before each token is delivered: the last one may finish s,
+  // which hands its result over. Row i's token equals draft i exactly when the draft was kept
+  // (a rejected draft has no mass in the residual it is redrawn from).
+  GenerateResult& res = s.gen->result();
+  const int64_t kept_before = res.draft_accepted;
+  res.draft_tokens += k;
+  int64_t kept = 0, row = 0;
   try {
-    kept = verify_drafts(*s.gen, rows, model_.config().vocab_size, s.draft, event_,
-                         [&](TokenEvent& ev, bool end) { return deliver(s, ev, end); });
+    kept = verify_drafts(*s.gen, rows, model_.config().vocab_size, s.draft, event_, [&](TokenEvent& ev, bool end) {
+      res.draft_accepted = kept_before + row + (row < k && ev.id == s.draft.tokens[(size_t)row] ? 1 : 0);
+      row++;
+      return deliver(s, ev, end);
+    });
   } catch (const Error& e) {  // a grammar constraint past its matcher's limits: this sequence only
     finish(s, e.what());
   }
@@ -457,8 +466,6 @@ void Engine::verify(Sequence& s, const float* rows) {
   s.draft_length->update(k, kept);
   draft_tokens_ += k;
   draft_accepted_ += kept;
-  s.gen->result().draft_tokens += k;
-  s.gen->result().draft_accepted += kept;
   if (s.done) return;
   s.computed = base + 1 + kept;
   blocks_->truncate(s.table, s.computed);  // the rejected drafts' positions: as if never forwarded

@@ -172,4 +172,26 @@ void check_draft_vocabulary(const LoadedModel& target, const LoadedModel& draft)
            target.path);
 }
 
+SpeculativeOptions speculative_options(const SpeculativeConfig& a, const LoadedModel& target, int64_t ctx,
+                                       int64_t sequences, std::string* note) {
+  SpeculativeOptions o;
+  o.draft_max = a.draft_max;
+  o.draft_min = a.draft_min;
+  validate(o);
+  if (!a.draft.empty() && !a.spec.empty()) fail("--draft and --spec {} both name a draft source: give one", a.spec);
+  if (a.any() && !target.model->memory_spec().rewindable())
+    fail("{}: speculative decoding needs a memory that can roll back rejected drafts, and this model keeps a "
+         "recurrent state; run without --draft / --spec",
+         target.path);
+  if (a.spec == "ngram") o.source = make_lookup_draft(a.ngram_min, a.ngram_max);
+  if (a.draft.empty()) return o;
+  LoadOptions lo;
+  lo.format = parse_weight_format(a.draft_quant);
+  auto draft = std::make_shared<LoadedModel>(load_model(a.draft, lo));
+  if (note) *note = draft->load_report.note;
+  check_draft_vocabulary(target, *draft);
+  o.source = make_model_draft(draft, target.model->config().vocab_size, ctx, sequences, a.draft_p_min);
+  return o;
+}
+
 }  // namespace kvad

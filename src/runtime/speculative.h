@@ -77,6 +77,22 @@ struct SpeculativeOptions {
 // Checks the bounds; throws naming the flag.
 void validate(const SpeculativeOptions& o);
 
+// What a user asks for (--draft MODEL or --spec ngram and their knobs), before anything is loaded.
+struct SpeculativeConfig {
+  std::string draft;               // a draft model: any name load_model takes
+  std::string draft_quant = "auto";
+  std::string spec;                // "ngram": prompt lookup, no second model
+  int64_t draft_max = 16, draft_min = 0;
+  double draft_p_min = 0.75;
+  int64_t ngram_min = 1, ngram_max = 4;
+  bool any() const { return !draft.empty() || !spec.empty(); }
+};
+// The options it names for `target` (no source when it names none): a draft model is loaded, with
+// an engine for `sequences` drafters at context `ctx`, and its vocabulary checked. `note` gets the
+// draft's load note ("quantised to q4, cached to ...").
+SpeculativeOptions speculative_options(const SpeculativeConfig& c, const LoadedModel& target, int64_t ctx,
+                                       int64_t sequences, std::string* note = nullptr);
+
 // The per-sequence length of the next proposal: grows by one while every draft is kept, falls to
 // just past the last kept run when one is rejected, within [max(draft_min, 1), draft_max].
 class DraftLength {

@@ -20,6 +20,8 @@ std::string model_id(const LoadedModel& m) { return m.served_as.empty() ? model_
 
 void ModelHost::set_model(std::shared_ptr<const LoadedModel> m) {
   engine_.reset();  // cancels the old model's sequences (their clients hear "cancelled")
+  speculative_ = {};
+  speculative_error_.clear();
   model_ = std::move(m);
   if (!model_) return;
   EngineOptions o;
@@ -30,6 +32,15 @@ void ModelHost::set_model(std::shared_ptr<const LoadedModel> m) {
   o.step_tokens = cfg_.step_tokens;
   o.kv_type = cfg_.kv_type;
   engine_ = std::make_unique<Engine>(*model_->model, o);
+  if (!cfg_.speculative.any()) return;
+  try {
+    std::string note;
+    speculative_ = speculative_options(cfg_.speculative, *model_, engine_->context_length(), o.max_running, &note);
+    if (!note.empty()) std::fprintf(stderr, "kvad: draft: %s\n", note.c_str());
+  } catch (const Error& e) {  // a model loaded later from the UI may not fit the draft: serve it plainly
+    speculative_error_ = e.what();
+    std::fprintf(stderr, "kvad: warning: speculative decoding is off for %s: %s\n", model_->name.c_str(), e.what());
+  }
 }
 
 EngineThread::EngineThread(EngineConfig cfg) : cfg_(cfg), host_(cfg) { thread_ = std::thread([this] { loop(); }); }
@@ -79,6 +90,8 @@ void EngineThread::load_now(const std::string& name, const std::string& alias) {
     std::lock_guard<std::mutex> lk(mu_);
     if (running_ || !jobs_.empty() || generations_ > 0) fail("load_now: the engine is busy");
     host_.set_model(m);
+    // The model named at start must take the draft it was started with.
+    if (!host_.speculative_error().empty()) fail("{}", host_.speculative_error());
     model_ = m;
   }
   refresh_stats();  // takes mu_ itself
@@ -125,6 +138,8 @@ void EngineThread::refresh_stats() {
   stats_.waiting = s.waiting;
   stats_.steps = s.steps;
   stats_.preemptions = s.preemptions;
+  stats_.draft_tokens = s.draft_tokens;
+  stats_.draft_accepted = s.draft_accepted;
   stats_.last_step_rows = s.last_step_rows;
 }
 
@@ -202,7 +217,9 @@ void EngineThread::start_generation(const std::shared_ptr<GenJob>& g) {
     status = 503;
   } else {
     try {
-      e->submit(g->request(*this));
+      GenerationRequest r = g->request(*this);
+      r.opts.speculative = host_.speculative();
+      e->submit(std::move(r));
       return;
     } catch (const Error& ex) {
       error = ex.what();

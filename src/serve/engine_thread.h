@@ -31,6 +31,7 @@ struct EngineConfig {
   int64_t step_tokens = 256;  // rows per step (decodes + prefill chunks)
   int max_choices = 8;        // cap on n
   kernels::KvType kv_type = kernels::KvType::F32;  // what the KV cache stores (--kv-type)
+  SpeculativeConfig speculative;  // --draft / --spec: every generation speculates when set
 };
 
 // What the engine thread owns: the loaded model and the runtime engine over it. Only code on the
@@ -46,10 +47,16 @@ class ModelHost {
   Engine* engine() { return engine_.get(); }
   const Engine* engine() const { return engine_.get(); }
   int64_t context_length() const { return engine_ ? engine_->context_length() : 0; }
+  // The loaded model's speculation (off when none was asked for, or when the draft does not fit
+  // this model: speculative_error() says why).
+  const SpeculativeOptions& speculative() const { return speculative_; }
+  const std::string& speculative_error() const { return speculative_error_; }
 
  private:
   EngineConfig cfg_;
   std::shared_ptr<const LoadedModel> model_;
+  SpeculativeOptions speculative_;  // before engine_: a draft's engine outlives no target engine
+  std::string speculative_error_;
   std::unique_ptr<Engine> engine_;
 };
 
@@ -74,6 +81,7 @@ struct LiveStats {
   std::atomic<int64_t> blocks_total{0}, blocks_used{0}, blocks_cached{0}, blocks_free{0}, block_size{0};
   std::atomic<int64_t> running{0}, waiting{0}, last_step_rows{0};
   std::atomic<uint64_t> steps{0}, preemptions{0};
+  std::atomic<int64_t> draft_tokens{0}, draft_accepted{0};  // speculative decoding, since start
   std::atomic<int64_t> last_prompt_tokens{0}, last_cached_tokens{0}, last_completion_tokens{0};
   std::atomic<double> last_prefill_tok_s{0}, last_decode_tok_s{0}, last_ttft_s{0};
   std::atomic<uint64_t> jobs_run{0};

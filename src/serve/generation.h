@@ -41,6 +41,8 @@ struct ChoicesUsage {
       u.cached_tokens = r.cached_tokens;
     }
     u.completion_tokens += (int64_t)r.tokens.size();
+    u.draft_tokens += r.draft_tokens;
+    u.draft_accepted += r.draft_accepted;
   }
 };
 

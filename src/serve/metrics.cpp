@@ -87,6 +87,9 @@ std::string Metrics::prometheus(EngineThread& s) const {
   gauge(out, "kvad_sequences_waiting", "Sequences admitted and waiting for a slot or blocks.", (double)e.waiting.load());
   counter(out, "kvad_engine_steps_total", "Forward passes of the engine loop.", (double)e.steps.load());
   counter(out, "kvad_preemptions_total", "Sequences preempted (blocks freed, recomputed later).", (double)e.preemptions.load());
+  counter(out, "kvad_draft_tokens_total", "Speculative decoding: drafted tokens the model verified.", (double)e.draft_tokens.load());
+  counter(out, "kvad_draft_accepted_total", "Speculative decoding: drafted tokens kept (each saved a decode step).",
+          (double)e.draft_accepted.load());
   gauge(out, "kvad_kv_cache_bytes_per_token", "KV cache bytes stored per position.", (double)e.kv_bytes_per_token.load());
   gauge(out, "kvad_kv_cache_tokens", "Positions held in the KV cache, all sessions.", (double)e.tokens_held.load());
   gauge(out, "kvad_context_length", "Context length of the loaded model (after --ctx).", (double)e.context_length.load());

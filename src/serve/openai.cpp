@@ -219,10 +219,16 @@ std::string new_completion_id(bool chat) {
 std::string wire_finish_reason(const std::string& r) { return r == "length" ? "length" : "stop"; }
 
 Json usage_json(const Usage& u) {
-  return {{"prompt_tokens", u.prompt_tokens},
-          {"completion_tokens", u.completion_tokens},
-          {"total_tokens", u.prompt_tokens + u.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+  Json j = {{"prompt_tokens", u.prompt_tokens},
+            {"completion_tokens", u.completion_tokens},
+            {"total_tokens", u.prompt_tokens + u.completion_tokens},
+            {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+  // Speculative drafts in OpenAI's fields for predicted tokens: kept ones are part of the answer;
+  // rejected ones were computed and thrown away (not counted in completion_tokens).
+  if (u.draft_tokens > 0)
+    j["completion_tokens_details"] = {{"accepted_prediction_tokens", u.draft_accepted},
+                                      {"rejected_prediction_tokens", u.draft_tokens - u.draft_accepted}};
+  return j;
 }
 
 static Json bytes_of(const std::string& s) {

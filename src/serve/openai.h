@@ -81,6 +81,7 @@ struct TokenOut {
 
 struct Usage {
   int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
+  int64_t draft_tokens = 0, draft_accepted = 0;  // speculative decoding (0 drafted: not reported)
 };
 
 // "chatcmpl-<24 hex>" / "cmpl-<24 hex>".

@@ -29,7 +29,9 @@ std::string finish_with_calls(const std::string& finish, bool called) {
 Json timings_json(const GenerateResult& r, double ttft_seconds) {
   return {{"prefill_tokens_per_second", r.prefill_tok_s()},
           {"decode_tokens_per_second", r.decode_tok_s()},
-          {"time_to_first_token_seconds", ttft_seconds}};
+          {"time_to_first_token_seconds", ttft_seconds},
+          {"draft_n", r.draft_tokens},  // llama-server's names for speculative decoding's counts
+          {"draft_n_accepted", r.draft_accepted}};
 }
 
 // Non-streaming: wait for every choice's whole answer.

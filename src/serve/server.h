@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "runtime/speculative.h"
 #include "serve/request_log.h"
 
 namespace kvad::serve {
@@ -41,6 +42,7 @@ struct ServeOptions {
   // Origins ("https://app.example") allowed to call the API from a browser: they get CORS
   // headers and may send state-changing requests. Other Origins get 403 on those.
   std::vector<std::string> cors_origins;
+  SpeculativeConfig speculative;  // --draft / --spec (runtime/speculative.h)
   std::string alias;  // the id --model is served as (clients with a hard-coded model name)
   // Slow clients: seconds to send a whole request (headers + body; an idle keep-alive wait
   // counts), and pending connections per client address (see conn_guard.h).
