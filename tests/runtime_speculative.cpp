@@ -339,3 +339,25 @@ TEST(Speculation, ADraftWithAnotherTokenizerIsRefused) {
   }
   EXPECT_NO_THROW(check_draft_vocabulary(*target, *tiny("llama", 1)));  // same tokenizer, another family
 }
+
+TEST(Speculation, DraftLengthGrowsOnKeptRunsAndBacksOffFromMisses) {
+  SpeculativeOptions o;
+  o.draft_max = 6;
+  DraftLength d(o);
+  int64_t k = d.next();
+  for (int i = 0; i < 5; i++) {
+    d.update(k, k);
+    k = d.next();
+  }
+  EXPECT_EQ(k, 6) << "every draft kept: up to --draft-max";
+  d.update(k, 2);
+  EXPECT_EQ(d.next(), 3) << "a rejection after 2 kept: the next proposal reaches one past them";
+  // Whole proposals rejected: drafting pauses 1, then 2, then 4 steps, proposing 1 between.
+  std::vector<int64_t> seen;
+  for (int i = 0; i < 10; i++) {
+    int64_t n = d.next();
+    seen.push_back(n);
+    if (n > 0) d.update(n, 0);
+  }
+  EXPECT_EQ(seen, (std::vector<int64_t>{3, 0, 1, 0, 0, 1, 0, 0, 0, 0}));
+}

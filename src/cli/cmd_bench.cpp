@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/threads.h"
 #include "core/fs.h"
+#include "core/rng.h"
 #include "runtime/bench.h"
 #include "serve/serving_bench.h"
 
@@ -146,6 +147,44 @@ static void add_bench_serve(CLI::App* bench) {
   });
 }
 
+// kvad bench --spec ngram / --draft MODEL: plain and speculative greedy decoding side by side.
+static void bench_speculation(const ModelArgs& args, const std::string& prompt_file, const std::string& prompt_tokens,
+                              int64_t gen, int reps, bool json) {
+  ModelArgs target_args = args;
+  if (target_args.model.empty()) target_args.model = default_model();
+  LoadedModel m = load_from_args(target_args);
+  std::vector<int32_t> prompt;
+  if (!prompt_file.empty()) {
+    prompt = m.tokenizer->encode(read_file(prompt_file), true, true);
+  } else {
+    Rng rng(7654321);
+    prompt.resize((size_t)parse_list(prompt_tokens, "--prompt-tokens").front());
+    for (auto& t : prompt) t = (int32_t)rng.below((uint64_t)m.tokenizer->vocab_size());
+  }
+  SpeculativeOptions spec = load_speculative(args.spec, m, m.model->context_length());
+  SpeculativeRun r = bench_speculative(*m.model, *m.tokenizer, prompt, gen, reps, spec);
+  const double rate = r.drafted ? (double)r.kept / (double)r.drafted : 0;
+  if (json) {
+    Json j = {{"model", m.name}, {"quant", m.model->weight_format()}, {"drafts", spec.source->describe()},
+              {"prompt_tokens", prompt.size()}, {"gen_tokens", gen}, {"reps", reps},
+              {"plain_decode_tok_s", stats_json(r.plain_tok_s)}, {"spec_decode_tok_s", stats_json(r.spec_tok_s)},
+              {"speedup", stats_json(r.ratio)}, {"drafted", r.drafted}, {"kept", r.kept}, {"acceptance", rate},
+              {"same_output", r.same_output}, {"threads", pool().size()}, {"machine", cpu_summary()}};
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("%s (%s), drafts from %s; prompt %zu tokens, %lld generated, %d reps, %d threads, %s\n", m.name.c_str(),
+                m.model->weight_format().c_str(), spec.source->describe().c_str(), prompt.size(), (long long)gen, reps,
+                pool().size(), cpu_summary().c_str());
+    std::printf("plain decode %s tok/s | speculative %s tok/s | speed-up %s x%s\n",
+                with_spread(r.plain_tok_s, 1).c_str(), with_spread(r.spec_tok_s, 1).c_str(),
+                with_spread(r.ratio, 2).c_str(), busy_note(r.other_cores).c_str());
+    std::printf("drafts kept %lld of %lld (%.0f%%); output %s\n", (long long)r.kept, (long long)r.drafted, 100 * rate,
+                r.same_output ? "identical to plain decoding" : "DIFFERENT from plain decoding");
+    busy_footnote();
+  }
+  if (!r.same_output) fail("speculative output differed from plain greedy decoding");
+}
+
 void add_bench(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "measure prefill and decode speed of a model");
   struct Args {
@@ -154,6 +193,7 @@ void add_bench(CLI::App& app) {
     int64_t gen_tokens = 128;
     int reps = 5, warmup = 1;
     bool json = false, no_bandwidth = false;
+    std::string prompt_file;  // speculative: the prompt (e.g. a passage to repeat)
   };
   auto a = std::make_shared<Args>();
   add_model_args(cmd, a->model, /*required=*/false);  // `kvad bench serve` needs none
@@ -166,8 +206,12 @@ void add_bench(CLI::App& app) {
   cmd->add_flag("--no-bandwidth", a->no_bandwidth, "skip the memory-bandwidth probe");
   cmd->add_option("--batch", a->batch, "the engine batched instead, e.g. 1,4,8,16: that many sequences prefilled in one "
                   "step, then decoded together (aggregate tok/s; llama-batched-bench's measurement, no HTTP)");
+  add_spec_args(cmd, a->model.spec);
+  cmd->add_option("--prompt-file", a->prompt_file, "with --spec / --draft: the prompt, a text file (default: -p random "
+                  "tokens, which no draft can guess)");
   cmd->callback([a, cmd] {
     if (cmd->got_subcommand("serve")) return;
+    if (a->model.spec.any()) return bench_speculation(a->model, a->prompt_file, a->prompt_tokens, a->gen_tokens, a->reps, a->json);
     if (a->model.model.empty()) a->model.model = default_model();  // as run does; `kvad bench serve` measures a server
     std::vector<int64_t> ps = parse_list(a->prompt_tokens, "--prompt-tokens");
     if (a->gen_tokens < 0) fail("--gen-tokens must be >= 0");

@@ -74,6 +74,49 @@ BenchRun bench_model(const Model& model, int64_t P, int64_t G, int reps, int war
   return r;
 }
 
+SpeculativeRun bench_speculative(const Model& model, const Tokenizer& tok, const std::vector<int32_t>& prompt,
+                                 int64_t G, int reps, const SpeculativeOptions& spec) {
+  if (G < 2 || reps < 1) fail("speculative bench: gen {} reps {} (need >= 2, >= 1)", G, reps);
+  EngineOptions eo;
+  eo.ctx = std::min<int64_t>(model.context_length(), (int64_t)prompt.size() + G + 1);
+  if ((int64_t)prompt.size() + G > eo.ctx)
+    fail("speculative bench: a prompt of {} tokens and {} more do not fit the context of {}", prompt.size(), G, eo.ctx);
+  Engine engine(model, eo);
+  GenerateOptions plain;
+  plain.sampling.temperature = 0;
+  plain.max_tokens = G;
+  plain.reuse_prefix = false;
+  GenerateOptions fast = plain;
+  fast.speculative = spec;
+  auto once = [&](const GenerateOptions& g) {
+    auto s = engine.open_session();
+    return generate(*s, tok, prompt, g, [](const TokenEvent&) { return true; });
+  };
+  once(plain);  // warm-up: page in the weights, grow the buffers
+  once(fast);
+  SpeculativeRun r;
+  r.reps = reps;
+  r.gen_tokens = G;
+  std::vector<double> a, b, ratio;
+  for (int i = 0; i < reps; i++) {
+    ForeignCpu foreign;
+    GenerateResult p, f;
+    if (i % 2 == 0) p = once(plain), f = once(fast);
+    else f = once(fast), p = once(plain);
+    r.other_cores = std::max(r.other_cores, foreign.cores_since());
+    a.push_back(p.decode_tok_s());
+    b.push_back(f.decode_tok_s());
+    ratio.push_back(b.back() / a.back());
+    r.drafted += f.draft_tokens;
+    r.kept += f.draft_accepted;
+    r.same_output = r.same_output && p.tokens == f.tokens;
+  }
+  r.plain_tok_s = stats_of(a);
+  r.spec_tok_s = stats_of(b);
+  r.ratio = stats_of(ratio);
+  return r;
+}
+
 BatchedRun bench_batched(const Model& model, const Tokenizer& tok, int64_t P, int64_t G, int64_t B,
                          kernels::KvType kv_type) {
   if (P < 1 || G < 2 || B < 1) fail("batched bench: prompt {} gen {} batch {} (need >= 1, >= 2, >= 1)", P, G, B);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "models/model.h"
+#include "runtime/speculative.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvad {
@@ -40,6 +41,21 @@ struct BatchedRun {
 };
 BatchedRun bench_batched(const Model& model, const Tokenizer& tok, int64_t prompt_tokens, int64_t gen_tokens,
                          int64_t batch, kernels::KvType kv_type = kernels::KvType::F32);
+
+// Speculative decoding against plain decoding, side by side: the same greedy generation of G
+// tokens after `prompt` (fresh sessions, no prefix reuse, end-of-sequence ignored), plain and
+// speculative alternating in each rep so both see the same machine. Decode tok/s of each, the
+// per-rep ratio, the drafts kept, and whether every speculative output was the plain one.
+struct SpeculativeRun {
+  int reps = 0;
+  int64_t gen_tokens = 0;
+  Stats plain_tok_s, spec_tok_s, ratio;
+  int64_t drafted = 0, kept = 0;
+  bool same_output = true;
+  double other_cores = 0;  // the most other processes used during a rep
+};
+SpeculativeRun bench_speculative(const Model& model, const Tokenizer& tok, const std::vector<int32_t>& prompt,
+                                 int64_t gen_tokens, int reps, const SpeculativeOptions& spec);
 
 // Read bandwidth of this machine with the process's threads (GB/s, 1e9 bytes): the bound decode
 // cannot beat, since each token reads every weight once.

@@ -18,8 +18,22 @@ void validate(const SpeculativeOptions& o) {
 DraftLength::DraftLength(const SpeculativeOptions& o)
     : lo_(std::max<int64_t>(1, o.draft_min)), hi_(o.draft_max), k_(std::clamp<int64_t>(4, lo_, hi_)) {}
 
+int64_t DraftLength::next() {
+  if (pause_ > 0) {
+    pause_--;
+    return 0;
+  }
+  return k_;
+}
+
 void DraftLength::update(int64_t proposed, int64_t kept) {
   if (proposed <= 0) return;
+  if (kept == 0) {
+    pause_ = backoff_;
+    backoff_ = std::min<int64_t>(32, backoff_ * 2);
+  } else {
+    backoff_ = 1;
+  }
   // All kept: the drafter is on a run, reach further. A rejection: the run it had is the best guess.
   k_ = kept == proposed ? std::min(hi_, k_ + 1) : std::clamp<int64_t>(kept + 1, lo_, hi_);
 }

@@ -94,15 +94,19 @@ SpeculativeOptions speculative_options(const SpeculativeConfig& c, const LoadedM
                                        int64_t sequences, std::string* note = nullptr);
 
 // The per-sequence length of the next proposal: grows by one while every draft is kept, falls to
-// just past the last kept run when one is rejected, within [max(draft_min, 1), draft_max].
+// just past the last kept run when one is rejected, within [max(draft_min, 1), draft_max]. A
+// proposal rejected whole pauses drafting for 1, 2, 4 .. 32 steps (reset by a kept draft): each
+// rejected draft costs a row of the verifying forward, so a drafter that keeps missing (a
+// passage the output has left) stops costing anything within a few steps.
 class DraftLength {
  public:
   explicit DraftLength(const SpeculativeOptions& o);
-  int64_t next() const { return k_; }
+  int64_t next();  // 0 while paused; one call per decode step
   void update(int64_t proposed, int64_t kept);
 
  private:
   int64_t lo_, hi_, k_;
+  int64_t pause_ = 0, backoff_ = 1;
 };
 
 }  // namespace kvad
