@@ -40,6 +40,8 @@ class Weight {
   static Weight from_tensor(const TensorView& t, WeightFormat fmt);
   // From a [cols, rows] tensor (GPT-2's Conv1D stores [in, out]): transposed once at load.
   static Weight from_tensor_transposed(const TensorView& t, WeightFormat fmt);
+  // From values [rows, cols] in `fmt` (F32/BF16 copy them, the rest quantise).
+  static Weight from_f32(std::vector<float> v, int64_t rows, int64_t cols, WeightFormat fmt);
   static Weight from_quant(QuantMatrix q);
   static Weight from_kquant(KQuantMatrix q);
 
@@ -60,7 +62,6 @@ class Weight {
   const KQuantMatrix& kquant() const { return kq_; }  // empty unless a K-quant weight
 
  private:
-  static Weight from_f32(std::vector<float> v, int64_t rows, int64_t cols, WeightFormat fmt);
   int64_t rows_ = 0, cols_ = 0;
   kernels::WType wt_ = kernels::WType::F32;
   const void* data_ = nullptr;
