@@ -113,7 +113,7 @@ void add_run(CLI::App& app) {
     } else {
       prompt = m.tokenizer->encode(a->prompt, true, true);
     }
-    Engine engine(*m.model, engine_options(a->model));
+    Engine engine(*m.model, engine_options(a->model, m));
     std::unique_ptr<Session> session = engine.open_session();
     install_interrupt_handler();
     GenerateResult r = generate(*session, *m.tokenizer, prompt, generate_options(m, a->sampling),

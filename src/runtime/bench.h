@@ -29,6 +29,12 @@ struct BenchRun {
 
 BenchRun bench_model(const Model& model, int64_t prompt_tokens, int64_t gen_tokens, int reps, int warmup,
                      kernels::KvType kv_type = kernels::KvType::F32);
+// The same measurement under several adapter sets (`variants`, {} = the base alone), rep by rep in
+// turn on the same prompt: a drift of the machine's speed (other load, heat) shifts every variant
+// alike, so their ratio is the adapters' cost. One BenchRun per variant.
+std::vector<BenchRun> bench_interleaved(const Model& model, int64_t prompt_tokens, int64_t gen_tokens, int reps,
+                                        int warmup, kernels::KvType kv_type,
+                                        const std::vector<std::vector<LoraUse>>& variants);
 
 // The engine alone, batched (llama-batched-bench's measurement, no HTTP): B sequences of P random
 // prompt tokens prefilled in one step, then decoded together for G greedy steps through the
