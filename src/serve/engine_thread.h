@@ -31,6 +31,7 @@ struct EngineConfig {
   int64_t step_tokens = 256;  // rows per step (decodes + prefill chunks)
   int max_choices = 8;        // cap on n
   kernels::KvType kv_type = kernels::KvType::F32;  // what the KV cache stores (--kv-type)
+  std::vector<std::string> loras;  // --lora PATH[:SCALE]: adapters of the model loaded at start
 };
 
 // What the engine thread owns: the loaded model and the runtime engine over it. Only code on the
