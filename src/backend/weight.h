@@ -49,6 +49,10 @@ class Weight {
   int64_t cols() const { return cols_; }
   // y[n, rows] = x[n, cols] * W^T
   void matmul(const float* x, int64_t n, float* y) const;
+  // The same on the calling thread alone (a quantised weight uses the pool anyway): for products
+  // too small to be worth a parallel region, whose cost is a wake-up of every thread, and on a
+  // machine with other load, a wait for the slowest one.
+  void matmul_serial(const float* x, int64_t n, float* y) const;
   // y_i = x * W_i^T for weights that share their input (q/k/v, gate/up): the input is quantised
   // once and one parallel region covers all of them when they are the same kind of weight.
   static void matmul_group(const float* x, int64_t n, std::initializer_list<std::pair<const Weight*, float*>> outs);
