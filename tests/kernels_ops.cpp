@@ -27,3 +27,16 @@ TEST(Ops, SimdActivationsMatchScalar) {
     for (size_t i = 0; i < a.size(); i++) ASSERT_NEAR(b[i], a[i], 2e-6 * (1 + std::fabs(a[i]))) << isa_name(isa) << i;
   }
 }
+
+// axpy (the LoRA side path's B^T rows) against the sum in double, over lengths around its 8 lanes.
+TEST(Ops, AxpyAddsTheScaledVector) {
+  Rng rng(3);
+  for (int64_t n : {0, 1, 7, 8, 9, 16, 4864 + 3}) {
+    std::vector<float> x((size_t)n), y((size_t)n);
+    for (int64_t i = 0; i < n; i++) x[(size_t)i] = (float)rng.normal(), y[(size_t)i] = (float)rng.normal();
+    std::vector<float> y0 = y;
+    kernels::axpy(y.data(), -0.75f, x.data(), n);
+    for (int64_t i = 0; i < n; i++)
+      ASSERT_NEAR(y[(size_t)i], (double)y0[(size_t)i] - 0.75 * (double)x[(size_t)i], 1e-6 * (1 + std::fabs(y0[(size_t)i]))) << n << " " << i;
+  }
+}

@@ -18,7 +18,7 @@ int64_t LoraAdapter::max_rank() const {
 
 size_t LoraAdapter::bytes() const {
   size_t n = 0;
-  for (const auto& [w, p] : pairs_) n += p.a.bytes() + p.b.bytes();
+  for (const auto& [w, p] : pairs_) n += p.a.bytes() + p.bt.size() * sizeof(float);
   return n;
 }
 

@@ -8,15 +8,17 @@
 #include <cstdint>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "backend/weight.h"
 
 namespace kvad {
 
 struct LoraPair {
-  Weight a;         // [rank, in]
-  Weight b;         // [out, rank]
-  float scale = 1;  // the adapter's own factor: alpha / rank (alpha / sqrt(rank) with rsLoRA)
+  Weight a;               // [rank, in]
+  std::vector<float> bt;  // B transposed, [rank, out]: the side path adds rank scaled rows of it
+  int64_t out = 0;
+  float scale = 1;        // the adapter's own factor: alpha / rank (alpha / sqrt(rank) with rsLoRA)
 };
 
 class LoraAdapter {

@@ -254,9 +254,13 @@ void add_bench(CLI::App& app) {
     for (int64_t p : ps) {
       std::vector<BenchRun> runs = bench_interleaved(model, p, a->gen_tokens, a->reps, a->warmup, kv_type, variants);
       for (size_t v = 0; v < runs.size(); v++) print_run(runs[v], v > 0);
-      if (runs.size() == 2 && runs[0].decode_tok_s && !a->json)
-        std::printf("%-14s %16s %9s %15.1f%%\n", "  lora/base", "", "",
-                    100 * runs[1].decode_tok_s->median / runs[0].decode_tok_s->median);
+      if (runs.size() == 2 && runs[0].decode_tok_s && !a->json) {  // the median of each rep's pair
+        std::vector<double> ratio;
+        for (size_t i = 0; i < runs[0].decode_reps.size(); i++) ratio.push_back(runs[1].decode_reps[i] / runs[0].decode_reps[i]);
+        Stats s = stats_of(ratio);
+        std::printf("%-14s %16s %9s %16s   decode of each rep's adapted / base run, min..max %.1f..%.1f%%\n", "  lora/base", "",
+                    "", fmt::format("{:.1f}%", 100 * s.median).c_str(), 100 * s.min, 100 * s.max);
+      }
     }
     if (!a->json) busy_footnote();
   });

@@ -20,6 +20,8 @@ void silu_mul(float* gate, const float* up, int64_t n, Isa isa = best_isa());
 void gelu_tanh(float* x, int64_t n, Isa isa = best_isa());
 // y += x
 void add(float* y, const float* x, int64_t n);
+// y += a * x (y and x do not overlap)
+void axpy(float* y, float a, const float* x, int64_t n);
 // y += b, for each of n rows of width m
 void add_bias(float* y, const float* b, int64_t n, int64_t m);
 

@@ -117,8 +117,10 @@ LoraPair make_pair(const AdaptableMatrix& m, const TensorView& a, const TensorVi
   if (r < 1) fail("{}: tensor '{}' has rank 0", a.file, a.name);
   if (want_rank && r != want_rank)
     fail("{}: rank mismatch: tensor '{}' has rank {} but adapter_config.json says r = {}", a.file, a.name, r, want_rank);
-  return {Weight::from_f32(finite_values(a), r, in, WeightFormat::F32),
-          Weight::from_f32(finite_values(b), out, r, WeightFormat::F32), rule.of(r)};
+  std::vector<float> bv = finite_values(b), bt(bv.size());
+  for (int64_t o = 0; o < out; o++)
+    for (int64_t j = 0; j < r; j++) bt[(size_t)(j * out + o)] = bv[(size_t)(o * r + j)];
+  return {Weight::from_f32(finite_values(a), r, in, WeightFormat::F32), std::move(bt), out, rule.of(r)};
 }
 
 std::shared_ptr<const LoraAdapter> assemble(const std::string& path, const PairMap& pairs, int64_t want_rank,

@@ -97,6 +97,7 @@ std::vector<BenchRun> bench_interleaved(const Model& model, int64_t P, int64_t G
     r.other_cores = t.other_cores;
     r.prefill_tok_s = stats_of(t.pp);
     if (G > 0) r.decode_tok_s = stats_of(t.tg);
+    r.decode_reps = t.tg;
     r.ttft_ms = stats_of(t.ttft).median;
     out.push_back(r);
   }

@@ -23,6 +23,7 @@ struct BenchRun {
   int reps = 0;
   Stats prefill_tok_s;
   std::optional<Stats> decode_tok_s;  // none when gen_tokens == 0
+  std::vector<double> decode_reps;    // each measured rep's decode tok/s, in order (paired across variants)
   double ttft_ms = 0;                 // median prefill time of the prompt incl. picking the first token
   std::vector<double> other_cores;    // per rep: cores used by other processes (0 = quiet machine)
 };
