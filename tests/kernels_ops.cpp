@@ -28,15 +28,25 @@ TEST(Ops, SimdActivationsMatchScalar) {
   }
 }
 
-// axpy (the LoRA side path's B^T rows) against the sum in double, over lengths around its 8 lanes.
-TEST(Ops, AxpyAddsTheScaledVector) {
+// lowrank_add (the LoRA side path's t B^T) against the sum in double, for each instruction set,
+// over widths around the vector lanes and the ranks adapters use.
+TEST(Ops, LowRankAddMatchesTheSumInDouble) {
   Rng rng(3);
-  for (int64_t n : {0, 1, 7, 8, 9, 16, 4864 + 3}) {
-    std::vector<float> x((size_t)n), y((size_t)n);
-    for (int64_t i = 0; i < n; i++) x[(size_t)i] = (float)rng.normal(), y[(size_t)i] = (float)rng.normal();
-    std::vector<float> y0 = y;
-    kernels::axpy(y.data(), -0.75f, x.data(), n);
-    for (int64_t i = 0; i < n; i++)
-      ASSERT_NEAR(y[(size_t)i], (double)y0[(size_t)i] - 0.75 * (double)x[(size_t)i], 1e-6 * (1 + std::fabs(y0[(size_t)i]))) << n << " " << i;
-  }
+  for (int64_t n : {1, 7, 8, 9, 16, 17, 4864 + 3})
+    for (int64_t r : {1, 4, 16}) {
+      std::vector<float> rows((size_t)(r * n)), coef((size_t)r), y((size_t)n);
+      for (float& v : rows) v = (float)rng.normal();
+      for (float& v : coef) v = (float)rng.normal();
+      for (float& v : y) v = (float)rng.normal();
+      for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+        if (isa > best_isa()) continue;
+        std::vector<float> got = y;
+        kernels::lowrank_add(got.data(), coef.data(), rows.data(), r, n, isa);
+        for (int64_t i = 0; i < n; i++) {
+          double want = y[(size_t)i];
+          for (int64_t j = 0; j < r; j++) want += (double)coef[(size_t)j] * rows[(size_t)(j * n + i)];
+          ASSERT_NEAR(got[(size_t)i], want, 1e-5 * (1 + std::fabs(want))) << isa_name(isa) << " n " << n << " r " << r;
+        }
+      }
+    }
 }

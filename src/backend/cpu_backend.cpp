@@ -189,11 +189,11 @@ class CpuBackend final : public Backend {
     // 2-core machine with other load), on this thread they add only their work.
     const bool serial = n * r * (p.a.cols() + out) < (int64_t{1} << 22);
     serial ? p.a.matmul_serial(x, n, t.data) : p.a.matmul(x, n, t.data);
-    // y += (t B^T) as r scaled rows of B^T per row: long vector adds, where B's own rows would be
-    // dots of length r, each ending in a horizontal sum (measured: 27% slower prefill that way).
+    for (int64_t i = 0; i < n * r; i++) t.data[i] *= scale;  // on the r-wide product: the cheapest place
+    // y += t B^T as a rank-r update of each row over B^T's rows: long vector FMAs, where B's own
+    // rows would make dots of length r, each ending in a horizontal sum (27% slower prefill).
     auto rows = [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; i++)
-        for (int64_t j = 0; j < r; j++) kernels::axpy(y + i * out, scale * t.data[i * r + j], p.bt.data() + j * out, out);
+      for (int64_t i = b; i < e; i++) kernels::lowrank_add(y + i * out, t.data + i * r, p.bt.data(), r, out);
     };
     if (serial) rows(0, n);
     else pool().parallel_for(n, 1, rows);

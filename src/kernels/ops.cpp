@@ -86,11 +86,24 @@ void add(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; i++) y[i] += x[i];
 }
 
-void axpy(float* __restrict y, float a, const float* __restrict x, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)  // eight independent lanes: -O2's straight-line vectoriser packs them
-    for (int l = 0; l < 8; l++) y[i + l] += a * x[i + l];
-  for (; i < n; i++) y[i] += a * x[i];
+void lowrank_add_avx512(float* y, const float* coef, const float* rows, int64_t r, int64_t n);
+void lowrank_add_avx2(float* y, const float* coef, const float* rows, int64_t r, int64_t n);
+
+static void lowrank_add_scalar(float* y, const float* coef, const float* rows, int64_t r, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    float s = y[i];
+    for (int64_t j = 0; j < r; j++) s += coef[j] * rows[j * n + i];
+    y[i] = s;
+  }
+}
+
+void lowrank_add(float* y, const float* coef, const float* rows, int64_t r, int64_t n, Isa isa) {
+#if defined(__x86_64__)
+  auto fn = isa == Isa::Avx512 ? lowrank_add_avx512 : isa == Isa::Avx2 ? lowrank_add_avx2 : lowrank_add_scalar;
+#else
+  auto fn = lowrank_add_scalar;
+#endif
+  fn(y, coef, rows, r, n);
 }
 
 void add_bias(float* y, const float* b, int64_t n, int64_t m) {
