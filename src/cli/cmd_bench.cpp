@@ -195,7 +195,7 @@ void add_bench(CLI::App& app) {
       for (int64_t p : ps)
         for (int64_t b : parse_list(a->batch, "--batch")) {
           if (b < 1 || b > 1024) fail("--batch {}: between 1 and 1024 sequences", b);
-          BatchedRun r = bench_batched(model, *m.tokenizer, p, a->gen_tokens, b, kv_type);
+          BatchedRun r = bench_batched(model, *m.tokenizer, p, a->gen_tokens, b, kv_type, lora_uses(m.loras));
           if (a->json) {
             Json j = {{"model", m.name},          {"quant", model.weight_format()}, {"threads", pool().size()},
                       {"batch", b},               {"prompt_tokens", p},             {"gen_tokens", a->gen_tokens},

@@ -105,7 +105,7 @@ std::vector<BenchRun> bench_interleaved(const Model& model, int64_t P, int64_t G
 }
 
 BatchedRun bench_batched(const Model& model, const Tokenizer& tok, int64_t P, int64_t G, int64_t B,
-                         kernels::KvType kv_type) {
+                         kernels::KvType kv_type, const std::vector<LoraUse>& loras) {
   if (P < 1 || G < 2 || B < 1) fail("batched bench: prompt {} gen {} batch {} (need >= 1, >= 2, >= 1)", P, G, B);
   EngineOptions eo;
   eo.kv_type = kv_type;
@@ -123,6 +123,7 @@ BatchedRun bench_batched(const Model& model, const Tokenizer& tok, int64_t P, in
     req.opts.max_tokens = G;
     req.opts.reuse_prefix = false;
     req.tokenizer = &tok;
+    req.loras = loras;
     req.on_token = [&first_tokens, n = 0](const TokenEvent&) mutable {
       if (n++ == 0) first_tokens++;
       return true;

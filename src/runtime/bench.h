@@ -46,7 +46,8 @@ struct BatchedRun {
   double other_cores = 0;
 };
 BatchedRun bench_batched(const Model& model, const Tokenizer& tok, int64_t prompt_tokens, int64_t gen_tokens,
-                         int64_t batch, kernels::KvType kv_type = kernels::KvType::F32);
+                         int64_t batch, kernels::KvType kv_type = kernels::KvType::F32,
+                         const std::vector<LoraUse>& loras = {});  // every sequence's adapters
 
 // Read bandwidth of this machine with the process's threads (GB/s, 1e9 bytes): the bound decode
 // cannot beat, since each token reads every weight once.

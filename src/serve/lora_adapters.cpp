@@ -31,7 +31,9 @@ std::vector<LoraChoice> parse_lora_list(const Json& v, const char* field) {
 }
 
 std::vector<float>& LoraScales::scales_of(const LoadedModel& m) {
-  if (model_ != &m) {  // another model was loaded: its adapters at their --lora scales
+  // Another model was loaded (a new one may land at the old one's address: the count tells too):
+  // its adapters at their --lora scales.
+  if (model_ != &m || scales_.size() != m.loras.size()) {
     model_ = &m;
     scales_.clear();
     for (const LoadedLora& l : m.loras) scales_.push_back(l.scale);
