@@ -46,6 +46,16 @@ TEST(CliLora, AnAdapterChangesTheAnswerAndScaleZeroDoesNot) {
   EXPECT_EQ(plain, off);
 }
 
+// One path per --lora: the words after it are still the prompt, and two adapters stack.
+TEST(CliLora, APromptAfterTheFlagStaysThePrompt) {
+  const std::string adapter = test::source_path("tests/golden/lora/qwen2");
+  auto r = run_kvad("run " + base() + " --lora " + adapter + " --lora " + adapter + ":0.5 hello there -n 2");
+  auto plain = run_kvad("run " + base() + " hello there -n 2");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  auto prompt_line = [](const std::string& err) { return err.substr(err.find("prompt "), 16); };
+  EXPECT_EQ(prompt_line(r.err), prompt_line(plain.err));  // "prompt 5 tokens": both words, in both runs
+}
+
 TEST(CliLora, AdaptersThatDoNotLoadAreNamed) {
   auto r = run_kvad("run --model " + base() + " --prompt hi -n 1 --lora /nonexistent/adapter");
   EXPECT_EQ(r.exit_code, 1);

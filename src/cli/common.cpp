@@ -41,7 +41,9 @@ void add_model_args(CLI::App* cmd, ModelArgs& a, bool required) {
 void add_lora_option(CLI::App* cmd, std::vector<std::string>& loras) {
   cmd->add_option("--lora", loras, "a LoRA adapter beside the weights, PATH[:SCALE] (default scale 1; repeatable): a PEFT "
                   "folder (adapter_config.json + adapter_model.safetensors) or a llama.cpp LoRA .gguf. docs/lora.md")
-      ->allow_extra_args(false);
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);  // one path per --lora: a prompt after it stays the prompt
 }
 
 void add_kv_type_option(CLI::App* cmd, std::string& kv_type) {
