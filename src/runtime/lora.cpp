@@ -27,6 +27,8 @@ LoraSpec parse_lora_spec(const std::string& text) {
 }
 
 std::vector<LoadedLora> load_loras(const std::vector<std::string>& specs, const Model& model) {
+  // The server's lora lists name adapters by id, at most 64 of them (serve/lora_adapters.h).
+  if (specs.size() > kMaxLoras) fail("{} --lora adapters: at most {}", specs.size(), kMaxLoras);
   std::vector<LoadedLora> out;
   for (const std::string& text : specs) {
     LoraSpec s = parse_lora_spec(text);

@@ -25,7 +25,8 @@ struct LoraSpec {
 };
 // "PATH" or "PATH:SCALE" (the text after the last ':' when it is a number; a path may hold ':').
 LoraSpec parse_lora_spec(const std::string& text);
-// Loads every --lora for `model`, in order (their ids are their places).
+inline constexpr size_t kMaxLoras = 64;
+// Loads every --lora for `model`, in order (their ids are their places); at most kMaxLoras.
 std::vector<LoadedLora> load_loras(const std::vector<std::string>& specs, const Model& model);
 // The adapters at their current scales (those at 0 left out: they add nothing).
 std::vector<LoraUse> lora_uses(const std::vector<LoadedLora>& loras);

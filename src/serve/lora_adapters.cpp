@@ -10,7 +10,7 @@
 namespace kvad::serve {
 
 namespace {
-constexpr size_t kMaxLoraEntries = 64;
+constexpr size_t kMaxLoraEntries = kMaxLoras;  // a list names each loaded adapter at most once
 }
 
 std::vector<LoraChoice> parse_lora_list(const Json& v, const char* field) {
