@@ -24,6 +24,7 @@
 #include "models/registry.h"
 #include "models/synth.h"
 #include "gguf_writer.h"
+#include "golden_synth.h"
 #include "one_sequence.h"
 #include "test_support.h"
 
@@ -47,15 +48,7 @@ std::string adapter_dir(const std::string& name) { return test::source_path("tes
 
 // The golden's base checkpoint, synthesised again (the sha256 says it is the same one).
 std::string synth_base(const Json& c) {
-  const Json& s = goldens()["synth"];
-  SynthOptions o;
-  o.arch = c["arch"];
-  o.preset = s["preset"];
-  o.seed = s["seed"];
-  o.std = s["std"];
-  o.norm_jitter = s["norm_jitter"];
-  o.dtype = DType::BF16;
-  o.out = test::temp_dir("lora-base-" + c["name"].get<std::string>());
+  SynthOptions o = test::golden_synth_options(goldens()["synth"], c["arch"], test::temp_dir("lora-base-" + c["name"].get<std::string>()));
   synthesize(o);
   return o.out;
 }
