@@ -11,6 +11,7 @@
 
 #include "serve/embeddings.h"
 #include "serve/ollama.h"
+#include "serve/lora_adapters.h"
 #include "serve/openai.h"
 #include "serve/tool_calls.h"
 
@@ -42,6 +43,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     kvad::Json j = kvad::serve::parse_request_body(body);
     (void)kvad::json_snippet(j, 80);
+  } catch (const kvad::Error&) {
+  }
+  try {  // POST /lora-adapters: a bare list
+    (void)kvad::serve::parse_lora_list(kvad::serve::parse_request_json(body), "lora");
   } catch (const kvad::Error&) {
   }
   for (auto f : {kvad::serve::ToolFamily::Hermes, kvad::serve::ToolFamily::Llama3}) {

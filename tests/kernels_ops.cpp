@@ -27,3 +27,26 @@ TEST(Ops, SimdActivationsMatchScalar) {
     for (size_t i = 0; i < a.size(); i++) ASSERT_NEAR(b[i], a[i], 2e-6 * (1 + std::fabs(a[i]))) << isa_name(isa) << i;
   }
 }
+
+// lowrank_add (the LoRA side path's t B^T) against the sum in double, for each instruction set,
+// over widths around the vector lanes and the ranks adapters use.
+TEST(Ops, LowRankAddMatchesTheSumInDouble) {
+  Rng rng(3);
+  for (int64_t n : {1, 7, 8, 9, 16, 17, 4864 + 3})
+    for (int64_t r : {1, 4, 16}) {
+      std::vector<float> rows((size_t)(r * n)), coef((size_t)r), y((size_t)n);
+      for (float& v : rows) v = (float)rng.normal();
+      for (float& v : coef) v = (float)rng.normal();
+      for (float& v : y) v = (float)rng.normal();
+      for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+        if (isa > best_isa()) continue;
+        std::vector<float> got = y;
+        kernels::lowrank_add(got.data(), coef.data(), rows.data(), r, n, isa);
+        for (int64_t i = 0; i < n; i++) {
+          double want = y[(size_t)i];
+          for (int64_t j = 0; j < r; j++) want += (double)coef[(size_t)j] * rows[(size_t)(j * n + i)];
+          ASSERT_NEAR(got[(size_t)i], want, 1e-5 * (1 + std::fabs(want))) << isa_name(isa) << " n " << n << " r " << r;
+        }
+      }
+    }
+}

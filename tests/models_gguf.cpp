@@ -17,6 +17,7 @@
 #include "io/gguf.h"
 #include "models/registry.h"
 #include "models/synth.h"
+#include "golden_synth.h"
 #include "test_support.h"
 
 using namespace kvad;
@@ -153,15 +154,7 @@ INSTANTIATE_TEST_SUITE_P(Files, GgufGolden, ::testing::ValuesIn(kCases),
 TEST(GgufVsSafetensors, SameCheckpointSameLogits) {
   for (auto [name, tol] : {std::pair{"qwen2-f32", 0.0}, {"llama-f16", 2e-3}, {"qwen3-bf16", 0.0}}) {
     Json g = golden(name);
-    const Json& s = g["synth"];
-    SynthOptions o;
-    o.arch = s["arch"];
-    o.preset = s["preset"];
-    o.seed = s["seed"];
-    o.std = s["std"];
-    o.norm_jitter = s["norm_jitter"];
-    o.dtype = DType::BF16;
-    o.out = test::temp_dir(name);
+    SynthOptions o = test::golden_synth_options(g["synth"], g["synth"]["arch"], test::temp_dir(name));
     synthesize(o);
     LoadOptions lo;
     lo.format = std::string(name) == "qwen3-bf16" ? WeightFormat::BF16 : WeightFormat::F32;

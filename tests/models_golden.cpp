@@ -12,6 +12,7 @@
 #include "core/json.h"
 #include "models/registry.h"
 #include "models/synth.h"
+#include "golden_synth.h"
 #include "test_support.h"
 
 using namespace kvad;
@@ -26,15 +27,8 @@ struct Golden {
 Golden load_golden(const std::string& arch, DType dtype = DType::BF16) {
   Golden g;
   g.j = read_json_file(test::source_path("tests/golden/models/" + arch + ".json"));
-  const Json& s = g.j["synth"];
-  SynthOptions o;
-  o.arch = arch;
-  o.preset = s["preset"];
-  o.seed = s["seed"];
-  o.std = s["std"];
-  o.norm_jitter = s["norm_jitter"];
+  SynthOptions o = test::golden_synth_options(g.j["synth"], arch, test::temp_dir(arch));
   o.dtype = dtype;
-  o.out = test::temp_dir(arch);
   synthesize(o);
   g.model_dir = o.out;
   return g;

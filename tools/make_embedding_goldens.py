@@ -10,15 +10,13 @@ sentence-transformers defines them. The test never runs the peer.
 
   /usr/bin/python3 tools/make_embedding_goldens.py [--kvad build/kvad] [--peer ../shared/peer]
 """
-import argparse
-import hashlib
 import json
 import os
-import subprocess
-import sys
 import tempfile
 
 import numpy as np
+
+from golden_synth import args_and_reference, synth
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -79,22 +77,12 @@ def pool(h, mode):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--kvad", default=os.path.join(ROOT, "build", "kvad"))
-    ap.add_argument("--peer", default=os.path.join(os.path.dirname(ROOT), "shared", "peer"))
-    a = ap.parse_args()
-    sys.path.insert(0, a.peer)
-    import ref_forward as rf  # noqa: E402
+    a, rf = args_and_reference(ROOT)
     cases = []
     for arch, mode, normalize in CASES:
         with tempfile.TemporaryDirectory() as work:
             md = os.path.join(work, arch)
-            r = subprocess.run([a.kvad, "synth", "--arch", arch, "--preset", SYNTH["preset"], "--seed", str(SYNTH["seed"]),
-                                "--std", str(SYNTH["std"]), "--norm-jitter", str(SYNTH["norm_jitter"]),
-                                "--dtype", SYNTH["dtype"], "--out", md], capture_output=True, text=True)
-            if r.returncode:
-                sys.exit(r.stderr)
-            sha = hashlib.sha256(open(os.path.join(md, "model.safetensors"), "rb").read()).hexdigest()
+            sha = synth(a.kvad, arch, SYNTH, md)
             if mode:
                 write_st_config(md, mode, normalize)
             vecs = []

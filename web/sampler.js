@@ -61,7 +61,30 @@ function samplerRequestFields() {
       throw new Error(`${f.label} must be ${f.int ? 'an integer' : 'a number'} from ${f.min} to ${f.max}, not "${raw}"`);
     out[f.key] = x;
   }
-  return out;
+  return Object.assign(out, loraRequestField());
 }
+
+// The server's LoRA adapters (kvad serve --lora, GET /lora-adapters): the chat runs the server's
+// default scales, none, or one adapter at its listed scale (1 when the server has it at 0), sent
+// as the request's `lora` field. Hidden when the server has none.
+async function refreshAdapters() {
+  const box = $('#chat-lora-box'), sel = $('#chat-lora');
+  let list = [];
+  try { list = await kvad.get('/lora-adapters'); } catch (e) { list = []; }
+  box.hidden = !list.length;
+  const keep = sel.value;
+  const name = a => a.path.split('/').filter(Boolean).pop();
+  sel.replaceChildren(el('option', {value: ''}, 'server default'), el('option', {value: 'none'}, 'none (the base)'),
+    ...list.map(a => el('option', {value: String(a.id), 'data-scale': String(a.scale || 1)}, `${name(a)} (scale ${a.scale || 1})`)));
+  if ([...sel.options].some(o => o.value === keep)) sel.value = keep;
+}
+
+function loraRequestField() {
+  const sel = $('#chat-lora');
+  if (!sel || $('#chat-lora-box').hidden || sel.value === '') return {};
+  if (sel.value === 'none') return {lora: []};
+  return {lora: [{id: Number(sel.value), scale: Number(sel.selectedOptions[0].dataset.scale)}]};
+}
+kvad.on('info', refreshAdapters);
 
 document.addEventListener('DOMContentLoaded', buildSamplerPanel);

@@ -4,7 +4,8 @@
 // touches a tensor's elements itself.
 //
 // Scratch tensors come from an arena reset by begin_forward(): sized by the largest batch seen, so
-// a decode step allocates nothing.
+// a decode step allocates nothing. begin_forward() also names the batch the forward runs, so that
+// linear can add each sequence's LoRA side path to its own rows (backend/lora.h).
 #pragma once
 #include <cstdint>
 #include <initializer_list>
@@ -26,7 +27,7 @@ class Backend {
   virtual const char* name() const = 0;
 
   // --- memory
-  virtual void begin_forward() = 0;
+  virtual void begin_forward(const Batch& batch) = 0;
   virtual Tensor tensor(int64_t rows, int64_t cols) = 0;  // uninitialised scratch, valid until the next begin_forward
   virtual std::unique_ptr<Memory> make_memory(const MemorySpec& spec, int64_t n_blocks, int64_t block_size) = 0;
 
@@ -35,7 +36,8 @@ class Backend {
   virtual void embed(const Weight& table, const Batch& batch, Tensor out) = 0;
   // x[r] += table[batch.rows()[r].pos] (GPT-2's learned positions; table is [positions, x.cols]).
   virtual void add_position_rows(Tensor x, const std::vector<float>& table, const Batch& batch) = 0;
-  // y = x W^T (x: [n, W.cols], y: [n, W.rows]).
+  // y = x W^T (x: [n, W.cols], y: [n, W.rows]); when x's rows are the batch's, plus
+  // scale * (x A^T) B^T on the rows of each sequence whose adapters pair W with (A, B).
   virtual void linear(const Weight& w, Tensor x, Tensor y) = 0;
   // Several weights over one input (q/k/v, gate/up): the input is prepared once.
   virtual void linear_group(Tensor x, std::initializer_list<std::pair<const Weight*, Tensor>> outs) = 0;

@@ -5,7 +5,7 @@
 namespace kvad {
 
 void Batch::add(int32_t seq, std::span<const int32_t> tokens, int64_t pos0, std::span<const int32_t> blocks,
-                int64_t block_size, Logits logits) {
+                int64_t block_size, Logits logits, std::span<const LoraUse> loras) {
   const int64_t n = (int64_t)tokens.size();
   if (n == 0) fail("Batch::add: no tokens for sequence {}", seq);
   if ((int64_t)blocks.size() * block_size < pos0 + n)
@@ -16,7 +16,8 @@ void Batch::add(int32_t seq, std::span<const int32_t> tokens, int64_t pos0, std:
     rows_.push_back({tokens[(size_t)t], seq, pos0 + t, want});
     n_logits_ += want;
   }
-  spans_.push_back({seq, row0, n, pos0, blocks});
+  spans_.push_back({seq, row0, n, pos0, blocks, loras});
+  has_lora_ = has_lora_ || !loras.empty();
   attn_.push_back({row0, n, pos0, blocks.data()});
 }
 

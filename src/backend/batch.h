@@ -4,12 +4,14 @@
 // tokens of others. Each sequence's span carries its block table: attention for its rows reads
 // only its own blocks. Logits are produced only for the rows that want them, in row order; a batch
 // whose output is Hidden gets those rows' final hidden states (after the last norm) instead, the
-// vectors embeddings pool.
+// vectors embeddings pool. Each span also names the LoRA adapters its sequence runs with
+// (backend/lora.h): the backend adds their side paths to that span's rows only.
 #pragma once
 #include <cstdint>
 #include <span>
 #include <vector>
 
+#include "backend/lora.h"
 #include "kernels/attention.h"
 
 namespace kvad {
@@ -25,6 +27,7 @@ struct BatchSpan {
   int32_t seq = 0;
   int64_t row0 = 0, n = 0, pos0 = 0;
   std::span<const int32_t> blocks;  // covers positions 0 .. pos0 + n - 1
+  std::span<const LoraUse> loras;   // the adapters of this sequence (kept alive by its owner)
 };
 
 enum class Logits { None, Last, All };
@@ -41,13 +44,14 @@ class Batch {
     spans_.clear();
     attn_.clear();
     n_logits_ = 0;
+    has_lora_ = false;
     output_ = RowOutput::Logits;
   }
   void set_output(RowOutput o) { output_ = o; }
   RowOutput output() const { return output_; }
   // Appends tokens of one sequence at positions pos0, pos0+1, ...
   void add(int32_t seq, std::span<const int32_t> tokens, int64_t pos0, std::span<const int32_t> blocks,
-           int64_t block_size, Logits logits);
+           int64_t block_size, Logits logits, std::span<const LoraUse> loras = {});
 
   const std::vector<BatchRow>& rows() const { return rows_; }
   const std::vector<BatchSpan>& spans() const { return spans_; }
@@ -56,12 +60,14 @@ class Batch {
   int64_t size() const { return (int64_t)rows_.size(); }
   bool empty() const { return rows_.empty(); }
   int64_t n_logits() const { return n_logits_; }
+  bool has_lora() const { return has_lora_; }  // some span runs an adapter
 
  private:
   std::vector<BatchRow> rows_;
   std::vector<BatchSpan> spans_;
   std::vector<kernels::AttentionSpan> attn_;
   int64_t n_logits_ = 0;
+  bool has_lora_ = false;
   RowOutput output_ = RowOutput::Logits;
 };
 

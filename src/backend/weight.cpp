@@ -215,6 +215,11 @@ void Weight::matmul(const float* x, int64_t n, float* y) const {
   kernels::matmul(x, n, cols_, data_, wt_, rows_, y);
 }
 
+void Weight::matmul_serial(const float* x, int64_t n, float* y) const {
+  if (quantized_ || kq_) return matmul(x, n, y);
+  kernels::rows_kernel(wt_, best_isa())(x, n, cols_, data_, rows_, 0, rows_, y);
+}
+
 void Weight::matmul_group(const float* x, int64_t n, std::initializer_list<std::pair<const Weight*, float*>> outs) {
   constexpr int kMax = 4;
   int count = (int)outs.size();

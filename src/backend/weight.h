@@ -40,6 +40,8 @@ class Weight {
   static Weight from_tensor(const TensorView& t, WeightFormat fmt);
   // From a [cols, rows] tensor (GPT-2's Conv1D stores [in, out]): transposed once at load.
   static Weight from_tensor_transposed(const TensorView& t, WeightFormat fmt);
+  // From values [rows, cols] in `fmt` (F32/BF16 copy them, the rest quantise).
+  static Weight from_f32(std::vector<float> v, int64_t rows, int64_t cols, WeightFormat fmt);
   static Weight from_quant(QuantMatrix q);
   static Weight from_kquant(KQuantMatrix q);
 
@@ -47,6 +49,10 @@ class Weight {
   int64_t cols() const { return cols_; }
   // y[n, rows] = x[n, cols] * W^T
   void matmul(const float* x, int64_t n, float* y) const;
+  // The same on the calling thread alone (a quantised weight uses the pool anyway): for products
+  // too small to be worth a parallel region, whose cost is a wake-up of every thread, and on a
+  // machine with other load, a wait for the slowest one.
+  void matmul_serial(const float* x, int64_t n, float* y) const;
   // y_i = x * W_i^T for weights that share their input (q/k/v, gate/up): the input is quantised
   // once and one parallel region covers all of them when they are the same kind of weight.
   static void matmul_group(const float* x, int64_t n, std::initializer_list<std::pair<const Weight*, float*>> outs);
@@ -60,7 +66,6 @@ class Weight {
   const KQuantMatrix& kquant() const { return kq_; }  // empty unless a K-quant weight
 
  private:
-  static Weight from_f32(std::vector<float> v, int64_t rows, int64_t cols, WeightFormat fmt);
   int64_t rows_ = 0, cols_ = 0;
   kernels::WType wt_ = kernels::WType::F32;
   const void* data_ = nullptr;

@@ -239,7 +239,7 @@ void add_bench(CLI::App& app) {
       for (int64_t p : ps)
         for (int64_t b : parse_list(a->batch, "--batch")) {
           if (b < 1 || b > 1024) fail("--batch {}: between 1 and 1024 sequences", b);
-          BatchedRun r = bench_batched(model, *m.tokenizer, p, a->gen_tokens, b, kv_type);
+          BatchedRun r = bench_batched(model, *m.tokenizer, p, a->gen_tokens, b, kv_type, lora_uses(m.loras));
           if (a->json) {
             Json j = {{"model", m.name},          {"quant", model.weight_format()}, {"threads", pool().size()},
                       {"batch", b},               {"prompt_tokens", p},             {"gen_tokens", a->gen_tokens},
@@ -257,14 +257,14 @@ void add_bench(CLI::App& app) {
     }
     if (!a->json)
       std::printf("%-14s %16s %9s %16s %9s %9s\n", "test", "prefill tok/s", "ttft ms", "decode tok/s", "of bw", "peak RSS");
-    for (int64_t p : ps) {
-      BenchRun r = bench_model(model, p, a->gen_tokens, a->reps, a->warmup, kv_type);
+    auto print_run = [&](const BenchRun& r, bool adapted) {
       double read_gbs = r.decode_tok_s ? r.decode_tok_s->median * (double)model.decode_read_bytes() / 1e9 : 0;
       if (a->json) {
         Json j = {{"model", m.name},
+                  {"lora", adapted},
                   {"quant", model.weight_format()},
                   {"threads", pool().size()},
-                  {"prompt_tokens", p},
+                  {"prompt_tokens", r.prompt_tokens},
                   {"gen_tokens", a->gen_tokens},
                   {"reps", a->reps},
                   {"prefill_tok_s", stats_json(r.prefill_tok_s)},
@@ -285,11 +285,26 @@ void add_bench(CLI::App& app) {
         for (double c : r.other_cores) busy = std::max(busy, c);
         std::string decode = r.decode_tok_s ? with_spread(*r.decode_tok_s, 2) : "-";
         std::string share = bw > 0 && r.decode_tok_s ? fmt::format("{:.0f}%", 100 * read_gbs / bw) : "-";
-        std::printf("%-14s %16s %9.1f %16s %9s %6.0f MB%s\n", test_name(p, a->gen_tokens).c_str(),
+        std::string test = test_name(r.prompt_tokens, a->gen_tokens) + (adapted ? " +lora" : "");
+        std::printf("%-14s %16s %9.1f %16s %9s %6.0f MB%s\n", test.c_str(),
                     with_spread(r.prefill_tok_s, 1).c_str(), r.ttft_ms, decode.c_str(), share.c_str(),
                     (double)peak_rss_bytes() / 1e6, busy_note(busy).c_str());
       }
       std::fflush(stdout);
+    };
+    // With --lora: the base and the adapted model measured in turn, rep by rep (runtime/bench.h).
+    std::vector<std::vector<LoraUse>> variants = {{}};
+    if (!m.loras.empty()) variants.push_back(lora_uses(m.loras));
+    for (int64_t p : ps) {
+      std::vector<BenchRun> runs = bench_interleaved(model, p, a->gen_tokens, a->reps, a->warmup, kv_type, variants);
+      for (size_t v = 0; v < runs.size(); v++) print_run(runs[v], v > 0);
+      if (runs.size() == 2 && runs[0].decode_tok_s && !a->json) {  // the median of each rep's pair
+        std::vector<double> ratio;
+        for (size_t i = 0; i < runs[0].decode_reps.size(); i++) ratio.push_back(runs[1].decode_reps[i] / runs[0].decode_reps[i]);
+        Stats s = stats_of(ratio);
+        std::printf("%-14s %16s %9s %16s   decode of each rep's adapted / base run, min..max %.1f..%.1f%%\n", "  lora/base", "",
+                    "", fmt::format("{:.1f}%", 100 * s.median).c_str(), 100 * s.min, 100 * s.max);
+      }
     }
     if (!a->json) busy_footnote();
   });

@@ -114,7 +114,7 @@ void add_run(CLI::App& app) {
     } else {
       prompt = m.tokenizer->encode(a->prompt, true, true);
     }
-    Engine engine(*m.model, engine_options(a->model));
+    Engine engine(*m.model, engine_options(a->model, m));
     std::unique_ptr<Session> session = engine.open_session();
     install_interrupt_handler();
     GenerateOptions g = generate_options(m, a->sampling);

@@ -41,7 +41,7 @@ void add_score(CLI::App& app) {
     int64_t T = a->context ? a->context : m.model->context_length();
     if (T > m.model->context_length())
       fail("--ctx {} is longer than the model's context of {}", T, m.model->context_length());
-    EngineOptions eo = engine_options(a->model);
+    EngineOptions eo = engine_options(a->model, m);
     eo.ctx = T;
     Engine engine(*m.model, eo);
     std::unique_ptr<Engine> reference;

@@ -63,6 +63,7 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--kv-memory", a->kv_memory, "KV block pool size, e.g. 2GiB or 512MiB (default: the context x --parallel)");
   add_kv_type_option(cmd, a->kv_type);
   add_spec_args(cmd, a->o.speculative);
+  add_lora_option(cmd, a->o.loras);
   cmd->add_option("--step-tokens", a->o.step_tokens, "rows one engine step may compute: the decodes, then prefill chunks "
                   "(default 256; while streams decode, prefill is further held to 2 rows per decode, at least 16)")
       ->check(CLI::Range(1, 65536));

@@ -35,6 +35,15 @@ void add_model_args(CLI::App* cmd, ModelArgs& a, bool required) {
                   "K-quants; every width a multiple of 256). A .gguf file runs as stored")
       ->check(CLI::IsMember({"auto", "f32", "bf16", "q8", "q4", "q4k", "q6k"}));
   add_kv_type_option(cmd, a.kv_type);
+  add_lora_option(cmd, a.loras);
+}
+
+void add_lora_option(CLI::App* cmd, std::vector<std::string>& loras) {
+  cmd->add_option("--lora", loras, "a LoRA adapter beside the weights, PATH[:SCALE] (default scale 1; repeatable): a PEFT "
+                  "folder (adapter_config.json + adapter_model.safetensors) or a llama.cpp LoRA .gguf. docs/lora.md")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);  // one path per --lora: a prompt after it stays the prompt
 }
 
 void add_kv_type_option(CLI::App* cmd, std::string& kv_type) {
@@ -47,8 +56,9 @@ CLI::Option* add_ctx_option(CLI::App* cmd, int64_t& ctx, const std::string& what
   return cmd->add_option(names, ctx, what)->check(CLI::Range((int64_t)0, (int64_t)1 << 24));
 }
 
-EngineOptions engine_options(const ModelArgs& a) {
+EngineOptions engine_options(const ModelArgs& a, const LoadedModel& m) {
   EngineOptions o;
+  o.loras = lora_uses(m.loras);
   o.kv_type = kernels::parse_kv_type(a.kv_type);
   o.ctx = a.ctx;
   return o;
@@ -113,6 +123,7 @@ LoadedModel load_from_args(const ModelArgs& a) {
   opts.format = parse_weight_format(a.quant);
   LoadedModel m = load_model(a.model, opts);
   if (!m.load_report.note.empty()) std::fprintf(stderr, "kvad: %s\n", m.load_report.note.c_str());
+  m.loras = load_loras(a.loras, *m.model);
   return m;
 }
 

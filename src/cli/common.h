@@ -19,6 +19,7 @@ struct ModelArgs {
   std::string kv_type = "f32";  // --kv-type: what the KV cache stores
   int64_t ctx = 0;              // -c/--ctx: cap the context (0 = the model's); run, chat
   SpeculativeConfig spec;       // where add_spec_args registered them: run, chat, tui
+  std::vector<std::string> loras;  // --lora PATH[:SCALE], repeatable (runtime/lora.h)
 };
 // Speculative decoding's flags (--draft MODEL or --spec ngram and their knobs): run, chat, tui, serve.
 void add_spec_args(CLI::App* cmd, SpeculativeConfig& a);
@@ -34,8 +35,10 @@ CLI::Option* add_ctx_option(CLI::App* cmd, int64_t& ctx, const std::string& what
 LoadedModel load_from_args(const ModelArgs& a);
 // --threads: 0 = all cores; warns when more than the machine has.
 void apply_threads(int threads);
-// The engine's options the model arguments set (--kv-type).
-EngineOptions engine_options(const ModelArgs& a);
+// --lora PATH[:SCALE] (repeatable), also on serve, which has no ModelArgs.
+void add_lora_option(CLI::App* cmd, std::vector<std::string>& loras);
+// The engine's options the model arguments set (--kv-type, --ctx, and m's adapters from --lora).
+EngineOptions engine_options(const ModelArgs& a, const LoadedModel& m);
 // What run and chat use without --model: $KVAD_DEFAULT_MODEL, else models/kvad-kjv in the source tree.
 std::string default_model();
 // Positional words after run/chat (Ollama's `run MODEL [PROMPT]`): when --model was not given

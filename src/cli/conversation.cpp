@@ -17,7 +17,7 @@ std::unique_ptr<RunningModel> start_model(const ModelArgs& args, bool completion
     if (!r->m.chat_template_error.empty()) fail("{}", r->m.chat_template_error);
     fail("{}: the model has no chat template; use kvad run for plain completion", r->m.path);
   }
-  r->engine = std::make_unique<Engine>(*r->m.model, engine_options(args));
+  r->engine = std::make_unique<Engine>(*r->m.model, engine_options(args, r->m));
   r->session = r->engine->open_session();
   r->speculative = load_speculative(args.spec, r->m, r->engine->context_length());
   return r;

@@ -86,6 +86,26 @@ void add(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; i++) y[i] += x[i];
 }
 
+void lowrank_add_avx512(float* y, const float* coef, const float* rows, int64_t r, int64_t n);
+void lowrank_add_avx2(float* y, const float* coef, const float* rows, int64_t r, int64_t n);
+
+static void lowrank_add_scalar(float* y, const float* coef, const float* rows, int64_t r, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    float s = y[i];
+    for (int64_t j = 0; j < r; j++) s += coef[j] * rows[j * n + i];
+    y[i] = s;
+  }
+}
+
+void lowrank_add(float* y, const float* coef, const float* rows, int64_t r, int64_t n, Isa isa) {
+#if defined(__x86_64__)
+  auto fn = isa == Isa::Avx512 ? lowrank_add_avx512 : isa == Isa::Avx2 ? lowrank_add_avx2 : lowrank_add_scalar;
+#else
+  auto fn = lowrank_add_scalar;
+#endif
+  fn(y, coef, rows, r, n);
+}
+
 void add_bias(float* y, const float* b, int64_t n, int64_t m) {
   for (int64_t t = 0; t < n; t++)
     for (int64_t i = 0; i < m; i++) y[t * m + i] += b[i];

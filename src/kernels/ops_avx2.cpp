@@ -31,4 +31,18 @@ void gelu_tanh_avx2(float* x, int64_t n) {
   for (; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + std::tanh(0.7978845608028654f * (x[i] + 0.044715f * x[i] * x[i] * x[i])));
 }
 
+void lowrank_add_avx2(float* y, const float* coef, const float* rows, int64_t r, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 s = _mm256_loadu_ps(y + i);
+    for (int64_t j = 0; j < r; j++) s = _mm256_fmadd_ps(_mm256_set1_ps(coef[j]), _mm256_loadu_ps(rows + j * n + i), s);
+    _mm256_storeu_ps(y + i, s);
+  }
+  for (; i < n; i++) {
+    float s = y[i];
+    for (int64_t j = 0; j < r; j++) s += coef[j] * rows[j * n + i];
+    y[i] = s;
+  }
+}
+
 }  // namespace kvad::kernels

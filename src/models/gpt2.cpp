@@ -74,6 +74,7 @@ TensorList gpt2_tensors(const ModelConfig& c, Gpt2Weights& w, const std::string&
     std::string p = pre + "h." + std::to_string(l) + ".", g = "blk." + std::to_string(l) + ".";
     auto conv = [&](const char* hf, const char* gguf, int64_t in, int64_t out, Weight* to) {
       t.push_back(conv1d_tensor(p + hf + ".weight", g + gguf + ".weight", in, out, to));
+      t.back().adaptable = true;
     };
     auto vec = [&](const char* hf, const char* gguf, int64_t n, TensorInit init, std::vector<float>* to) {
       t.push_back(vector_tensor(p + hf, g + gguf, {n}, init, to));
@@ -116,6 +117,7 @@ class Gpt2Model : public Model, private Gpt2Weights {
     TensorList table = gpt2_tensors(c, *this, pre);
     load_tensors(table, src);
     sizes_ = loaded_stats(table);
+    adaptable_ = adaptable_matrices(table);
   }
 
   MemorySpec memory_spec() const override {
@@ -130,7 +132,7 @@ void Gpt2Model::forward(const Batch& b, Memory& memory, Backend& ops, float* log
   const ModelConfig& c = config_;
   const int64_t n = b.size(), E = c.hidden, F = c.intermediate;
   check_positions(b);
-  ops.begin_forward();
+  ops.begin_forward(b);
   Tensor x = ops.tensor(n, E), xn = ops.tensor(n, E), qkv = ops.tensor(n, 3 * E), att = ops.tensor(n, E),
          h = ops.tensor(n, F);
   ops.embed(wte_, b, x);

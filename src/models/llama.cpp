@@ -116,6 +116,7 @@ void llama_layer_tensors(const ModelConfig& c, int64_t l, LlamaLayer& L, TensorL
   auto mat = [&](const char* hf, const char* gguf, int64_t rows, int64_t cols, Weight* to, int64_t permuted_heads = 0) {
     t.push_back(matrix_tensor(p + hf + ".weight", g + gguf + ".weight", rows, cols, to));
     t.back().gguf_permuted_heads = permuted_heads;
+    t.back().adaptable = true;
   };
   auto vec = [&](const char* hf, const char* gguf, const char* suffix, int64_t n, TensorInit init,
                  std::vector<float>* to) {
@@ -174,6 +175,7 @@ class LlamaModel : public Model, private LlamaWeights {
     TensorList table = llama_tensors(c, *this);
     load_tensors(table, src);
     sizes_ = loaded_stats(table);
+    adaptable_ = adaptable_matrices(table);
     inv_freq_ = rope_inv_freq(c, c.head_dim);
   }
 
@@ -195,7 +197,7 @@ void LlamaModel::forward(const Batch& b, Memory& memory, Backend& ops, float* lo
   const ModelConfig& c = config_;
   const int64_t n = b.size(), H = c.hidden, Q = c.q_dim(), KV = c.kv_dim(), I = c.intermediate, hd = c.head_dim;
   check_positions(b);
-  ops.begin_forward();
+  ops.begin_forward(b);
   Tensor x = ops.tensor(n, H), xn = ops.tensor(n, H), q = ops.tensor(n, Q), k = ops.tensor(n, KV), v = ops.tensor(n, KV),
          att = ops.tensor(n, Q), g = ops.tensor(n, I), u = ops.tensor(n, I), angles = ops.tensor(n, hd);
   ops.embed(embed_, b, x);

@@ -35,6 +35,9 @@ class Model {
   int64_t parameter_count() const { return sizes_.parameters; }
   virtual std::string weight_format() const = 0;  // e.g. "bf16", "f32"
 
+  // The projections a LoRA adapter may sit beside (models/lora.h), from the tensor table.
+  const std::vector<AdaptableMatrix>& adaptable() const { return adaptable_; }
+
   // Weights may point into a memory-mapped checkpoint: the model keeps it alive.
   void hold(std::shared_ptr<const void> storage) { storage_ = std::move(storage); }
 
@@ -43,6 +46,7 @@ class Model {
   void check_positions(const Batch& batch) const;
   ModelConfig config_;
   TensorStats sizes_;  // set by the family's constructor from its loaded table
+  std::vector<AdaptableMatrix> adaptable_;  // likewise
 
  private:
   std::shared_ptr<const void> storage_;

@@ -43,6 +43,16 @@ TensorDecl vector_tensor(std::string hf, std::string gguf, std::vector<int64_t> 
   return d;
 }
 
+std::vector<AdaptableMatrix> adaptable_matrices(const TensorList& list) {
+  std::vector<AdaptableMatrix> out;
+  const std::string suffix = ".weight";
+  for (const TensorDecl& d : list) {
+    if (!d.adaptable || !d.weight || !d.hf.ends_with(suffix)) continue;
+    out.push_back({d.hf.substr(0, d.hf.size() - suffix.size()), d.gguf, d.weight, d.gguf_permuted_heads});
+  }
+  return out;
+}
+
 TensorDecl tied_tensor(std::string hf, std::string gguf, std::string tied_to, std::vector<int64_t> shape) {
   TensorDecl d = declared(std::move(hf), std::move(gguf), std::move(shape), TensorRole::Matrix);
   d.tied_to = std::move(tied_to);

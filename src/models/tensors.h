@@ -44,6 +44,8 @@ struct TensorDecl {
   // the number of heads to undo it over (0: not permuted). Used only where the family's GGUF
   // description says its files are permuted.
   int64_t gguf_permuted_heads = 0;
+  // A layer's projection: what a LoRA adapter may sit beside (not the embedding or the head).
+  bool adaptable = false;
   // Where the loaded value goes (one of the two, by role); null in a list made only to be read.
   Weight* weight = nullptr;
   std::vector<float>* values = nullptr;
@@ -74,6 +76,15 @@ TensorList table_without_destinations(const ModelConfig& c, Table table) {
   forget_destinations(t);
   return t;
 }
+
+// A projection an adapter may target, by the names adapter files use for it.
+struct AdaptableMatrix {
+  std::string module;  // Hugging Face module name ("model.layers.0.self_attn.q_proj"): PEFT's key
+  std::string gguf;    // llama.cpp's tensor name ("blk.0.attn_q.weight"): a LoRA GGUF's key
+  const Weight* weight = nullptr;
+  int64_t gguf_permuted_heads = 0;  // as TensorDecl's: llama GGUF adapters permute B's rows too
+};
+std::vector<AdaptableMatrix> adaptable_matrices(const TensorList& list);
 
 // Sizes derived from a loaded list (the Model keeps them; nothing is counted during a forward).
 struct TensorStats {

@@ -42,36 +42,66 @@ static int32_t argmax(const std::vector<float>& v) {
 }
 
 BenchRun bench_model(const Model& model, int64_t P, int64_t G, int reps, int warmup, kernels::KvType kv_type) {
-  BenchRun r;
-  r.prompt_tokens = P;
-  r.gen_tokens = G;
-  r.reps = reps;
-  std::vector<double> pp, tg, ttft;
+  return bench_interleaved(model, P, G, reps, warmup, kv_type, {{}})[0];
+}
+
+namespace {
+
+// Timings of one variant's reps.
+struct RepTimes {
+  std::vector<double> pp, tg, ttft, other_cores;
+};
+
+void one_rep(Engine& engine, const std::vector<int32_t>& prompt, int64_t G, RepTimes& t) {
+  std::unique_ptr<Session> s = engine.open_session();
+  ForeignCpu foreign;
+  auto t0 = clock_type::now();
+  int32_t next = argmax(s->forward(prompt));
+  auto t1 = clock_type::now();
+  for (int64_t g = 0; g < G; g++) next = argmax(s->forward({next}));
+  auto t2 = clock_type::now();
+  t.other_cores.push_back(foreign.cores_since());
+  t.pp.push_back((double)prompt.size() / seconds(t0, t1));
+  t.ttft.push_back(seconds(t0, t1) * 1000);
+  if (G > 0) t.tg.push_back((double)G / seconds(t1, t2));
+}
+
+}  // namespace
+
+std::vector<BenchRun> bench_interleaved(const Model& model, int64_t P, int64_t G, int reps, int warmup,
+                                        kernels::KvType kv_type, const std::vector<std::vector<LoraUse>>& variants) {
   Rng rng(1234567);
-  EngineOptions eo;
-  eo.kv_type = kv_type;
-  eo.ctx = std::min(model.context_length(), P + G + 1);
-  Engine engine(model, eo);
+  std::vector<std::unique_ptr<Engine>> engines;
+  for (const auto& loras : variants) {
+    EngineOptions eo;
+    eo.kv_type = kv_type;
+    eo.ctx = std::min(model.context_length(), P + G + 1);
+    eo.loras = loras;
+    engines.push_back(std::make_unique<Engine>(model, eo));
+  }
+  std::vector<RepTimes> times(variants.size());
   for (int rep = 0; rep < warmup + reps; rep++) {
-    std::unique_ptr<Session> s = engine.open_session();
     std::vector<int32_t> prompt((size_t)P);
     for (auto& t : prompt) t = (int32_t)rng.below((uint64_t)model.config().vocab_size);
-    ForeignCpu foreign;
-    auto t0 = clock_type::now();
-    int32_t next = argmax(s->forward(prompt));
-    auto t1 = clock_type::now();
-    for (int64_t g = 0; g < G; g++) next = argmax(s->forward({next}));
-    auto t2 = clock_type::now();
-    if (rep < warmup) continue;
-    r.other_cores.push_back(foreign.cores_since());
-    pp.push_back((double)P / seconds(t0, t1));
-    ttft.push_back(seconds(t0, t1) * 1000);
-    if (G > 0) tg.push_back((double)G / seconds(t1, t2));
+    for (size_t v = 0; v < variants.size(); v++) {
+      RepTimes scratch;
+      one_rep(*engines[v], prompt, G, rep < warmup ? scratch : times[v]);
+    }
   }
-  r.prefill_tok_s = stats_of(pp);
-  if (G > 0) r.decode_tok_s = stats_of(tg);
-  r.ttft_ms = stats_of(ttft).median;
-  return r;
+  std::vector<BenchRun> out;
+  for (const RepTimes& t : times) {
+    BenchRun r;
+    r.prompt_tokens = P;
+    r.gen_tokens = G;
+    r.reps = reps;
+    r.other_cores = t.other_cores;
+    r.prefill_tok_s = stats_of(t.pp);
+    if (G > 0) r.decode_tok_s = stats_of(t.tg);
+    r.decode_reps = t.tg;
+    r.ttft_ms = stats_of(t.ttft).median;
+    out.push_back(r);
+  }
+  return out;
 }
 
 SpeculativeRun bench_speculative(const Model& model, const Tokenizer& tok, const std::vector<int32_t>& prompt,
@@ -118,7 +148,7 @@ SpeculativeRun bench_speculative(const Model& model, const Tokenizer& tok, const
 }
 
 BatchedRun bench_batched(const Model& model, const Tokenizer& tok, int64_t P, int64_t G, int64_t B,
-                         kernels::KvType kv_type) {
+                         kernels::KvType kv_type, const std::vector<LoraUse>& loras) {
   if (P < 1 || G < 2 || B < 1) fail("batched bench: prompt {} gen {} batch {} (need >= 1, >= 2, >= 1)", P, G, B);
   EngineOptions eo;
   eo.kv_type = kv_type;
@@ -136,6 +166,7 @@ BatchedRun bench_batched(const Model& model, const Tokenizer& tok, int64_t P, in
     req.opts.max_tokens = G;
     req.opts.reuse_prefix = false;
     req.tokenizer = &tok;
+    req.loras = loras;
     req.on_token = [&first_tokens, n = 0](const TokenEvent&) mutable {
       if (n++ == 0) first_tokens++;
       return true;

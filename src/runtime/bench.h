@@ -24,12 +24,19 @@ struct BenchRun {
   int reps = 0;
   Stats prefill_tok_s;
   std::optional<Stats> decode_tok_s;  // none when gen_tokens == 0
+  std::vector<double> decode_reps;    // each measured rep's decode tok/s, in order (paired across variants)
   double ttft_ms = 0;                 // median prefill time of the prompt incl. picking the first token
   std::vector<double> other_cores;    // per rep: cores used by other processes (0 = quiet machine)
 };
 
 BenchRun bench_model(const Model& model, int64_t prompt_tokens, int64_t gen_tokens, int reps, int warmup,
                      kernels::KvType kv_type = kernels::KvType::F32);
+// The same measurement under several adapter sets (`variants`, {} = the base alone), rep by rep in
+// turn on the same prompt: a drift of the machine's speed (other load, heat) shifts every variant
+// alike, so their ratio is the adapters' cost. One BenchRun per variant.
+std::vector<BenchRun> bench_interleaved(const Model& model, int64_t prompt_tokens, int64_t gen_tokens, int reps,
+                                        int warmup, kernels::KvType kv_type,
+                                        const std::vector<std::vector<LoraUse>>& variants);
 
 // The engine alone, batched (llama-batched-bench's measurement, no HTTP): B sequences of P random
 // prompt tokens prefilled in one step, then decoded together for G greedy steps through the
@@ -40,7 +47,8 @@ struct BatchedRun {
   double other_cores = 0;
 };
 BatchedRun bench_batched(const Model& model, const Tokenizer& tok, int64_t prompt_tokens, int64_t gen_tokens,
-                         int64_t batch, kernels::KvType kv_type = kernels::KvType::F32);
+                         int64_t batch, kernels::KvType kv_type = kernels::KvType::F32,
+                         const std::vector<LoraUse>& loras = {});  // every sequence's adapters
 
 // Speculative decoding against plain decoding, side by side: the same greedy generation of G
 // tokens after `prompt` (fresh sessions, no prefix reuse, end-of-sequence ignored), plain and

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "runtime/lora.h"
 
 namespace kvad {
 
@@ -145,7 +146,7 @@ void Engine::forward_session(BlockTable& table, int32_t seq, const std::vector<i
            pos0 + n, blocks_->blocks_needed(table, pos0, pos0 + n), blocks_->block_size(), blocks_->available());
   }
   session_batch_.clear();  // a member: a session's decode step allocates nothing here
-  session_batch_.add(seq, tokens, pos0, table.blocks, blocks_->block_size(), which);
+  session_batch_.add(seq, tokens, pos0, table.blocks, blocks_->block_size(), which, opts_.loras);
   run(session_batch_, logits);
 }
 
@@ -201,7 +202,7 @@ int32_t Engine::submit(GenerationRequest req) {
   s->forks = req.n - 1;
   s->id = next_id_++;
   s->tokens = req.prompt;
-  s->table.salt = req.cache_salt;
+  s->table.salt = req.cache_salt ^ lora_salt(req.loras);
   s->gen = std::make_unique<TokenGenerator>(*req.tokenizer, req.prompt, req.opts);
   s->req = std::move(req);
   s->t_submit = Clock::now();
@@ -307,7 +308,7 @@ bool Engine::schedule_rows(Sequence& s, int64_t& budget) {
   bool last = s.computed + n == (int64_t)s.tokens.size();
   Logits which = !s.draft.tokens.empty() ? Logits::All : last ? Logits::Last : Logits::None;
   batch_.add(s.id, std::span<const int32_t>(s.tokens).subspan((size_t)s.computed, (size_t)n), s.computed,
-             s.table.blocks, blocks_->block_size(), which);
+             s.table.blocks, blocks_->block_size(), which, s.req.loras);
   in_batch_.push_back(&s);
   budget -= n;
   return true;

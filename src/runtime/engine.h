@@ -40,6 +40,7 @@ struct EngineOptions {
   int64_t prefill_per_decode = 2;
   int64_t prefill_min_rows = 16;
   kernels::KvType kv_type = kernels::KvType::F32;  // what the cache stores (--kv-type)
+  std::vector<LoraUse> loras;  // the adapters sessions run with (run and chat's --lora)
 };
 
 // A sequence for the step loop. Callbacks run on the engine's thread.
@@ -53,6 +54,7 @@ struct GenerationRequest {
   int64_t n = 1;
   const Tokenizer* tokenizer = nullptr;
   uint64_t cache_salt = 0;  // prefix reuse only among requests with the same salt
+  std::vector<LoraUse> loras;  // the adapters this sequence runs with (its own rows only)
   // Each token as it is produced; return false to cancel.
   std::function<bool(const TokenEvent&)> on_token;
   // Once, at the end: the result (finish_reason "stop", "length", "cancelled") or an error.

@@ -8,6 +8,7 @@
 
 #include "core/json.h"
 #include "models/registry.h"
+#include "runtime/lora.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -25,6 +26,7 @@ struct LoadedModel {
   Json generation_config = Json::object();
   double load_seconds = 0;
   LoadReport load_report;  // e.g. "quantised to q8, cached to ..." / "weights from cache ..."
+  std::vector<LoadedLora> loras;  // --lora adapters, loaded for `model` (their ids are their places)
 };
 
 // What a model name refers to. In order: a folder path; a model in kvad's store; a Hub name

@@ -86,6 +86,7 @@ void EngineThread::generation_finished() {
 void EngineThread::load_now(const std::string& name, const std::string& alias) {
   auto m = std::make_shared<LoadedModel>(load_model(name, cfg_.load));
   m->served_as = alias;
+  m->loras = load_loras(cfg_.loras, *m->model);
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (running_ || !jobs_.empty() || generations_ > 0) fail("load_now: the engine is busy");

@@ -32,6 +32,7 @@ struct EngineConfig {
   int max_choices = 8;        // cap on n
   kernels::KvType kv_type = kernels::KvType::F32;  // what the KV cache stores (--kv-type)
   SpeculativeConfig speculative;  // --draft / --spec: every generation speculates when set
+  std::vector<std::string> loras;  // --lora PATH[:SCALE]: adapters of the model loaded at start
 };
 
 // What the engine thread owns: the loaded model and the runtime engine over it. Only code on the

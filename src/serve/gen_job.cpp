@@ -10,6 +10,7 @@ GenerationRequest GenJob::request(EngineThread& thread) {
   r.opts = opts_;
   r.tokenizer = model_->tokenizer.get();
   r.cache_salt = salt_;
+  r.loras = loras_;
   r.n = n_;
   const Tokenizer& tok = *model_->tokenizer;
   std::shared_ptr<GenJob> self = shared_from_this();

@@ -31,6 +31,8 @@ class GenJob : public std::enable_shared_from_this<GenJob> {
       : model_(std::move(model)), prompt_(std::move(prompt)), opts_(std::move(opts)), salt_(cache_salt), n_(n),
         t0_(std::chrono::steady_clock::now()) {}
   const std::shared_ptr<const LoadedModel>& model() const { return model_; }
+  // The adapters the sequence runs with (they live in model_, which the job holds).
+  void set_loras(std::vector<LoraUse> loras) { loras_ = std::move(loras); }
   int64_t choices() const { return n_; }
   // On the engine thread: the sequence for the runtime engine, with callbacks into this job (they
   // hold it alive until the sequence ends).
@@ -50,6 +52,7 @@ class GenJob : public std::enable_shared_from_this<GenJob> {
   std::vector<int32_t> prompt_;
   GenerateOptions opts_;
   uint64_t salt_;
+  std::vector<LoraUse> loras_;
   int64_t n_, ended_ = 0;  // choices, and how many have ended (engine thread)
   std::chrono::steady_clock::time_point t0_;
   double ttft_ = 0;

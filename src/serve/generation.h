@@ -20,6 +20,7 @@ struct Prepared {
   GenerateOptions opts;
   int64_t context_length = 0;  // in force for this request
   ToolFamily tools = ToolFamily::None;  // how the answer's tool calls are read (None: they are not)
+  std::vector<LoraUse> loras;  // the request's `lora`, else the server's current adapter scales
 };
 
 // Every check that needs the model (template, context, n, sampling), on the HTTP thread; throws

@@ -1,4 +1,6 @@
 #include "serve/openai.h"
+
+#include "serve/lora_adapters.h"
 #include "serve/request_fields.h"
 #include "serve/structured_output.h"
 #include "serve/tool_request.h"
@@ -24,6 +26,12 @@ Json error_json(const std::string& message, const std::string& type, const std::
 // error names the place ("number overflow parsing '1e999' at 'max_tokens'") and quotes no more
 // of the body than a short token.
 Json parse_request_body(const std::string& body) {
+  Json j = parse_request_json(body);
+  if (!j.is_object()) throw HttpError(400, "the request body must be a JSON object", "invalid_request_error", "", "invalid_json");
+  return j;
+}
+
+Json parse_request_json(const std::string& body) {
   GuardedHttp::request_read();  // the whole body is in: the connection's read deadline is over
   Json j;
   try {
@@ -37,7 +45,6 @@ Json parse_request_body(const std::string& body) {
     if (auto at = m.rfind(" at '"); at != std::string::npos && m.back() == '\'') param = m.substr(at + 5, m.size() - at - 6);
     throw HttpError(400, m, "invalid_request_error", param, "invalid_json");
   }
-  if (!j.is_object()) throw HttpError(400, "the request body must be a JSON object", "invalid_request_error", "", "invalid_json");
   return j;
 }
 
@@ -78,6 +85,7 @@ void parse_common(const Json& j, GenRequest& r) {
   if (has(j, "presence_penalty")) r.sampling.presence_penalty = (float)get_number(j, "presence_penalty", -2, 2);
   if (has(j, "frequency_penalty")) r.sampling.frequency_penalty = (float)get_number(j, "frequency_penalty", -2, 2);
   if (has(j, "ignore_eos")) r.ignore_eos = get_bool(j, "ignore_eos");
+  if (has(j, "lora")) r.lora = parse_lora_list(j["lora"], "lora");  // llama-server's per-request adapters
   if (has(j, "cache_salt")) {
     if (!j["cache_salt"].is_string() || j["cache_salt"].get_ref<const std::string&>().size() > 256)
       bad("cache_salt", "'cache_salt' must be a string of at most 256 bytes");

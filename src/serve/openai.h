@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/json.h"
+#include "serve/lora_adapters.h"
 #include "runtime/generate.h"
 #include "serve/tool_calls.h"
 
@@ -46,6 +47,7 @@ struct GenRequest {
   int top_logprobs = 0;
   bool ignore_eos = false;  // vLLM's and llama.cpp's extension: generate max_tokens whatever the model says
   std::string cache_salt;   // vLLM's: prefix reuse only among requests with the same salt
+  std::optional<std::vector<LoraChoice>> lora;  // llama-server's: the adapters and scales (serve/lora_adapters.h)
   std::string user;
   int64_t n = 1;  // choices
   // Structured output (structured_output.h): compiled once here, shared by the request's choices.
@@ -65,6 +67,8 @@ struct GenRequest {
 // HttpError(400, code invalid_json) naming the place and never echoing the body.
 inline constexpr size_t kRequestJsonDepth = 64;
 Json parse_request_body(const std::string& body);
+// The same limits for a body of any JSON type (POST /lora-adapters takes a list).
+Json parse_request_json(const std::string& body);
 
 // Parse a body (JSON text); throws HttpError(400) naming the field.
 GenRequest parse_chat_request(const std::string& body);

@@ -141,6 +141,7 @@ void generation(Server::Impl& s, const httplib::Request& req, httplib::Response&
   Prepared p = prepare(s, q.gen);
   std::string model = model_id(*p.model);
   auto job = std::make_shared<GenJob>(p.model, std::move(p.prompt), std::move(p.opts), cache_scope(s, req, q.gen), 1);
+  job->set_loras(std::move(p.loras));
   EngineThread::Admit a = s.sched.submit(job);
   if (a != EngineThread::Admit::Ok) throw refusal(s, a);
   if (q.gen.stream) answer_stream(s, chat, p.tools, model, job, t0, res);

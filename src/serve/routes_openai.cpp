@@ -202,6 +202,7 @@ void generation(Server::Impl& s, const httplib::Request& req, httplib::Response&
   ResponseMeta meta{new_completion_id(chat), model_id(*p.model), now_unix()};
   AnswerContext ac{(int64_t)p.prompt.size(), p.context_length, p.tools};
   auto job = std::make_shared<GenJob>(p.model, std::move(p.prompt), std::move(p.opts), cache_scope(s, req, r), r.n);
+  job->set_loras(std::move(p.loras));
   EngineThread::Admit a = s.sched.submit(job);
   if (a != EngineThread::Admit::Ok) throw refusal(s, a);
   if (r.stream) answer_stream(s, r, job, meta, ac, res);

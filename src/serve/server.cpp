@@ -40,6 +40,7 @@ static EngineConfig engine_config(const ServeOptions& o) {
   c.step_tokens = o.step_tokens;
   c.kv_type = o.kv_type;
   c.speculative = o.speculative;
+  c.loras = o.loras;
   c.load.format = parse_weight_format(o.quant.empty() ? "auto" : o.quant);  // auto | f32 | bf16 | q8 | q4
   return c;
 }
@@ -52,7 +53,8 @@ Server::Impl::Impl(ServeOptions o)
 static bool needs_key(const std::string& path) {
   for (const char* prefix : {"/v1/", "/api/", "/kvad/"})
     if (path.rfind(prefix, 0) == 0) return true;
-  return path == "/metrics" || path == "/tokenize" || path == "/detokenize" || path == "/props" || path == "/slots";
+  return path == "/metrics" || path == "/tokenize" || path == "/detokenize" || path == "/props" || path == "/slots" ||
+         path == "/lora-adapters";
 }
 
 bool is_loopback_host(const std::string& host) {
@@ -239,6 +241,7 @@ Server::Server(ServeOptions opts) : impl_(std::make_unique<Impl>(std::move(opts)
     res.set_content(s.metrics.prometheus(s.sched), "text/plain; version=0.0.4");
   });
   add_openai_routes(s);
+  add_lora_routes(s);
   add_api_routes(s);
   add_ollama_routes(s);
   add_embedding_routes(s);

@@ -27,6 +27,7 @@ struct Server::Impl {
   ServingSweep serving_sweep;
   TrainJobs train;
   PullJobs pull;
+  LoraScales loras;                 // --lora adapters' current scales (/lora-adapters)
   GrammarVocabCache grammar_vocab;  // structured outputs: the loaded model's, built on first use
   int port = 0;
   std::atomic<bool> stopping{false};
@@ -57,6 +58,7 @@ std::shared_ptr<const LoadedModel> require_model(Server::Impl& s, const std::str
 HttpError refusal(Server::Impl& s, EngineThread::Admit a);
 
 void add_openai_routes(Server::Impl& s);
+void add_lora_routes(Server::Impl& s);  // GET / POST /lora-adapters (serve/lora_adapters.h)
 void add_api_routes(Server::Impl& s);
 void add_ollama_routes(Server::Impl& s);
 void add_embedding_routes(Server::Impl& s);  // /v1/embeddings, Ollama's /api/embed and /api/embeddings

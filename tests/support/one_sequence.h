@@ -15,8 +15,9 @@ namespace kvad::test {
 
 class OneSequence {
  public:
-  explicit OneSequence(const Model& m, int64_t block_size = 16, int64_t max_positions = 4096)
-      : m_(m), ops_(make_cpu_backend()) {
+  explicit OneSequence(const Model& m, int64_t block_size = 16, int64_t max_positions = 4096,
+                       std::vector<LoraUse> loras = {})
+      : m_(m), ops_(make_cpu_backend()), loras_(std::move(loras)) {
     int64_t ctx = std::min(m.context_length(), max_positions);
     int64_t n = (ctx + block_size - 1) / block_size;
     mem_ = ops_->make_memory(m.memory_spec(), n, block_size);
@@ -29,7 +30,7 @@ class OneSequence {
   void forward(const int32_t* tokens, int64_t n, float* logits, bool all_positions = false) {
     Batch b;
     b.add(0, std::span<const int32_t>(tokens, (size_t)n), pos_, table_, mem_->block_size(),
-          all_positions ? Logits::All : Logits::Last);
+          all_positions ? Logits::All : Logits::Last, loras_);
     m_.forward(b, *mem_, *ops_, logits);
     pos_ += n;
   }
@@ -38,6 +39,7 @@ class OneSequence {
  private:
   const Model& m_;
   std::unique_ptr<Backend> ops_;
+  std::vector<LoraUse> loras_;  // the adapters this sequence runs with
   std::unique_ptr<Memory> mem_;
   std::vector<int32_t> table_;
   int64_t pos_ = 0;
