@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <random>
@@ -116,7 +117,7 @@ TEST_P(GreedySpeculation, OutputIsThePlainOutputForEveryDraftAloneAndBatched) {
     SCOPED_TRACE(arch + " drafted by " + d.what);
     GenerateOptions g = greedy(40);
     g.speculative.source = d.source;
-    g.speculative.draft_max = 5;
+    g.speculative.draft_max = 8;  // 9 rows: the verifying span reaches the matrix-product attention path
     int64_t drafted = 0, kept = 0;
     // One sequence over a session (run, chat).
     Engine e(*target->model, eo);
@@ -360,4 +361,32 @@ TEST(Speculation, DraftLengthGrowsOnKeptRunsAndBacksOffFromMisses) {
     if (n > 0) d.update(n, 0);
   }
   EXPECT_EQ(seen, (std::vector<int64_t>{3, 0, 1, 0, 0, 1, 0, 0, 0, 0}));
+}
+
+// The rows of a verifying forward are what one-token forwards compute, bit for bit, for quantised
+// weights (integer dot products, and attention row by row for the span: AttentionSpan::rowwise),
+// so greedy speculation there is exactly plain decoding even at a near-tie. f32 / bf16 matrix
+// products sum a one-row decode in another order than a multi-row tile (docs/speculative.md).
+// Twelve rows reach the matrix-product attention path for any head grouping of the tiny models.
+TEST(Speculation, AVerifyingForwardComputesEachRowAsADecodeStepDoes) {
+  for (WeightFormat f : {WeightFormat::Q8, WeightFormat::Q4}) {
+    auto m = tiny("qwen2", 1, f);
+    EngineOptions eo;
+    eo.ctx = 256;
+    eo.block_size = 4;
+    Engine e(*m->model, eo);
+    std::mt19937 rng(9);
+    std::vector<int32_t> prompt = prompt_of(rng, 10, 512), next = prompt_of(rng, 8, 512);
+    next.resize(12);
+    auto a = e.open_session(), b = e.open_session();
+    a->forward(prompt);
+    b->forward(prompt);
+    std::vector<float> together = a->forward_tentative(next, /*all_rows=*/true);
+    const size_t V = (size_t)m->model->config().vocab_size;
+    for (size_t i = 0; i < next.size(); i++) {
+      const std::vector<float>& alone = b->forward({next[i]});
+      EXPECT_EQ(0, std::memcmp(alone.data(), together.data() + i * V, V * sizeof(float)))
+          << "row " << i << " of format " << (int)f;
+    }
+  }
 }

@@ -53,6 +53,10 @@ class Batch {
   void add(int32_t seq, std::span<const int32_t> tokens, int64_t pos0, std::span<const int32_t> blocks,
            int64_t block_size, Logits logits, std::span<const LoraUse> loras = {});
 
+  // The last span's queries attend one by one, as decode steps do (AttentionSpan::rowwise):
+  // speculative verification, whose rows must be what plain decoding computes.
+  void attend_rowwise() { attn_.back().rowwise = true; }
+
   const std::vector<BatchRow>& rows() const { return rows_; }
   const std::vector<BatchSpan>& spans() const { return spans_; }
   // The spans as the attention kernels take them.

@@ -44,6 +44,10 @@ struct KvPages {
 struct AttentionSpan {
   int64_t row0 = 0, n = 0, pos0 = 0;
   const int32_t* blocks = nullptr;
+  // Each query attends on its own, as a decode step's does, even when the span is long enough
+  // for the matrix-product path: speculative verification must compute every row exactly as plain
+  // decoding would (the products sum in another order, and a near-tie argmax can flip on that).
+  bool rowwise = false;
 };
 
 // Writes the new rows' keys and values (k, v: [rows, n_kv_heads * head_dim] with row strides) into

@@ -178,7 +178,7 @@ struct AttentionItem {
 };
 
 // The whole batch in one parallel region. A span whose queries (times the group size) reach 16
-// goes through the matrix-product path in chunks of 64 queries (S stays within a few hundred KB);
+// (and that is not `rowwise`) goes through the matrix-product path in chunks of 64 queries (S stays within a few hundred KB);
 // the others are decode rows. Prefill items come first so the heavy ones spread over the threads.
 template <typename V>
 void attention_paged_impl(const float* q, int64_t q_stride, const AttentionSpan* spans, int64_t n_spans,
@@ -187,13 +187,14 @@ void attention_paged_impl(const float* q, int64_t q_stride, const AttentionSpan*
   const int64_t chunk = 64;
   thread_local std::vector<AttentionItem> items;  // reused: no allocation per step once grown
   items.clear();
+  auto as_prefill = [&](const AttentionSpan& sp) { return sp.n * G >= 16 && !sp.rowwise; };
   for (int64_t i = 0; i < n_spans; i++)
-    if (spans[i].n * G >= 16)
+    if (as_prefill(spans[i]))
       for (int h = 0; h < s.n_kv_heads; h++)
         for (int64_t t0 = 0; t0 < spans[i].n; t0 += chunk)
           items.push_back({(int32_t)i, h, t0, std::min(spans[i].n, t0 + chunk), true});
   for (int64_t i = 0; i < n_spans; i++)
-    if (spans[i].n * G < 16)
+    if (!as_prefill(spans[i]))
       for (int64_t t = 0; t < spans[i].n; t++)
         for (int h = 0; h < s.n_kv_heads; h++) items.push_back({(int32_t)i, h, t, t + 1, false});
   const std::vector<AttentionItem>& work = items;

@@ -46,7 +46,7 @@ class EngineSession final : public Session {
   const std::vector<float>& forward(const std::vector<int32_t>& t) override { return run(t, Logits::Last); }
   const std::vector<float>& forward_all(const std::vector<int32_t>& t) override { return run(t, Logits::All); }
   const std::vector<float>& forward_tentative(const std::vector<int32_t>& t, bool all_rows) override {
-    return run(t, all_rows ? Logits::All : Logits::Last, /*shareable=*/false);
+    return run(t, all_rows ? Logits::All : Logits::Last, /*tentative=*/true);
   }
   int64_t cached() const override { return (int64_t)tokens_.size(); }
   int64_t truncate(int64_t n) override {
@@ -80,14 +80,14 @@ class EngineSession final : public Session {
   size_t kv_bytes_per_token() const override { return e_.bytes_per_token(); }
 
  private:
-  const std::vector<float>& run(const std::vector<int32_t>& t, Logits which, bool shareable = true) {
+  const std::vector<float>& run(const std::vector<int32_t>& t, Logits which, bool tentative = false) {
     if (t.empty()) fail("Session::forward: no tokens given");
     int64_t n = (int64_t)t.size(), held = cached();
     if (held + n > context_length())
       fail("context full: {} tokens held + {} new exceeds the context of {} tokens", held, n, context_length());
-    e_.forward_session(table_, id_, t, held, which, logits_);
+    e_.forward_session(table_, id_, t, held, which, logits_, /*rowwise=*/tentative);
     tokens_.insert(tokens_.end(), t.begin(), t.end());
-    if (shareable) e_.blocks().register_full(table_, tokens_, held + n);
+    if (!tentative) e_.blocks().register_full(table_, tokens_, held + n);
     e_.session_resized(n);
     return logits_;
   }
@@ -137,7 +137,7 @@ void Engine::run(Batch& batch, std::vector<float>& logits) {
 }
 
 void Engine::forward_session(BlockTable& table, int32_t seq, const std::vector<int32_t>& tokens, int64_t pos0,
-                             Logits which, std::vector<float>& logits) {
+                             Logits which, std::vector<float>& logits, bool rowwise) {
   int64_t n = (int64_t)tokens.size();
   if (!blocks_->prepare(table, pos0, pos0 + n, *memory_)) {
     make_room(blocks_->blocks_needed(table, pos0, pos0 + n));
@@ -147,6 +147,7 @@ void Engine::forward_session(BlockTable& table, int32_t seq, const std::vector<i
   }
   session_batch_.clear();  // a member: a session's decode step allocates nothing here
   session_batch_.add(seq, tokens, pos0, table.blocks, blocks_->block_size(), which, opts_.loras);
+  if (rowwise) session_batch_.attend_rowwise();
   run(session_batch_, logits);
 }
 
@@ -309,6 +310,7 @@ bool Engine::schedule_rows(Sequence& s, int64_t& budget) {
   Logits which = !s.draft.tokens.empty() ? Logits::All : last ? Logits::Last : Logits::None;
   batch_.add(s.id, std::span<const int32_t>(s.tokens).subspan((size_t)s.computed, (size_t)n), s.computed,
              s.table.blocks, blocks_->block_size(), which, s.req.loras);
+  if (!s.draft.tokens.empty()) batch_.attend_rowwise();
   in_batch_.push_back(&s);
   budget -= n;
   return true;

@@ -109,8 +109,9 @@ class Engine {
   void sequences(std::vector<SequenceStatus>& out) const;
 
   // For sessions: one forward of `tokens` at positions from `pos0`, through `table`.
+  // rowwise: each row attends as a decode step would (speculative verification; Batch::attend_rowwise).
   void forward_session(BlockTable& table, int32_t seq, const std::vector<int32_t>& tokens, int64_t pos0, Logits which,
-                       std::vector<float>& logits);
+                       std::vector<float>& logits, bool rowwise = false);
   // Embeddings: one forward over `inputs` (token ids) as temporary sequences that share and keep
   // nothing, writing the final hidden states of every row (or of each input's last row) to
   // out[rows, hidden], inputs in order. Running sequences are preempted when the pool is short.

@@ -19,6 +19,8 @@ class Session {
   // Speculative decoding: appends positions that may be truncated right after (a pending token
   // and drafts). Logits of every row (all_rows) or the last; no block is registered for prefix
   // reuse, so rolling back into one never has to copy it. The next forward registers what stayed.
+  // Each row is computed as a one-token forward would compute it (Batch::attend_rowwise), so a
+  // verified token is the one plain decoding would have produced, bit for bit.
   virtual const std::vector<float>& forward_tentative(const std::vector<int32_t>& tokens, bool all_rows) = 0;
   // Positions held.
   virtual int64_t cached() const = 0;
