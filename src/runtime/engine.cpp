@@ -427,7 +427,13 @@ int64_t Engine::propose_drafts(Sequence& s, int64_t room) {
                         s.req.opts.max_tokens - (int64_t)s.gen->generated().size() - 1});
   s.draft.clear();
   if (k <= 0) return 0;
-  s.drafter->propose(s.tokens, k, s.draft);
+  try {
+    s.drafter->propose(s.tokens, k, s.draft);
+  } catch (const Error&) {  // e.g. a draft engine out of blocks: this sequence goes on without drafts
+    s.draft.clear();
+    s.drafter.reset();
+    return 0;
+  }
   if ((int64_t)s.draft.tokens.size() < std::max<int64_t>(1, o.draft_min)) {
     s.draft.clear();
     return 0;

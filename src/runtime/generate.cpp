@@ -183,7 +183,15 @@ GenerateResult generate(Session& session, const Tokenizer& tok, const std::vecto
       k = std::min({length->next(), opts.max_tokens - (int64_t)gen.generated().size() - 1,
                     session.context_length() - base - 1});
       draft.clear();
-      if (k > 0) drafter->propose(all, k, draft);
+      if (k > 0) {
+        try {
+          drafter->propose(all, k, draft);
+        } catch (const Error&) {  // e.g. a draft engine out of blocks: go on without drafts
+          draft.clear();
+          drafter.reset();
+          continue;
+        }
+      }
       if ((int64_t)draft.tokens.size() < std::max<int64_t>(1, spec.draft_min)) draft.clear();
       k = (int64_t)draft.tokens.size();
     }
