@@ -450,11 +450,7 @@ void Engine::drop_drafts(Sequence& s) {
 void Engine::verify(Sequence& s, const float* rows) {
   const int64_t k = (int64_t)s.draft.tokens.size(), base = s.computed;  // base: the pending token's position
   s.tokens.resize((size_t)base + 1);  // kept drafts come back as the target's own tokens
-  s.chunk = 0;
-  if (!s.has_first) {
-    s.has_first = true;
-    s.t_first = Clock::now();
-  }
+  s.chunk = 0;  // (a sequence drafts only while decoding: its first token is long out)
   // The request's counts are current before each token is delivered: the last one may finish s,
   // which hands its result over. Row i's token equals draft i exactly when the draft was kept
   // (a rejected draft has no mass in the residual it is redrawn from).
