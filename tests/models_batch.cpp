@@ -29,7 +29,7 @@ double max_rel_diff(const float* a, const float* b, int64_t n) {
 
 TEST(ModelBatch, EverySequenceGetsTheLogitsItGetsAlone) {
   const int64_t bs = 3;
-  for (std::string arch : {"llama", "qwen2", "qwen3", "gpt2"}) {
+  for (std::string arch : {"llama", "qwen2", "qwen3", "gpt2", "qwen3_moe"}) {
     SCOPED_TRACE(arch);
     SynthOptions o;
     o.arch = arch;

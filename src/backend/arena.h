@@ -3,6 +3,7 @@
 // steps allocates nothing. Pointers stay valid until the next reset.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <vector>
@@ -15,6 +16,7 @@ class Arena {
   // chunks are merged into one that holds that whole forward.
   void reset();
   float* floats(size_t n);  // 64-byte aligned, uninitialised
+  int32_t* ints(size_t n) { return reinterpret_cast<int32_t*>(floats(n)); }  // the same 4-byte cells
   size_t capacity_bytes() const;
 
  private:

@@ -18,8 +18,21 @@
 #include "backend/tensor.h"
 #include "backend/weight.h"
 #include "kernels/attention.h"
+#include "kernels/moe.h"
 
 namespace kvad {
+
+// A mixture-of-experts layer (models/moe.h declares it from the config).
+struct Expert {
+  Weight gate, up, down;  // SwiGLU: down(silu(gate x) * up x)
+};
+struct MoeWeights {
+  // [experts, hidden], kept f32 whatever the weights' format (as llama.cpp's converter does): the
+  // choice of experts is a comparison, and rounding the router moves near-ties.
+  std::vector<float> router;
+  std::vector<float> score_bias;  // DeepSeek-V3's e_score_correction_bias (the choice only); may be empty
+  std::vector<Expert> experts;
+};
 
 class Backend {
  public:
@@ -55,6 +68,10 @@ class Backend {
   // q over each row's own sequence.
   virtual void attention(const Memory& memory, int64_t layer, const Batch& batch, const kernels::AttentionShape& shape,
                          Tensor q, Tensor k, Tensor v, Tensor out) = 0;
+  // out = sum over each row's routed experts of weight x expert(row) (routing as kernels/moe.h).
+  // Only the chosen experts' weights are read; a batch's rows are grouped by expert, so each
+  // chosen expert's weights stream once per call.
+  virtual void moe(const MoeWeights& layer, const kernels::Routing& routing, Tensor x, Tensor out) = 0;
   // out = the rows of x that want logits, in row order ([batch.n_logits(), x.cols]).
   virtual void logit_rows(Tensor x, const Batch& batch, Tensor out) = 0;
 };

@@ -9,6 +9,7 @@
 #include "backend/backend.h"
 #include "core/error.h"
 #include "core/threads.h"
+#include "kernels/matmul.h"
 #include "kernels/ops.h"
 
 namespace kvad {
@@ -154,6 +155,63 @@ class CpuBackend final : public Backend {
     kernels::attention_paged(q.data, q.stride, spans.data(), (int64_t)spans.size(), s, pages, out.data, out.stride);
   }
 
+  void moe(const MoeWeights& m, const kernels::Routing& r, Tensor x, Tensor out) override {
+    const int64_t n = x.rows, H = x.cols, E = (int64_t)m.experts.size(), k = r.top_k;
+    need(E > 0 && (int64_t)m.router.size() == E * H, "moe", x, "router is not [experts, input width]");
+    need(m.score_bias.empty() || (int64_t)m.score_bias.size() == E, "moe", x, "score bias is not one per expert");
+    need(out.rows == n && out.cols == H && out.contiguous(), "moe", out, "output is not [rows, width] contiguous");
+    const int64_t I = m.experts[0].gate.rows();
+    const float* in = dense_input(x);
+    Tensor logits = tensor(n, E), weights = tensor(n, k);
+    kernels::matmul(in, n, H, m.router.data(), kernels::WType::F32, E, logits.data);
+    int32_t* ids = arena_.ints((size_t)(n * k));
+    kernels::route(logits.data, n, E, m.score_bias.empty() ? nullptr : m.score_bias.data(), r, ids, weights.data);
+
+    // The (row, choice) pairs ordered by expert: pair_of[first[e] ..< first[e + 1]] are expert e's.
+    int32_t* first = arena_.ints((size_t)E + 1);
+    int32_t* pair_of = arena_.ints((size_t)(n * k));
+    std::fill(first, first + E + 1, 0);
+    for (int64_t p = 0; p < n * k; p++) first[ids[p] + 1]++;
+    for (int64_t e = 0; e < E; e++) first[e + 1] += first[e];
+    int32_t* fill = arena_.ints((size_t)E);
+    std::copy(first, first + E, fill);
+    for (int64_t p = 0; p < n * k; p++) pair_of[fill[ids[p]]++] = (int32_t)p;
+
+    // Each expert's input rows, contiguous (one token: every expert reads x itself, quantised once).
+    Tensor gathered = n == 1 ? Tensor::wrap(const_cast<float*>(in), 1, H) : tensor(n * k, H);
+    if (n > 1)
+      for (int64_t s = 0; s < n * k; s++)
+        std::memcpy(gathered.data + s * H, in + (pair_of[s] / k) * H, (size_t)H * sizeof(float));
+    auto input = [&](int64_t e) { return n == 1 ? in : gathered.data + first[e] * H; };
+    Tensor g = tensor(n * k, I), u = tensor(n * k, I), y = tensor(n * k, H);
+    jobs_.clear();
+    for (int64_t e = 0; e < E; e++) {
+      const int64_t rows = first[e + 1] - first[e];
+      if (rows == 0) continue;
+      const Expert& ex = m.experts[(size_t)e];
+      need(ex.gate.rows() == I && ex.gate.cols() == H && ex.down.rows() == H, "moe", x, "an expert's shape differs");
+      jobs_.push_back({&ex.gate, input(e), rows, g.data + first[e] * I});
+      jobs_.push_back({&ex.up, input(e), rows, u.data + first[e] * I});
+    }
+    Weight::matmul_jobs(jobs_.data(), (int)jobs_.size());
+    kernels::silu_mul(g.data, u.data, n * k * I);
+    jobs_.clear();
+    for (int64_t e = 0; e < E; e++)
+      if (const int64_t rows = first[e + 1] - first[e])
+        jobs_.push_back({&m.experts[(size_t)e].down, g.data + first[e] * I, rows, y.data + first[e] * H});
+    Weight::matmul_jobs(jobs_.data(), (int)jobs_.size());
+
+    // out[row] = sum of weight x expert output, added in expert order (the reference's order).
+    std::memset(out.data, 0, (size_t)(n * H) * sizeof(float));
+    for (int64_t s = 0; s < n * k; s++) {
+      const int64_t p = pair_of[s];
+      const float w = weights.data[p];
+      float* o = out.data + (p / k) * H;
+      const float* ys = y.data + s * H;
+      for (int64_t i = 0; i < H; i++) o[i] += w * ys[i];
+    }
+  }
+
   void logit_rows(Tensor x, const Batch& batch, Tensor out) override {
     need(out.rows == batch.n_logits() && out.cols == x.cols, "logit_rows", out, "not [rows wanting logits, width]");
     int64_t o = 0;
@@ -201,6 +259,7 @@ class CpuBackend final : public Backend {
 
   Arena arena_;
   const Batch* batch_ = nullptr;
+  std::vector<Weight::Job> jobs_;  // moe's products; grows to the most experts a step has run, then reused
 };
 
 }  // namespace

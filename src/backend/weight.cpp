@@ -1,9 +1,12 @@
 #include "backend/weight.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/threads.h"
+#include "kernels/matmul.h"
 #include "kernels/kqmatmul.h"
 #include "kernels/qmatmul.h"
 #include "quant/activations.h"
@@ -247,6 +250,71 @@ void Weight::matmul_group(const float* x, int64_t n, std::initializer_list<std::
   } else {
     for (auto& [w, y] : outs) w->matmul(x, n, y);
   }
+}
+
+namespace {
+
+// Rows per unit of work in matmul_jobs: a quantised matrix's group, and the dense kernels' grain.
+constexpr int64_t kJobRows = QuantMatrix::kRows;
+
+int64_t job_units(const Weight& w) { return (w.rows() + kJobRows - 1) / kJobRows; }
+
+}  // namespace
+
+void Weight::matmul_jobs(const Job* jobs, int count) {
+  // Per job: the index of its activations (shared with an earlier job over the same input).
+  // Reused across calls (no allocation in steady state); named through references because the
+  // pool's threads must read THIS thread's buffers, not their own thread_local copies.
+  thread_local std::vector<QuantActs> qacts_buffer;
+  thread_local std::vector<KActs> kacts_buffer;
+  thread_local std::vector<int> act_buffer;
+  thread_local std::vector<int64_t> first_unit_buffer;  // count + 1 prefix sums of job_units
+  std::vector<QuantActs>& qacts = qacts_buffer;
+  std::vector<KActs>& kacts = kacts_buffer;
+  std::vector<int>& act = act_buffer;
+  std::vector<int64_t>& first_unit = first_unit_buffer;
+  act.resize((size_t)count);
+  first_unit.resize((size_t)count + 1);
+  if (qacts.size() < (size_t)count) qacts.resize((size_t)count);
+  if (kacts.size() < (size_t)count) kacts.resize((size_t)count);
+  int64_t work = 0;
+  first_unit[0] = 0;
+  for (int i = 0; i < count; i++) {
+    const Job& j = jobs[i];
+    const Weight& w = *j.w;
+    first_unit[(size_t)i + 1] = first_unit[(size_t)i] + job_units(w);
+    work += j.n * w.rows_ * w.cols_;
+    act[(size_t)i] = i;
+    if (!w.quantized_ && !w.kq_) continue;
+    for (int p = 0; p < i; p++) {
+      const Job& o = jobs[p];
+      if (o.x == j.x && o.n == j.n && o.w->cols_ == w.cols_ && (bool)o.w->kq_ == (bool)w.kq_ &&
+          o.w->quantized_ == w.quantized_) {
+        act[(size_t)i] = act[(size_t)p];
+        break;
+      }
+    }
+    if (act[(size_t)i] != i) continue;
+    if (w.kq_) quantize_kacts(j.x, j.n, w.cols_, kacts[(size_t)i]);
+    else quantize_acts(j.x, j.n, w.cols_, qacts[(size_t)i]);
+  }
+  const Isa isa = best_isa();
+  auto run = [&](int64_t u0, int64_t u1) {
+    for (int i = 0; i < count && first_unit[(size_t)i] < u1; i++) {
+      const int64_t base = first_unit[(size_t)i], b = std::max(u0, base) - base,
+                    e = std::min(u1, first_unit[(size_t)i + 1]) - base;
+      if (b >= e) continue;
+      const Job& j = jobs[i];
+      const Weight& w = *j.w;
+      const int64_t r0 = b * kJobRows, r1 = std::min(w.rows_, e * kJobRows);
+      if (w.kq_) kernels::krows_kernel(w.kq_.type(), isa)(kacts[(size_t)act[(size_t)i]], w.kq_, r0, r1, j.y);
+      else if (w.quantized_) kernels::qgroups_kernel(w.q_.kind(), isa)(qacts[(size_t)act[(size_t)i]], w.q_, b, e, j.y);
+      else kernels::rows_kernel(w.wt_, isa)(j.x, j.n, w.cols_, w.data_, w.rows_, r0, r1, j.y);
+    }
+  };
+  const int64_t units = first_unit[(size_t)count];
+  if (work < (int64_t{1} << 16)) run(0, units);  // too small to be worth waking the pool
+  else pool().parallel_for(units, 1, run);
 }
 
 void Weight::row(int64_t i, float* out) const {

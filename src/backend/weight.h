@@ -56,6 +56,15 @@ class Weight {
   // y_i = x * W_i^T for weights that share their input (q/k/v, gate/up): the input is quantised
   // once and one parallel region covers all of them when they are the same kind of weight.
   static void matmul_group(const float* x, int64_t n, std::initializer_list<std::pair<const Weight*, float*>> outs);
+  // Independent products in one parallel region (a mixture-of-experts layer's experts, each on
+  // its own rows): y = x W^T per job. Jobs with the same input quantise it once. Any mix of formats.
+  struct Job {
+    const Weight* w;
+    const float* x;  // [n, w->cols()] contiguous
+    int64_t n;
+    float* y;        // [n, w->rows()]
+  };
+  static void matmul_jobs(const Job* jobs, int count);
   // out[cols] = W[i, :]
   void row(int64_t i, float* out) const;
   size_t bytes() const;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <fmt/ranges.h>
+
 #include "core/error.h"
 
 namespace kvad {
@@ -448,6 +450,10 @@ void GgufCheckpoint::build(const GgufNameMap& names) {
   if (arch_.empty()) fail("{}: no general.architecture in the GGUF metadata", f.what());
   for (const GgufTensorInfo& t : f.tensors()) {
     auto mapped = names.find(t.name);
+    if (mapped != names.end() && !mapped->second.experts.empty()) {
+      add_expert_slices(t, mapped->second.experts);
+      continue;
+    }
     TensorView v;
     v.name = mapped == names.end() ? t.name : mapped->second.hf;  // unknown: kept, so the guard names it
     v.dtype = t.dtype;
@@ -463,6 +469,28 @@ void GgufCheckpoint::build(const GgufNameMap& names) {
       owned_.push_back(unpermuted_copy(f, t, mapped->second.unpermute_heads));
       v.data = owned_.back()->data();
     }
+    std::string name = v.name;
+    if (!views_.emplace(name, std::move(v)).second)
+      fail("{}: two tensors are both '{}' once named as kvad reads them (one is '{}')", f.what(), name, t.name);
+  }
+}
+
+void GgufCheckpoint::add_expert_slices(const GgufTensorInfo& t, const std::vector<std::string>& experts) {
+  const GgufFile& f = *file_;
+  const int64_t E = (int64_t)experts.size();
+  if (t.ne.size() != 3 || t.ne[2] != E)
+    fail("{}: tensor '{}' should hold {} experts as [{}, rows, cols], has shape [{}]", f.what(), t.name, E, E,
+         fmt::join(t.ne.rbegin(), t.ne.rend(), ", "));
+  const size_t slice = t.nbytes / (size_t)E;  // whole rows per expert, so whole quantisation blocks too
+  for (int64_t e = 0; e < E; e++) {
+    TensorView v;
+    v.name = experts[(size_t)e];
+    v.dtype = t.dtype;
+    v.shape = {t.ne[1], t.ne[0]};
+    v.data = t.data + slice * (size_t)e;
+    v.nbytes = slice;
+    v.file = fmt::format("{} ({}, expert {})", f.what(), t.name, e);
+    if (v.name.empty()) fail("{}: tensor '{}' has a slice {} the model does not read", f.what(), t.name, e);
     std::string name = v.name;
     if (!views_.emplace(name, std::move(v)).second)
       fail("{}: two tensors are both '{}' once named as kvad reads them (one is '{}')", f.what(), name, t.name);

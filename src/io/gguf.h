@@ -16,7 +16,8 @@
 // models-layer GGUF loader, models/gguf_config.h), and says per tensor its Hugging Face name,
 // whether it is a Conv1D matrix (GGUF stores GPT-2's [out, in] where HF says [in, out]: marked
 // transposed) and whether llama.cpp permuted its Q/K rows (undone here). Names the map does not
-// know keep their GGUF name, so the unread-tensor guard reports them. gguf_tokenizer() turns the
+// know keep their GGUF name, so the unread-tensor guard reports them. A stacked MoE expert tensor
+// (3-D, llama.cpp's `*_exps`) is presented as one matrix per expert, each a view of its slice. gguf_tokenizer() turns the
 // metadata into the tokenizer.json / tokenizer_config.json the rest of kvad reads.
 #pragma once
 #include <cstdint>
@@ -115,6 +116,9 @@ struct GgufTensorMapping {
   std::string hf;               // the name the family loader reads
   bool conv1d = false;          // a GPT-2 Conv1D matrix: presented [in, out], transposed
   int64_t unpermute_heads = 0;  // > 0: llama.cpp permuted its rows over this many heads
+  // A stacked expert tensor ([experts, rows, cols]): presented as one 2-D matrix per expert,
+  // experts[e] naming slice e (hf is then unused).
+  std::vector<std::string> experts;
 };
 using GgufNameMap = std::map<std::string, GgufTensorMapping>;  // by GGUF tensor name
 
@@ -131,6 +135,7 @@ class GgufCheckpoint : public Checkpoint {
 
  private:
   void build(const GgufNameMap& names);
+  void add_expert_slices(const GgufTensorInfo& t, const std::vector<std::string>& experts);
   std::shared_ptr<const GgufFile> file_;
   std::string arch_;
   std::map<std::string, TensorView> views_;                // by presented (HF) name

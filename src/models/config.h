@@ -5,7 +5,20 @@
 #include <string>
 #include <vector>
 
+#include "kernels/moe.h"
+
 namespace kvad {
+
+// The mixture-of-experts part of a config (models/moe.h): which layers route, to how many experts.
+struct MoeConfig {
+  int64_t n_experts = 0;            // 0: every layer is dense
+  int64_t expert_intermediate = 0;  // each expert's hidden width (moe_intermediate_size)
+  kernels::Routing routing;         // the family's rule, with top_k
+  bool score_bias = false;          // DeepSeek-V3: e_score_correction_bias is a tensor of the router
+  std::vector<bool> sparse;         // per layer: true = routed experts, false = the dense MLP
+
+  bool routed(int64_t layer) const { return n_experts > 0 && sparse.at((size_t)layer); }
+};
 
 struct RopeScaling {
   std::string type;  // "" (none), "llama3", "linear" or "freq_factors"
@@ -37,6 +50,7 @@ struct ModelConfig {
   bool qk_norm = false;   // Qwen3: RMSNorm over each head of q and k
   std::vector<int32_t> eos_ids;  // from config.json (generation_config.json adds to these)
   int32_t bos_id = -1;
+  MoeConfig moe;
 
   int64_t q_dim() const { return n_heads * head_dim; }
   int64_t kv_dim() const { return n_kv_heads * head_dim; }

@@ -1,8 +1,10 @@
 // The Llama family: Llama 2/3/3.x (incl. llama3 rope scaling), Mistral-style configs, SmolLM2,
-// TinyLlama, Qwen2/2.5 (q/k/v biases) and Qwen3 (RMSNorm over each head of q and k). One forward:
+// TinyLlama, Qwen2/2.5 (q/k/v biases), Qwen3 (RMSNorm over each head of q and k) and Qwen3-MoE
+// (Qwen3 with routed experts in place of the MLP: models/moe.h). One forward:
 //   x = embed(tokens)
 //   per layer: x += o_proj(attention(rope(q), rope(k), v) of rmsnorm(x))
 //              x += down(silu(gate(h)) * up(h)), h = rmsnorm(x)
+//                   (Qwen3-MoE: x += sum over h's top-k experts of weight x expert(h))
 //   logits = lm_head(rmsnorm(x))
 // This file is the whole family (models/registry.h): config parser, tensor table (from which
 // loading, sizes, GGUF names and synth follow: models/tensors.h), forward, GGUF metadata
@@ -15,6 +17,7 @@
 #include "core/error.h"
 #include "models/config_parse.h"
 #include "models/gguf_model.h"
+#include "models/moe.h"
 #include "models/registry.h"
 #include "models/rope.h"
 #include "models/weight_source.h"
@@ -46,10 +49,12 @@ ModelConfig parse_llama_config(const Json& j, const std::string& what) {
   if (act != "silu") fail("{}: hidden_act '{}' is not supported for {} (only silu)", what, act, c.model_type);
 
   bool attention_bias = json_bool_or(j, "attention_bias", false, what);
+  const bool qwen3 = c.model_type == "qwen3" || c.model_type == "qwen3_moe";
   c.qkv_bias = c.model_type == "qwen2" || attention_bias;
-  c.o_bias = c.model_type != "qwen2" && c.model_type != "qwen3" && attention_bias;
+  c.o_bias = c.model_type != "qwen2" && !qwen3 && attention_bias;
   c.mlp_bias = json_bool_or(j, "mlp_bias", false, what);
-  c.qk_norm = c.model_type == "qwen3";
+  c.qk_norm = qwen3;
+  if (c.model_type == "qwen3_moe") c.moe = parse_qwen_moe_config(j, c.n_layers, what);
 
   if (auto rs = j.find("rope_scaling"); rs != j.end() && !rs->is_null()) {
     std::string where = what + ": rope_scaling";
@@ -99,6 +104,7 @@ struct LlamaLayer {
   std::vector<float> attn_norm, mlp_norm, q_norm, k_norm;
   Weight wq, wk, wv, wo, gate, up, down;
   std::vector<float> bq, bk, bv, bo, b_gate, b_up, b_down;
+  MoeWeights moe;  // Qwen3-MoE's routed layers, in place of gate/up/down
 };
 
 // Where the loaded tensors live (LlamaModel derives from it, so the forward reads them by name).
@@ -140,6 +146,7 @@ void llama_layer_tensors(const ModelConfig& c, int64_t l, LlamaLayer& L, TensorL
     vec("self_attn.k_norm", "attn_k_norm", ".weight", hd, TensorInit::One, &L.k_norm);
   }
   vec("post_attention_layernorm", "ffn_norm", ".weight", H, TensorInit::One, &L.mlp_norm);
+  if (c.moe.routed(l)) return moe_tensors(c, l, L.moe, t);
   mat("mlp.gate_proj", "ffn_gate", I, H, &L.gate);
   if (c.mlp_bias) bias("mlp.gate_proj", "ffn_gate", I, &L.b_gate);
   mat("mlp.up_proj", "ffn_up", I, H, &L.up);
@@ -199,7 +206,8 @@ void LlamaModel::forward(const Batch& b, Memory& memory, Backend& ops, float* lo
   check_positions(b);
   ops.begin_forward(b);
   Tensor x = ops.tensor(n, H), xn = ops.tensor(n, H), q = ops.tensor(n, Q), k = ops.tensor(n, KV), v = ops.tensor(n, KV),
-         att = ops.tensor(n, Q), g = ops.tensor(n, I), u = ops.tensor(n, I), angles = ops.tensor(n, hd);
+         att = ops.tensor(n, Q), g = ops.tensor(n, I), u = ops.tensor(n, I), angles = ops.tensor(n, hd),
+         routed = c.moe.n_experts ? ops.tensor(n, H) : Tensor{};
   ops.embed(embed_, b, x);
   ops.rope_table(b, inv_freq_, angles);  // every row's position, shared by all layers and heads
   kernels::AttentionShape shape{(int)c.n_heads, (int)c.n_kv_heads, (int)hd, (float)(1.0 / std::sqrt((double)hd))};
@@ -225,6 +233,11 @@ void LlamaModel::forward(const Batch& b, Memory& memory, Backend& ops, float* lo
     ops.add(x, xn);
 
     ops.rmsnorm(x, L.mlp_norm, c.norm_eps, xn);
+    if (c.moe.routed(l)) {
+      ops.moe(L.moe, c.moe.routing, xn, routed);
+      ops.add(x, routed);
+      continue;
+    }
     ops.linear_group(xn, {{&L.gate, g}, {&L.up, u}});
     if (c.mlp_bias) {
       ops.add_bias(g, L.b_gate);
@@ -328,6 +341,20 @@ GgufDescription llama_gguf(const std::string& arch) {
           llama ? std::vector<std::string>{"rope_freqs.weight"} : std::vector<std::string>{}};
 }
 
+// llama.cpp's qwen3moe files: Qwen3's keys, the experts' sizes, and the renormalised top-k that
+// llama.cpp applies to every qwen3moe file whatever the checkpoint said (its loader hard-codes it).
+GgufDescription qwen3_moe_gguf() {
+  GgufDescription d = llama_gguf("qwen3moe");
+  d.keys.push_back({"expert_count", "num_experts", GgufKeyKind::Count, true});
+  d.keys.push_back({"expert_used_count", "num_experts_per_tok", GgufKeyKind::Count, true});
+  d.keys.push_back({"expert_feed_forward_length", "moe_intermediate_size", GgufKeyKind::Count, true});
+  d.finish = [](const GgufFile& f, const std::string& A, Json& c) {
+    llama_gguf_finish(f, A, c);
+    c["norm_topk_prob"] = true;
+  };
+  return d;
+}
+
 // ------------------------------------------------------------------------------------------------
 // Synth presets. Real shapes copy the public config.json of each model; "tiny" keeps the
 // family's structure (GQA, biases, q/k norms, llama3 rope scaling, untied heads) at toy sizes with
@@ -407,6 +434,30 @@ std::vector<SynthPreset> qwen3_presets() {
                                  {"eos_token_id", 151645}}});
 }
 
+// Qwen3-MoE: the tiny shape of the peer's `tiny-qwen3-moe` (8 experts, top-2; "tiny-kq" every
+// matrix 256 wide, for K-quant GGUF fixtures) and a mid-size
+// shape for benchmarks ("bench": 32 experts, top-4, 0.43 GB at q8, 1/8 of the experts read per
+// token) on the 512-token tokenizer, so the vocabulary does not hide the experts' cost.
+std::vector<SynthPreset> qwen3_moe_presets() {
+  auto shape = [](int64_t hidden, int64_t layers, int64_t heads, int64_t kv_heads, int64_t head_dim, int64_t experts,
+                  int64_t top_k, int64_t expert_width, int64_t vocab, int64_t bos, int64_t eos) {
+    return Json{{"hidden_size", hidden}, {"intermediate_size", hidden == 64 ? 160 : 4 * hidden},
+                {"num_hidden_layers", layers}, {"num_attention_heads", heads}, {"num_key_value_heads", kv_heads},
+                {"head_dim", head_dim}, {"num_experts", experts}, {"num_experts_per_tok", top_k},
+                {"moe_intermediate_size", expert_width}, {"norm_topk_prob", true}, {"decoder_sparse_step", 1},
+                {"mlp_only_layers", Json::array()}, {"max_position_embeddings", 40960}, {"rms_norm_eps", 1e-6},
+                {"rope_theta", 1000000.0}, {"tie_word_embeddings", false}, {"vocab_size", vocab},
+                {"bos_token_id", bos}, {"eos_token_id", eos}};
+  };
+  Json a3b = shape(2048, 48, 32, 4, 128, 128, 8, 768, 151936, 151643, 151645);
+  a3b["intermediate_size"] = 6144;
+  return {{"qwen3-30b-a3b", "qwen3", a3b},
+          {"tiny", "qwen3", shape(64, 2, 4, 2, 32, 8, 2, 32, 151936, 151643, 151645)},
+          {"tiny-v512", "gpt2-trim512", shape(64, 2, 4, 2, 32, 8, 2, 32, 512, 511, 511)},
+          {"tiny-kq", "gpt2-trim512", shape(256, 1, 4, 2, 64, 4, 2, 256, 512, 511, 511)},
+          {"bench", "gpt2-trim512", shape(1024, 8, 16, 4, 64, 32, 4, 512, 512, 511, 511)}};
+}
+
 std::unique_ptr<Model> load_llama(const ModelConfig& config, WeightSource& src) {
   return std::make_unique<LlamaModel>(config, src);
 }
@@ -433,14 +484,17 @@ std::vector<Architecture> llama_family() {
   Architecture llama = llama_architecture("LlamaForCausalLM", "llama"),
                mistral = llama_architecture("MistralForCausalLM", "mistral"),
                qwen2 = llama_architecture("Qwen2ForCausalLM", "qwen2"),
-               qwen3 = llama_architecture("Qwen3ForCausalLM", "qwen3");
+               qwen3 = llama_architecture("Qwen3ForCausalLM", "qwen3"),
+               qwen3_moe = llama_architecture("Qwen3MoeForCausalLM", "qwen3_moe");
   llama.gguf = llama_gguf("llama");
   qwen2.gguf = llama_gguf("qwen2");
   qwen3.gguf = llama_gguf("qwen3");
   llama.presets = llama_presets();
   qwen2.presets = qwen2_presets();
   qwen3.presets = qwen3_presets();
-  return {llama, mistral, qwen2, qwen3};
+  qwen3_moe.gguf = qwen3_moe_gguf();
+  qwen3_moe.presets = qwen3_moe_presets();
+  return {llama, mistral, qwen2, qwen3, qwen3_moe};
 }
 
 }  // namespace kvad

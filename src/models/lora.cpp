@@ -202,7 +202,7 @@ std::shared_ptr<const LoraAdapter> load_gguf_lora(const std::string& path, const
   std::unordered_map<std::string, const AdaptableMatrix*> by_gguf;
   for (const AdaptableMatrix& m : model.adaptable()) {
     by_gguf[m.gguf] = &m;
-    if (arch == "llama" && m.gguf_permuted_heads) names[m.gguf + ".lora_b"] = {m.gguf + ".lora_b", false, m.gguf_permuted_heads};
+    if (arch == "llama" && m.gguf_permuted_heads) names[m.gguf + ".lora_b"] = {m.gguf + ".lora_b", false, m.gguf_permuted_heads, {}};
   }
   GgufCheckpoint ck(file, names);
   PairMap pairs;

@@ -63,6 +63,7 @@ std::string make_tensor(const TensorDecl& sp, const SynthOptions& o) {
   Rng rng(Rng::splitmix(s) ^ fnv1a(sp.hf));
   double base = sp.init == TensorInit::One ? 1.0 : 0.0;
   double scale = sp.init == TensorInit::Normal ? o.std : o.norm_jitter;
+  if (sp.init == TensorInit::Router) scale = 2.0 / std::sqrt((double)sp.shape.back());
   if (scale == 0) {
     for (float& x : v) x = (float)base;
   } else {

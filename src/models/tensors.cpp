@@ -113,7 +113,8 @@ TensorStats loaded_stats(const TensorList& list) {
     size_t bytes = loaded_bytes(d);
     s.weight_bytes += bytes;
     // A lookup table's step reads the rows of its tokens / positions: one row per decoded token.
-    s.decode_read_bytes += d.row_lookup && d.shape[0] > 0 ? bytes / (size_t)d.shape[0] : bytes;
+    if (d.row_lookup && d.shape[0] > 0) bytes /= (size_t)d.shape[0];
+    s.decode_read_bytes += (size_t)((double)bytes * d.read_share);
   }
   return s;
 }
@@ -122,11 +123,15 @@ GgufNameMap gguf_name_map(const TensorList& list, bool permuted_qk) {
   GgufNameMap map;
   for (const TensorDecl& d : list) {
     if (d.gguf.empty()) continue;
-    GgufTensorMapping m;
+    GgufTensorMapping& m = map[d.gguf];
+    if (d.gguf_expert >= 0) {  // one slice of a stacked expert tensor, the others come with their own decls
+      if (m.experts.size() <= (size_t)d.gguf_expert) m.experts.resize((size_t)d.gguf_expert + 1);
+      m.experts[(size_t)d.gguf_expert] = d.hf;
+      continue;
+    }
     m.hf = d.hf;
     m.conv1d = d.role == TensorRole::Conv1D;
     m.unpermute_heads = permuted_qk ? d.gguf_permuted_heads : 0;
-    map[d.gguf] = std::move(m);
   }
   return map;
 }

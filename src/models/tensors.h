@@ -27,7 +27,10 @@ enum class TensorRole {
 };
 
 // What synth fills a tensor with (models/synth.cpp).
-enum class TensorInit { Normal, One, Zero };
+// Router: N(0, (2 / sqrt(in))^2) whatever --std says, so router logits ~ N(0, 4): clear gaps at
+// the top-k boundary, where a near-tie would let two correct engines pick different experts
+// (the peer's synth.py draws routers the same way).
+enum class TensorInit { Normal, One, Zero, Router };
 
 struct TensorDecl {
   std::string hf;              // Hugging Face checkpoint name
@@ -46,6 +49,11 @@ struct TensorDecl {
   int64_t gguf_permuted_heads = 0;
   // A layer's projection: what a LoRA adapter may sit beside (not the embedding or the head).
   bool adaptable = false;
+  // One expert's slice of a GGUF 3-D tensor ([experts, rows, cols], llama.cpp's `*_exps`): its
+  // index there (-1: the GGUF tensor is this tensor whole).
+  int64_t gguf_expert = -1;
+  // The share of this tensor one decode step reads: a routed expert's is top_k / experts.
+  double read_share = 1.0;
   // Where the loaded value goes (one of the two, by role); null in a list made only to be read.
   Weight* weight = nullptr;
   std::vector<float>* values = nullptr;
