@@ -15,6 +15,7 @@ struct MoeConfig {
   int64_t expert_intermediate = 0;  // each expert's hidden width (moe_intermediate_size)
   kernels::Routing routing;         // the family's rule, with top_k
   bool score_bias = false;          // DeepSeek-V3: e_score_correction_bias is a tensor of the router
+  int64_t shared_intermediate = 0;  // the always-on shared expert's width (0: none)
   std::vector<bool> sparse;         // per layer: true = routed experts, false = the dense MLP
 
   bool routed(int64_t layer) const { return n_experts > 0 && sparse.at((size_t)layer); }

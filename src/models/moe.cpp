@@ -33,6 +33,48 @@ MoeConfig parse_qwen_moe_config(const Json& j, int64_t n_layers, const std::stri
   return m;
 }
 
+MoeConfig parse_deepseek_moe_config(const Json& j, int64_t n_layers, bool v3, const std::string& what) {
+  MoeConfig m;
+  if (!j.contains("n_routed_experts") || j["n_routed_experts"].is_null()) return m;
+  m.n_experts = positive_field(j, "n_routed_experts", what);
+  m.expert_intermediate = positive_field(j, "moe_intermediate_size", what);
+  m.routing.top_k = (int)std::min<int64_t>(positive_field(j, "num_experts_per_tok", what), 1 << 20);
+  int64_t shared = json_int_or(j, "n_shared_experts", 0, what);
+  if (shared < 0 || shared > 1024) fail("{}: n_shared_experts {} is out of range", what, shared);
+  m.shared_intermediate = shared * m.expert_intermediate;
+  const int64_t first_dense = json_int_or(j, "first_k_dense_replace", 0, what),
+                freq = json_int_or(j, "moe_layer_freq", 1, what);
+  if (first_dense < 0 || freq < 1) fail("{}: first_k_dense_replace must be >= 0 and moe_layer_freq >= 1", what);
+  m.sparse.assign((size_t)std::clamp<int64_t>(n_layers, 0, ConfigBounds::kMaxLayers), false);
+  for (size_t l = 0; l < m.sparse.size(); l++) m.sparse[l] = (int64_t)l >= first_dense && (int64_t)l % freq == 0;
+
+  auto& r = m.routing;
+  const std::string method = json_str_or(j, "topk_method", v3 ? "noaux_tc" : "greedy", what),
+                    scoring = json_str_or(j, "scoring_func", v3 ? "sigmoid" : "softmax", what);
+  if (scoring != "softmax" && scoring != "sigmoid")
+    fail("{}: scoring_func '{}' is not supported (softmax, sigmoid)", what, scoring);
+  r.score = scoring == "sigmoid" ? kernels::RouterScore::Sigmoid : kernels::RouterScore::Softmax;
+  r.scale = (float)json_num_or(j, "routed_scaling_factor", 1.0, what);
+  if (method == "group_limited_greedy" || method == "noaux_tc") {
+    r.n_groups = (int)std::min<int64_t>(positive_field(j, "n_group", what), 1 << 20);
+    r.top_groups = (int)std::min<int64_t>(positive_field(j, "topk_group", what), 1 << 20);
+    // V2 ranks a group by its best expert; V3 by the sum of its two best (transformers' both).
+    r.group_score = method == "noaux_tc" ? kernels::GroupScore::SumOfTop2 : kernels::GroupScore::Max;
+  } else if (method != "greedy") {
+    fail("{}: topk_method '{}' is not supported (greedy, group_limited_greedy, noaux_tc)", what, method);
+  }
+  if (method == "noaux_tc") {
+    if (!v3) fail("{}: topk_method noaux_tc is DeepSeek-V3's (architectures says V2)", what);
+    m.score_bias = true;
+  }
+  if (v3) {  // V2's transformers code never renormalises, whatever norm_topk_prob says
+    r.renormalize = json_bool_or(j, "norm_topk_prob", false, what);
+    r.norm_epsilon = 1e-20f;
+  }
+  validate_moe_config(m, n_layers, what);
+  return m;
+}
+
 void validate_moe_config(const MoeConfig& m, int64_t n_layers, const std::string& what) {
   if (m.n_experts == 0) return;
   if (m.n_experts < 0 || m.n_experts > 1024) fail("{}: {} experts (kvad routes at most 1024)", what, m.n_experts);
