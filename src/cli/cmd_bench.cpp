@@ -226,10 +226,11 @@ void add_bench(CLI::App& app) {
     MemorySpec kv = model.memory_spec();
     kv.kv_type = kv_type;
     if (!a->json) {
-      std::printf("%s\n%s, %s, %s params, %.1f MB weights (%.2f bits/param), KV %s %.1f KB/token\n", m.name.c_str(),
-                  model.config().architecture.c_str(), model.weight_format().c_str(),
+      std::printf("%s\n%s, %s, %s params, %.1f MB weights (%.2f bits/param), %.1f MB read per token, KV %s %.1f "
+                  "KB/token\n",
+                  m.name.c_str(), model.config().architecture.c_str(), model.weight_format().c_str(),
                   format_parameters(model.parameter_count()).c_str(), (double)model.weight_bytes() / 1e6, bits,
-                  a->model.kv_type.c_str(), (double)kv.bytes_per_token() / 1e3);
+                  (double)model.decode_read_bytes() / 1e6, a->model.kv_type.c_str(), (double)kv.bytes_per_token() / 1e3);
       std::printf("%d threads, %s%s\n\n", pool().size(), cpu_summary().c_str(),
                   bw > 0 ? fmt::format("; read bandwidth {:.1f} GB/s", bw).c_str() : "");
     }
