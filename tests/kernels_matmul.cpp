@@ -102,16 +102,15 @@ std::vector<float> kv_round_trip(const float* x, int hd, KvType t) {
 
 class Attention : public ::testing::TestWithParam<KvType> {};
 
-TEST_P(Attention, PagedBatchOnEveryIsaMatchesACausalFloat64Reference) {
-  // One call over several sequences of one batch, each at its own positions, its keys and values
-  // stored through kv_store into blocks of 5 positions taken in shuffled order from one pool:
-  // few queries take the decode path (dot products per key), many the prefill path (chunked
-  // matrix products), every block boundary case is crossed; all against a float64 reference over
-  // the values the cache type keeps.
-  const KvType type = GetParam();
+// One call over several sequences of one batch, each at its own positions, its keys and values
+// stored through kv_store into blocks of 5 positions taken in shuffled order from one pool: few
+// queries take the decode path (dot products per key), many the prefill path (chunked matrix
+// products), every block boundary case is crossed; all against a float64 reference over the
+// values the cache type keeps. `latent`: K-only pages whose rows are also the values (their first
+// s.value_dim columns), as multi-head latent attention stores them.
+static void check_paged_attention(KvType type, AttentionShape s, bool latent) {
   Rng rng(5);
-  AttentionShape s{6, 2, 20, 1.0f / std::sqrt(20.0f)};
-  const int64_t bs = 5, kvw = s.n_kv_heads * s.head_dim, qw = s.n_heads * s.head_dim;
+  const int64_t bs = 5, kvw = s.n_kv_heads * s.head_dim, qw = s.n_heads * s.head_dim, ow = s.n_heads * s.v_dim();
   const int64_t cases[][2] = {{3, 4}, {5, 40}, {0, 70}, {90, 3}, {0, 1}, {9, 1}, {14, 2}};  // {pos0, n} per sequence
   const int64_t n_seqs = sizeof cases / sizeof cases[0];
   int64_t pool_blocks = 0, rows = 0;
@@ -120,8 +119,8 @@ TEST_P(Attention, PagedBatchOnEveryIsaMatchesACausalFloat64Reference) {
   for (int64_t i = 0; i < pool_blocks; i++) perm[(size_t)i] = (int32_t)i;
   for (int64_t i = pool_blocks - 1; i > 0; i--) std::swap(perm[(size_t)i], perm[(size_t)rng.below((uint64_t)i + 1)]);
   const int64_t row_bytes = kv_row_bytes(type, s.head_dim);
-  std::vector<uint8_t> kpool((size_t)(pool_blocks * s.n_kv_heads * bs * row_bytes)), vpool(kpool.size());
-  KvPages pages{kpool.data(), vpool.data(), bs, type};
+  std::vector<uint8_t> kpool((size_t)(pool_blocks * s.n_kv_heads * bs * row_bytes)), vpool(latent ? 0 : kpool.size());
+  KvPages pages{kpool.data(), latent ? kpool.data() : vpool.data(), bs, type};
   std::vector<AttentionSpan> spans;
   std::vector<std::vector<float>> keys, vals;  // per sequence: [len, kvw]
   std::vector<float> q = randn(rng, (size_t)(rows * qw));
@@ -131,19 +130,21 @@ TEST_P(Attention, PagedBatchOnEveryIsaMatchesACausalFloat64Reference) {
     AttentionSpan sp{row, c[1], c[0], perm.data() + used};
     used += (len + bs - 1) / bs;
     keys.push_back(randn(rng, (size_t)(len * kvw)));
-    vals.push_back(randn(rng, (size_t)(len * kvw)));
+    vals.push_back(latent ? std::vector<float>() : randn(rng, (size_t)(len * kvw)));
     // Positions 0..len-1 stored as one span of rows (what earlier steps and this one wrote).
     AttentionSpan all{0, len, 0, sp.blocks};
-    kv_store(keys.back().data(), kvw, vals.back().data(), kvw, &all, 1, s.n_kv_heads, s.head_dim, pages);
+    kv_store(keys.back().data(), kvw, latent ? nullptr : vals.back().data(), kvw, &all, 1, s.n_kv_heads, s.head_dim,
+             pages);
     for (std::vector<float>* side : {&keys.back(), &vals.back()})  // the reference sees what the cache keeps
-      for (int64_t j = 0; j < len * s.n_kv_heads; j++) {
+      for (int64_t j = 0; j < (int64_t)side->size() / s.head_dim; j++) {
         std::vector<float> r = kv_round_trip(side->data() + j * s.head_dim, s.head_dim, type);
         std::copy(r.begin(), r.end(), side->data() + j * s.head_dim);
       }
+    if (latent) vals.back() = keys.back();  // the values are the stored rows
     spans.push_back(sp);
     row += c[1];
   }
-  std::vector<double> ref((size_t)(rows * qw));
+  std::vector<double> ref((size_t)(rows * ow));
   int G = s.n_heads / s.n_kv_heads;
   for (int64_t i = 0; i < n_seqs; i++) {
     const AttentionSpan& sp = spans[(size_t)i];
@@ -161,10 +162,10 @@ TEST_P(Attention, PagedBatchOnEveryIsaMatchesACausalFloat64Reference) {
           mx = std::max(mx, p.back());
         }
         for (double& x : p) sum += (x = std::exp(x - mx));
-        for (int x = 0; x < s.head_dim; x++) {
+        for (int x = 0; x < s.v_dim(); x++) {
           double o = 0;
           for (size_t j = 0; j < p.size(); j++) o += p[j] / sum * v[j * (size_t)kvw + (size_t)(kh * s.head_dim + x)];
-          ref[(size_t)((sp.row0 + t) * qw + h * s.head_dim + x)] = o;
+          ref[(size_t)((sp.row0 + t) * ow + h * s.v_dim() + x)] = o;
         }
       }
   }
@@ -172,8 +173,23 @@ TEST_P(Attention, PagedBatchOnEveryIsaMatchesACausalFloat64Reference) {
   isas.push_back(Isa::Scalar);
   for (Isa isa : isas) {
     std::vector<float> got(ref.size(), NAN);
-    attention_paged(q.data(), qw, spans.data(), n_seqs, s, pages, got.data(), qw, isa);
+    attention_paged(q.data(), qw, spans.data(), n_seqs, s, pages, got.data(), ow, isa);
     for (size_t i = 0; i < got.size(); i++) ASSERT_NEAR(got[i], ref[i], 2e-5) << isa_name(isa) << " " << kv_type_name(type) << " i=" << i;
+  }
+}
+
+TEST_P(Attention, PagedBatchOnEveryIsaMatchesACausalFloat64Reference) {
+  check_paged_attention(GetParam(), AttentionShape{6, 2, 20, 1.0f / std::sqrt(20.0f)}, false);
+}
+
+TEST_P(Attention, LatentPagesServeAsKeysAndTheirFirstColumnsAsValues) {
+  // MLA's shape: every query head on one KV head whose 20-wide rows are [12 latent | 8 rope key],
+  // the values the latent alone. 6 query heads take both paths; 24 make every span a matrix
+  // product, in chunks shorter than 64 queries.
+  for (int heads : {6, 24}) {
+    AttentionShape s{heads, 1, 20, 0.3f};
+    s.value_dim = 12;
+    check_paged_attention(GetParam(), s, true);
   }
 }
 
