@@ -8,9 +8,13 @@
 namespace kvad {
 
 struct RopeScaling {
-  std::string type;  // "" (none), "llama3", "linear" or "freq_factors"
+  std::string type;  // "" (none), "llama3", "linear", "yarn" or "freq_factors"
   double factor = 1, low_freq_factor = 1, high_freq_factor = 4;
   int64_t original_max_positions = 8192;
+  // "yarn" (DeepSeek V2/V3): the ramp between beta_fast and beta_slow rotations over
+  // original_max_positions, and the magnitude terms (models/rope.h). 0 = absent in config.json.
+  double beta_fast = 32, beta_slow = 1, mscale = 0, mscale_all_dim = 0, attention_factor = 0;
+  bool truncate = true;  // round the ramp's ends to whole dimensions (transformers' default)
   // "freq_factors": inv_freq[i] is divided by freq_factors[i] (what a GGUF's rope_freqs.weight
   // holds: llama.cpp's precomputed form of llama3 scaling).
   std::vector<double> freq_factors;
