@@ -70,6 +70,8 @@ TEST(TensorTable, EveryTinyPresetLoadsAndCountsWhatItsHeadersSay) {
   for (const Architecture& a : architectures())
     for (const SynthPreset& p : a.presets) {
       if (!is_tiny(p.name)) continue;
+      // DeepSeek's MoE presets are refused until the MoE layers run (their dense variants are checked).
+      if (p.config.contains("n_routed_experts") && !p.config["n_routed_experts"].is_null()) continue;
       SCOPED_TRACE(a.model_type + " " + p.name);
       bool small_vocab = p.name != "tiny";  // the real vocabularies: bf16 keeps the file small
       SynthOptions o;

@@ -20,6 +20,35 @@ struct RopeScaling {
   std::vector<double> freq_factors;
 };
 
+// Multi-head latent attention (DeepSeek V2/V3): queries through an optional low-rank q_a/q_b pair,
+// keys and values from one compressed latent per position (models/deepseek.cpp).
+struct MlaConfig {
+  int64_t q_lora_rank = 0;  // 0: a plain q_proj (V2-Lite)
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_head_dim = 0, qk_rope_head_dim = 0, v_head_dim = 0;
+  bool rope_interleave = true;  // complex-pair rope on the rope dims (false: rotate-half, V3 only)
+  bool attention_bias = false;  // q_a_proj, kv_a_proj_with_mqa and o_proj have biases
+
+  int64_t latent_width() const { return kv_lora_rank + qk_rope_head_dim; }  // cached per position and layer
+  int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+  bool enabled() const { return kv_lora_rank > 0; }
+};
+
+// DeepSeek's mixture-of-experts fields, parsed and kept; the MoE layers themselves are not run yet.
+struct MoeConfig {
+  int64_t n_routed_experts = 0;  // 0: every layer is a dense MLP
+  int64_t num_experts_per_tok = 0, n_shared_experts = 0, moe_intermediate_size = 0;
+  int64_t first_k_dense_replace = 0, moe_layer_freq = 1, n_group = 1, topk_group = 1;
+  std::string topk_method, scoring_func;
+  bool norm_topk_prob = false;
+  double routed_scaling_factor = 1;
+
+  // transformers' rule (and DeepSeek's): experts from layer first_k_dense_replace on, every moe_layer_freq-th.
+  bool is_moe_layer(int64_t layer) const {
+    return n_routed_experts > 0 && layer >= first_k_dense_replace && layer % moe_layer_freq == 0;
+  }
+};
+
 struct ModelConfig {
   std::string architecture;  // e.g. "Qwen2ForCausalLM"
   std::string model_type;    // e.g. "qwen2"
@@ -39,6 +68,8 @@ struct ModelConfig {
   bool o_bias = false;
   bool mlp_bias = false;
   bool qk_norm = false;   // Qwen3: RMSNorm over each head of q and k
+  MlaConfig mla;  // DeepSeek: attention through a compressed latent (mla.enabled())
+  MoeConfig moe;
   std::vector<int32_t> eos_ids;  // from config.json (generation_config.json adds to these)
   int32_t bos_id = -1;
 

@@ -95,5 +95,6 @@ bool is_gguf_path(const std::string& path);  // names a file ending in .gguf
 // The families, one file each: every descriptor of the family (one per config.json architecture).
 std::vector<Architecture> llama_family();
 std::vector<Architecture> gpt2_family();
+std::vector<Architecture> deepseek_family();
 
 }  // namespace kvad
