@@ -1,6 +1,7 @@
 // Each SIMD kernel against the scalar reference, on random shapes including ragged tails.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -9,6 +10,7 @@
 #include "core/rng.h"
 #include "core/threads.h"
 #include "kernels/attention.h"
+#include "kernels/latent_attention.h"
 #include "kernels/matmul.h"
 
 using namespace kvad;
@@ -108,11 +110,12 @@ class Attention : public ::testing::TestWithParam<KvType> {};
 // products), every block boundary case is crossed; all against a float64 reference over the
 // values the cache type keeps. `latent`: K-only pages whose rows are also the values (their first
 // s.value_dim columns), as multi-head latent attention stores them.
-static void check_paged_attention(KvType type, AttentionShape s, bool latent) {
+static void check_paged_attention(KvType type, AttentionShape s, bool latent,
+                                  std::vector<std::array<int64_t, 2>> cases = {{3, 4}, {5, 40}, {0, 70}, {90, 3},
+                                                                               {0, 1}, {9, 1}, {14, 2}}) {
   Rng rng(5);
   const int64_t bs = 5, kvw = s.n_kv_heads * s.head_dim, qw = s.n_heads * s.head_dim, ow = s.n_heads * s.v_dim();
-  const int64_t cases[][2] = {{3, 4}, {5, 40}, {0, 70}, {90, 3}, {0, 1}, {9, 1}, {14, 2}};  // {pos0, n} per sequence
-  const int64_t n_seqs = sizeof cases / sizeof cases[0];
+  const int64_t n_seqs = (int64_t)cases.size();  // {pos0, n} per sequence
   int64_t pool_blocks = 0, rows = 0;
   for (auto& c : cases) pool_blocks += (c[0] + c[1] + bs - 1) / bs, rows += c[1];
   std::vector<int32_t> perm((size_t)pool_blocks);
@@ -190,11 +193,47 @@ TEST_P(Attention, LatentPagesServeAsKeysAndTheirFirstColumnsAsValues) {
     AttentionShape s{heads, 1, 20, 0.3f};
     s.value_dim = 12;
     check_paged_attention(GetParam(), s, true);
+    // One decode row alone: its 24 heads are split over the threads in parts of at least 4.
+    check_paged_attention(GetParam(), s, true, {{37, 1}});
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(KvTypes, Attention, ::testing::Values(KvType::F32, KvType::BF16, KvType::Q8),
                          [](const auto& info) { return std::string(kv_type_name(info.param)); });
+
+TEST(LatentAttention, AbsorbAndExpandOnEveryIsaMatchFloat64) {
+  // 3 heads, nope 5, rope 4, kv_rank 19 (no multiple of a vector), v 6; 7 rows with padded strides.
+  const LatentShape s{3, 5, 4, 19, 6, 0.5f};
+  const int64_t n = 7, qs = s.n_heads * s.query_width() + 3, us = s.n_heads * s.kv_rank + 1;
+  Rng rng(9);
+  std::vector<float> kv_b = randn(rng, (size_t)(s.n_heads * (s.nope_dim + s.v_dim) * s.kv_rank)),
+                     q = randn(rng, (size_t)(n * qs)), u = randn(rng, (size_t)(n * us));
+  auto w = [&](int h, int row, int c) { return (double)kv_b[(size_t)(((h * (s.nope_dim + s.v_dim)) + row) * s.kv_rank + c)]; };
+  std::vector<Isa> isas = available_isas();
+  isas.push_back(Isa::Scalar);
+  for (Isa isa : isas) {
+    const int64_t lw = s.n_heads * s.latent_width(), ow = s.n_heads * s.v_dim;
+    std::vector<float> qa((size_t)(n * lw), NAN), out((size_t)(n * ow), NAN);
+    absorb_queries(q.data(), qs, n, s, kv_b.data(), qa.data(), lw, isa);
+    expand_values(u.data(), us, n, s, kv_b.data(), out.data(), ow, isa);
+    for (int64_t t = 0; t < n; t++)
+      for (int h = 0; h < s.n_heads; h++) {
+        const float* qh = q.data() + t * qs + h * s.query_width();
+        for (int c = 0; c < s.kv_rank; c++) {  // q_nope through W_UK_h: kv_b's first nope rows of the head
+          double ref = 0;
+          for (int d = 0; d < s.nope_dim; d++) ref += qh[d] * w(h, d, c);
+          ASSERT_NEAR(qa[(size_t)(t * lw + h * s.latent_width() + c)], ref, 1e-5) << isa_name(isa);
+        }
+        for (int d = 0; d < s.rope_dim; d++)  // q_pe passes through
+          ASSERT_EQ(qa[(size_t)(t * lw + h * s.latent_width() + s.kv_rank + d)], qh[s.nope_dim + d]);
+        for (int e = 0; e < s.v_dim; e++) {  // the weighted latent through W_UV_h: the next v rows
+          double ref = 0;
+          for (int c = 0; c < s.kv_rank; c++) ref += u[(size_t)(t * us + h * s.kv_rank + c)] * w(h, s.nope_dim + e, c);
+          ASSERT_NEAR(out[(size_t)(t * ow + h * s.v_dim + e)], ref, 1e-5) << isa_name(isa);
+        }
+      }
+  }
+}
 
 TEST(AttentionKvType, BytesPerPositionAreWhatEachTypeStores) {
   // Qwen2.5-0.5B's head: 64 values. f32 4 bytes each, bf16 2, q8 1 plus a 4-byte scale.

@@ -11,6 +11,7 @@
 #pragma once
 #include <cstdint>
 
+#include "core/cpu.h"
 #include "kernels/attention.h"
 
 namespace kvad::kernels {
@@ -32,10 +33,10 @@ struct LatentShape {
 // q:  [n, n_heads * query_width()] (row stride q_stride), q_pe already rotated
 // qa: [n, n_heads * latent_width()]: per head [q_nope_h W_UK_h | q_pe_h]
 void absorb_queries(const float* q, int64_t q_stride, int64_t n, const LatentShape& s, const float* kv_b, float* qa,
-                    int64_t qa_stride);
+                    int64_t qa_stride, Isa isa = best_isa());
 // u:   [n, n_heads * kv_rank] (attention_paged's output)
 // out: [n, n_heads * v_dim]: per head W_UV_h u_h
 void expand_values(const float* u, int64_t u_stride, int64_t n, const LatentShape& s, const float* kv_b, float* out,
-                   int64_t out_stride);
+                   int64_t out_stride, Isa isa = best_isa());
 
 }  // namespace kvad::kernels
