@@ -159,9 +159,9 @@ struct DeepseekWeights {
 
 void refuse_moe_layer(const ModelConfig& c, int64_t l) {
   if (c.moe.is_moe_layer(l))
-    fail("{}: layer {} has routed experts (n_routed_experts = {}): MoE layers: not yet supported; a DeepSeek config "
-         "with n_routed_experts null (every layer a dense MLP) runs",
-         c.architecture, l, c.moe.n_routed_experts);
+    fail("{} config.json: n_routed_experts = {} puts routed experts in layer {}: MoE layers: not yet supported (a "
+         "DeepSeek config with n_routed_experts null, every layer a dense MLP, runs)",
+         c.architecture.empty() ? c.model_type : c.architecture, c.moe.n_routed_experts, l);
 }
 
 // The tensors of layer l, appended to t (see deepseek_tensors). GGUF names are llama.cpp's deepseek2
