@@ -14,6 +14,7 @@
 #include "core/rng.h"
 #include "core/threads.h"
 #include "kernels/attention.h"
+#include "kernels/latent_attention.h"
 #include "kernels/matmul.h"
 #include "kernels/qmatmul.h"
 #include "quant/activations.h"
@@ -103,6 +104,45 @@ void BM_attention(benchmark::State& st) {
   st.SetLabel("block " + std::to_string(bs) + " kv " + kernels::kv_type_name(type));
 }
 
+// One decode query of DeepSeek-V2-Lite's attention (16 heads, nope 128, rope 64, v 128, latent 512)
+// at the end of a ctx-token sequence, f32 cache, blocks of 16 in shuffled order. Arg 1: 0 = the
+// absorbed form kvad runs (absorb the query through W_UK, attend over the 576-wide latent rows,
+// expand through W_UV: 576 values a position); 1 = the naive form over the expanded per-head cache
+// (16 KV heads, keys 192 wide, values 128 of them: 6,144 values a position, what transformers
+// caches), for the cost of each. Arg 2: the ISA of the absorb / expand loops.
+void BM_latent_attention(benchmark::State& st) {
+  const int64_t ctx = st.range(0), bs = 16, blocks = (ctx + bs - 1) / bs;
+  const bool naive = st.range(1) == 1;
+  const Isa isa = (Isa)st.range(2);
+  if (isa > best_isa()) return st.SkipWithError("ISA not available");
+  const kernels::LatentShape ls{16, 128, 64, 512, 128, 0.1f};
+  kernels::AttentionShape s = naive ? kernels::AttentionShape{16, 16, 192, 0.1f} : ls.attention();
+  if (naive) s.value_dim = 128;
+  const int64_t width = (int64_t)s.n_kv_heads * s.head_dim;
+  std::vector<int32_t> table((size_t)blocks);
+  for (int64_t i = 0; i < blocks; i++) table[(size_t)i] = (int32_t)i;
+  std::shuffle(table.begin(), table.end(), std::mt19937(9));
+  std::vector<float> rows = randn((size_t)(ctx * width), 5), q = randn((size_t)(16 * 192), 4),
+                     kv_b = randn((size_t)(16 * 256 * 512), 6), qa((size_t)(16 * 576)), u((size_t)(16 * 512)),
+                     out((size_t)(16 * 128));
+  std::vector<uint8_t> kb((size_t)(blocks * width * bs * 4)), vb(naive ? kb.size() : 0);
+  kernels::KvPages pages{kb.data(), naive ? vb.data() : kb.data(), bs, kernels::KvType::F32};
+  kernels::AttentionSpan all{0, ctx, 0, table.data()};
+  kernels::kv_store(rows.data(), width, naive ? rows.data() : nullptr, width, &all, 1, s.n_kv_heads, s.head_dim, pages);
+  kernels::AttentionSpan span{0, 1, ctx - 1, table.data()};
+  for (auto _ : st) {
+    if (naive) {
+      kernels::attention_paged(q.data(), 16 * 192, &span, 1, s, pages, out.data(), 16 * 128);
+    } else {
+      kernels::absorb_queries(q.data(), 16 * 192, 1, ls, kv_b.data(), qa.data(), 16 * 576, isa);
+      kernels::attention_paged(qa.data(), 16 * 576, &span, 1, s, pages, u.data(), 16 * 512);
+      kernels::expand_values(u.data(), 16 * 512, 1, ls, kv_b.data(), out.data(), 16 * 128, isa);
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  st.SetLabel(naive ? "naive, 6144 values a position" : "absorbed, 576 values a position");
+}
+
 // Qwen2.5-0.5B: hidden 896, MLP 4864, vocab 151936; decode (1 token) and prefill (128 tokens).
 void shapes(benchmark::internal::Benchmark* b) {
   for (int isa = 0; isa <= 2; isa++)
@@ -123,6 +163,7 @@ BENCHMARK(BM_empty_parallel_region)->UseRealTime();
 BENCHMARK(BM_attention)->ArgsProduct({{1}, {512, 4096}, {4, 16, 64, 256, 4096}, {0}})->Args({128, 128, 16, 0})->Args({512, 512, 16, 0})
     ->ArgsProduct({{1}, {1024, 4096}, {16}, {0, 1, 2}})
     ->Args({512, 512, 256, 0})->UseRealTime();
+BENCHMARK(BM_latent_attention)->ArgsProduct({{512, 4096}, {0}, {0, 1, 2}})->ArgsProduct({{512, 4096}, {1}, {2}})->UseRealTime();
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);

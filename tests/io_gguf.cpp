@@ -66,9 +66,9 @@ TEST(Gguf, ReadsMetadataAndTensors) {
 // io knows no architecture: the map is what models/ builds from a family's tensor table.
 TEST(Gguf, CheckpointPresentsTheGivenNamesAndUndoesThePermutation) {
   std::string b = llama_file().bytes();
-  GgufNameMap names = {{"token_embd.weight", {"embed", false, 0}},
-                       {"blk.0.attn_q.weight", {"q", false, 2}},
-                       {"blk.0.attn_k.weight", {"k", false, 1}}};
+  GgufNameMap names = {{"token_embd.weight", {"embed", false, 0, {}}},
+                       {"blk.0.attn_q.weight", {"q", false, 2, {}}},
+                       {"blk.0.attn_k.weight", {"k", false, 1, {}}}};
   GgufCheckpoint ck(std::make_shared<GgufFile>((const uint8_t*)b.data(), b.size(), "t.gguf"), names);
   EXPECT_TRUE(ck.has("embed"));
   EXPECT_TRUE(ck.has("blk.0.mystery.weight"));  // unknown: kept, so the guard reports it
@@ -116,9 +116,9 @@ TEST(Gguf, Conv1DMatricesArePresentedTransposed) {
   w.f32_tensor("blk.0.attn_qkv.bias", {12}, iota(12));
   w.f32_tensor("position_embd.weight", {4, 16}, iota(64));
   std::string b = w.bytes();
-  GgufNameMap names = {{"blk.0.attn_qkv.weight", {"qkv", true, 0}},
-                       {"blk.0.attn_qkv.bias", {"qkv.bias", false, 0}},
-                       {"position_embd.weight", {"wpe", false, 0}}};
+  GgufNameMap names = {{"blk.0.attn_qkv.weight", {"qkv", true, 0, {}}},
+                       {"blk.0.attn_qkv.bias", {"qkv.bias", false, 0, {}}},
+                       {"position_embd.weight", {"wpe", false, 0, {}}}};
   GgufCheckpoint ck(std::make_shared<GgufFile>((const uint8_t*)b.data(), b.size(), "t.gguf"), names);
   TensorView t = ck.get("qkv");
   EXPECT_EQ(t.shape, (std::vector<int64_t>{4, 12}));  // HF Conv1D [in, out]
@@ -283,7 +283,7 @@ TEST(GgufBadInput, PermutationNeedsWholeHeads) {
   std::string b = v.bytes();
   auto f = std::make_shared<GgufFile>((const uint8_t*)b.data(), b.size(), "t.gguf");
   try {
-    GgufCheckpoint ck(f, {{"blk.0.attn_q.weight", {"q", false, 3}}});
+    GgufCheckpoint ck(f, {{"blk.0.attn_q.weight", {"q", false, 3, {}}}});
     FAIL() << "8 rows cannot be 3 permuted heads";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("heads of even size"), std::string::npos) << e.what();

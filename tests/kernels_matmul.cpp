@@ -1,6 +1,7 @@
 // Each SIMD kernel against the scalar reference, on random shapes including ragged tails.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -9,6 +10,7 @@
 #include "core/rng.h"
 #include "core/threads.h"
 #include "kernels/attention.h"
+#include "kernels/latent_attention.h"
 #include "kernels/matmul.h"
 
 using namespace kvad;
@@ -102,26 +104,26 @@ std::vector<float> kv_round_trip(const float* x, int hd, KvType t) {
 
 class Attention : public ::testing::TestWithParam<KvType> {};
 
-TEST_P(Attention, PagedBatchOnEveryIsaMatchesACausalFloat64Reference) {
-  // One call over several sequences of one batch, each at its own positions, its keys and values
-  // stored through kv_store into blocks of 5 positions taken in shuffled order from one pool:
-  // few queries take the decode path (dot products per key), many the prefill path (chunked
-  // matrix products), every block boundary case is crossed; all against a float64 reference over
-  // the values the cache type keeps.
-  const KvType type = GetParam();
+// One call over several sequences of one batch, each at its own positions, its keys and values
+// stored through kv_store into blocks of 5 positions taken in shuffled order from one pool: few
+// queries take the decode path (dot products per key), many the prefill path (chunked matrix
+// products), every block boundary case is crossed; all against a float64 reference over the
+// values the cache type keeps. `latent`: K-only pages whose rows are also the values (their first
+// s.value_dim columns), as multi-head latent attention stores them.
+static void check_paged_attention(KvType type, AttentionShape s, bool latent,
+                                  std::vector<std::array<int64_t, 2>> cases = {{3, 4}, {5, 40}, {0, 70}, {90, 3},
+                                                                               {0, 1}, {9, 1}, {14, 2}}) {
   Rng rng(5);
-  AttentionShape s{6, 2, 20, 1.0f / std::sqrt(20.0f)};
-  const int64_t bs = 5, kvw = s.n_kv_heads * s.head_dim, qw = s.n_heads * s.head_dim;
-  const int64_t cases[][2] = {{3, 4}, {5, 40}, {0, 70}, {90, 3}, {0, 1}, {9, 1}, {14, 2}};  // {pos0, n} per sequence
-  const int64_t n_seqs = sizeof cases / sizeof cases[0];
+  const int64_t bs = 5, kvw = s.n_kv_heads * s.head_dim, qw = s.n_heads * s.head_dim, ow = s.n_heads * s.v_dim();
+  const int64_t n_seqs = (int64_t)cases.size();  // {pos0, n} per sequence
   int64_t pool_blocks = 0, rows = 0;
   for (auto& c : cases) pool_blocks += (c[0] + c[1] + bs - 1) / bs, rows += c[1];
   std::vector<int32_t> perm((size_t)pool_blocks);
   for (int64_t i = 0; i < pool_blocks; i++) perm[(size_t)i] = (int32_t)i;
   for (int64_t i = pool_blocks - 1; i > 0; i--) std::swap(perm[(size_t)i], perm[(size_t)rng.below((uint64_t)i + 1)]);
   const int64_t row_bytes = kv_row_bytes(type, s.head_dim);
-  std::vector<uint8_t> kpool((size_t)(pool_blocks * s.n_kv_heads * bs * row_bytes)), vpool(kpool.size());
-  KvPages pages{kpool.data(), vpool.data(), bs, type};
+  std::vector<uint8_t> kpool((size_t)(pool_blocks * s.n_kv_heads * bs * row_bytes)), vpool(latent ? 0 : kpool.size());
+  KvPages pages{kpool.data(), latent ? kpool.data() : vpool.data(), bs, type};
   std::vector<AttentionSpan> spans;
   std::vector<std::vector<float>> keys, vals;  // per sequence: [len, kvw]
   std::vector<float> q = randn(rng, (size_t)(rows * qw));
@@ -131,19 +133,21 @@ TEST_P(Attention, PagedBatchOnEveryIsaMatchesACausalFloat64Reference) {
     AttentionSpan sp{row, c[1], c[0], perm.data() + used};
     used += (len + bs - 1) / bs;
     keys.push_back(randn(rng, (size_t)(len * kvw)));
-    vals.push_back(randn(rng, (size_t)(len * kvw)));
+    vals.push_back(latent ? std::vector<float>() : randn(rng, (size_t)(len * kvw)));
     // Positions 0..len-1 stored as one span of rows (what earlier steps and this one wrote).
     AttentionSpan all{0, len, 0, sp.blocks};
-    kv_store(keys.back().data(), kvw, vals.back().data(), kvw, &all, 1, s.n_kv_heads, s.head_dim, pages);
+    kv_store(keys.back().data(), kvw, latent ? nullptr : vals.back().data(), kvw, &all, 1, s.n_kv_heads, s.head_dim,
+             pages);
     for (std::vector<float>* side : {&keys.back(), &vals.back()})  // the reference sees what the cache keeps
-      for (int64_t j = 0; j < len * s.n_kv_heads; j++) {
+      for (int64_t j = 0; j < (int64_t)side->size() / s.head_dim; j++) {
         std::vector<float> r = kv_round_trip(side->data() + j * s.head_dim, s.head_dim, type);
         std::copy(r.begin(), r.end(), side->data() + j * s.head_dim);
       }
+    if (latent) vals.back() = keys.back();  // the values are the stored rows
     spans.push_back(sp);
     row += c[1];
   }
-  std::vector<double> ref((size_t)(rows * qw));
+  std::vector<double> ref((size_t)(rows * ow));
   int G = s.n_heads / s.n_kv_heads;
   for (int64_t i = 0; i < n_seqs; i++) {
     const AttentionSpan& sp = spans[(size_t)i];
@@ -161,10 +165,10 @@ TEST_P(Attention, PagedBatchOnEveryIsaMatchesACausalFloat64Reference) {
           mx = std::max(mx, p.back());
         }
         for (double& x : p) sum += (x = std::exp(x - mx));
-        for (int x = 0; x < s.head_dim; x++) {
+        for (int x = 0; x < s.v_dim(); x++) {
           double o = 0;
           for (size_t j = 0; j < p.size(); j++) o += p[j] / sum * v[j * (size_t)kvw + (size_t)(kh * s.head_dim + x)];
-          ref[(size_t)((sp.row0 + t) * qw + h * s.head_dim + x)] = o;
+          ref[(size_t)((sp.row0 + t) * ow + h * s.v_dim() + x)] = o;
         }
       }
   }
@@ -172,13 +176,64 @@ TEST_P(Attention, PagedBatchOnEveryIsaMatchesACausalFloat64Reference) {
   isas.push_back(Isa::Scalar);
   for (Isa isa : isas) {
     std::vector<float> got(ref.size(), NAN);
-    attention_paged(q.data(), qw, spans.data(), n_seqs, s, pages, got.data(), qw, isa);
+    attention_paged(q.data(), qw, spans.data(), n_seqs, s, pages, got.data(), ow, isa);
     for (size_t i = 0; i < got.size(); i++) ASSERT_NEAR(got[i], ref[i], 2e-5) << isa_name(isa) << " " << kv_type_name(type) << " i=" << i;
+  }
+}
+
+TEST_P(Attention, PagedBatchOnEveryIsaMatchesACausalFloat64Reference) {
+  check_paged_attention(GetParam(), AttentionShape{6, 2, 20, 1.0f / std::sqrt(20.0f)}, false);
+}
+
+TEST_P(Attention, LatentPagesServeAsKeysAndTheirFirstColumnsAsValues) {
+  // MLA's shape: every query head on one KV head whose 20-wide rows are [12 latent | 8 rope key],
+  // the values the latent alone. 6 query heads take both paths; 24 make every span a matrix
+  // product, in chunks shorter than 64 queries.
+  for (int heads : {6, 24}) {
+    AttentionShape s{heads, 1, 20, 0.3f};
+    s.value_dim = 12;
+    check_paged_attention(GetParam(), s, true);
+    // One decode row alone: its 24 heads are split over the threads in parts of at least 4.
+    check_paged_attention(GetParam(), s, true, {{37, 1}});
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(KvTypes, Attention, ::testing::Values(KvType::F32, KvType::BF16, KvType::Q8),
                          [](const auto& info) { return std::string(kv_type_name(info.param)); });
+
+TEST(LatentAttention, AbsorbAndExpandOnEveryIsaMatchFloat64) {
+  // 3 heads, nope 5, rope 4, kv_rank 19 (no multiple of a vector), v 6; 7 rows with padded strides.
+  const LatentShape s{3, 5, 4, 19, 6, 0.5f};
+  const int64_t n = 7, qs = s.n_heads * s.query_width() + 3, us = s.n_heads * s.kv_rank + 1;
+  Rng rng(9);
+  std::vector<float> kv_b = randn(rng, (size_t)(s.n_heads * (s.nope_dim + s.v_dim) * s.kv_rank)),
+                     q = randn(rng, (size_t)(n * qs)), u = randn(rng, (size_t)(n * us));
+  auto w = [&](int h, int row, int c) { return (double)kv_b[(size_t)(((h * (s.nope_dim + s.v_dim)) + row) * s.kv_rank + c)]; };
+  std::vector<Isa> isas = available_isas();
+  isas.push_back(Isa::Scalar);
+  for (Isa isa : isas) {
+    const int64_t lw = s.n_heads * s.latent_width(), ow = s.n_heads * s.v_dim;
+    std::vector<float> qa((size_t)(n * lw), NAN), out((size_t)(n * ow), NAN);
+    absorb_queries(q.data(), qs, n, s, kv_b.data(), qa.data(), lw, isa);
+    expand_values(u.data(), us, n, s, kv_b.data(), out.data(), ow, isa);
+    for (int64_t t = 0; t < n; t++)
+      for (int h = 0; h < s.n_heads; h++) {
+        const float* qh = q.data() + t * qs + h * s.query_width();
+        for (int c = 0; c < s.kv_rank; c++) {  // q_nope through W_UK_h: kv_b's first nope rows of the head
+          double ref = 0;
+          for (int d = 0; d < s.nope_dim; d++) ref += qh[d] * w(h, d, c);
+          ASSERT_NEAR(qa[(size_t)(t * lw + h * s.latent_width() + c)], ref, 1e-5) << isa_name(isa);
+        }
+        for (int d = 0; d < s.rope_dim; d++)  // q_pe passes through
+          ASSERT_EQ(qa[(size_t)(t * lw + h * s.latent_width() + s.kv_rank + d)], qh[s.nope_dim + d]);
+        for (int e = 0; e < s.v_dim; e++) {  // the weighted latent through W_UV_h: the next v rows
+          double ref = 0;
+          for (int c = 0; c < s.kv_rank; c++) ref += u[(size_t)(t * us + h * s.kv_rank + c)] * w(h, s.nope_dim + e, c);
+          ASSERT_NEAR(out[(size_t)(t * ow + h * s.v_dim + e)], ref, 1e-5) << isa_name(isa);
+        }
+      }
+  }
+}
 
 TEST(AttentionKvType, BytesPerPositionAreWhatEachTypeStores) {
   // Qwen2.5-0.5B's head: 64 values. f32 4 bytes each, bf16 2, q8 1 plus a 4-byte scale.

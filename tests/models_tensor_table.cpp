@@ -112,7 +112,8 @@ TEST(TensorTable, RealPresetsHaveThePeersParameterCounts) {
                                                {"gpt2", 124439808}, {"qwen3-30b-a3b", 30532122624},
                                                // kvad's own benchmark shape (no real model): the
                                                // peer's tensor_specs on the same config.json
-                                               {"bench", 424953856}};
+                                               {"bench", 424953856}, {"deepseek-v2-lite", 15706484224},
+                                               {"deepseek-v2", 235741434880}, {"deepseek-v3", 671026419200}};
   int checked = 0;
   for (const Architecture& a : architectures())
     for (const SynthPreset& p : a.presets) {

@@ -7,7 +7,16 @@ every position of a fixed prompt and a 32-token greedy continuation; llama.cpp (
 over ../shared/peer/to_gguf.py's f32 GGUF) gives its own greedy continuation. Written to
 tests/golden/models/<arch>.json; the tests compare kvad against these and never run the peers.
 
-  /usr/bin/python3 tools/make_model_goldens.py [--kvad build/kvad] [--peer ../shared/peer] [arch ...]
+An argument ARCH:PRESET makes the golden of another preset than "tiny", written to
+tests/golden/models/<preset>.json (the DeepSeek presets: tests/models_deepseek.cpp);
+ARCH:PRESET:KEY=JSON also sets one config.json key after synth (recorded as "config_set", the
+file named <preset>-<key>-<value>.json): a variant of a layout no preset has. llama.cpp's
+continuation is left out (null) for a checkpoint llama.cpp cannot load: its deepseek2 needs at
+least one shared expert, so the dense DeepSeek presets have the numpy reference alone.
+
+  /usr/bin/python3 tools/make_model_goldens.py [--kvad build/kvad] [--peer ../shared/peer] [arch[:preset] ...]
+  e.g. tools/make_model_goldens.py deepseek_v2:tiny-deepseek-v2-lite-dense deepseek_v2:tiny-deepseek-v2-dense \
+       deepseek_v3:tiny-deepseek-v3-dense deepseek_v3:tiny-deepseek-v3-dense:rope_interleave=false
 """
 import argparse
 import hashlib
@@ -40,6 +49,22 @@ def ref_logits(peer, model_dir, tokens, work):
     return np.fromfile(out, dtype="<f4").reshape(len(tokens), -1)
 
 
+def llamacpp_can_run(model_dir):
+    """Whether llama.cpp loads this checkpoint's GGUF (../shared/peer/README.md, "Loadable subsets")."""
+    c = json.load(open(os.path.join(model_dir, "config.json")))
+    if c["architectures"][0].startswith("Deepseek"):
+        return bool(c.get("n_routed_experts")) and bool(c.get("n_shared_experts"))
+    return True
+
+
+def llamacpp_greedy(peer, model_dir, work):
+    gguf = os.path.join(work, "m.gguf")
+    run(["/usr/bin/python3", os.path.join(peer, "to_gguf.py"), model_dir, gguf, "--type", "f32"])
+    tf = os.path.join(work, "prompt.json")
+    json.dump(PROMPT, open(tf, "w"))
+    return json.loads(run(["node", os.path.join(HERE, "peer_greedy.mjs"), gguf, tf, str(N_GREEDY)]))["greedy"]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kvad", default=os.path.join(ROOT, "build", "kvad"))
@@ -48,12 +73,24 @@ def main():
     a = ap.parse_args()
     out_dir = os.path.join(ROOT, "tests", "golden", "models")
     os.makedirs(out_dir, exist_ok=True)
-    for arch in a.archs:
+    for item in a.archs:
+        arch, _, preset = item.partition(":")
+        preset, _, setting = preset.partition(":")
+        synth = dict(SYNTH, preset=preset or SYNTH["preset"])
+        name = preset or arch
+        config_set = {}
+        if setting:
+            key, _, value = setting.partition("=")
+            config_set[key] = json.loads(value)
+            name += f"-{key}-{value}"
         with tempfile.TemporaryDirectory() as work:
             md = os.path.join(work, arch)
-            run([a.kvad, "synth", "--arch", arch, "--preset", SYNTH["preset"], "--seed", str(SYNTH["seed"]),
-                 "--std", str(SYNTH["std"]), "--norm-jitter", str(SYNTH["norm_jitter"]), "--dtype", SYNTH["dtype"],
+            run([a.kvad, "synth", "--arch", arch, "--preset", synth["preset"], "--seed", str(synth["seed"]),
+                 "--std", str(synth["std"]), "--norm-jitter", str(synth["norm_jitter"]), "--dtype", synth["dtype"],
                  "--out", md])
+            if config_set:
+                cf = os.path.join(md, "config.json")
+                json.dump(dict(json.load(open(cf)), **config_set), open(cf, "w"), indent=2)
             sha = hashlib.sha256(open(os.path.join(md, "model.safetensors"), "rb").read()).hexdigest()
             logits = ref_logits(a.peer, md, PROMPT, work)
             V = logits.shape[1]
@@ -63,13 +100,9 @@ def main():
             while len(ref_greedy) < N_GREEDY:
                 seq_all = seq + ref_greedy
                 ref_greedy.append(int(np.argmax(ref_logits(a.peer, md, seq_all, work)[-1])))
-            gguf = os.path.join(work, "m.gguf")
-            run(["/usr/bin/python3", os.path.join(a.peer, "to_gguf.py"), md, gguf, "--type", "f32"])
-            tf = os.path.join(work, "prompt.json")
-            json.dump(PROMPT, open(tf, "w"))
-            lc = json.loads(run(["node", os.path.join(HERE, "peer_greedy.mjs"), gguf, tf, str(N_GREEDY)]))
+            lc = llamacpp_greedy(a.peer, md, work) if llamacpp_can_run(md) else None
             agree = 0
-            while agree < N_GREEDY and lc["greedy"][agree] == ref_greedy[agree]:
+            while lc and agree < N_GREEDY and lc[agree] == ref_greedy[agree]:
                 agree += 1
             # A subset of the vocabulary keeps the fixture small: every 199th id plus each position's top 8.
             idx = set(range(0, V, 199))
@@ -79,7 +112,8 @@ def main():
             g = {
                 "about": "made by tools/make_model_goldens.py from ../shared/peer/ref_forward.py (numpy float64) "
                          "and llama.cpp (tools/peer_greedy.mjs on an f32 GGUF from to_gguf.py, f32 KV cache)",
-                "synth": dict(SYNTH, arch=arch, sha256=sha),
+                "synth": dict(synth, arch=arch, sha256=sha),
+                **({"config_set": config_set} if config_set else {}),
                 "prompt": PROMPT,
                 "vocab": V,
                 "indices": idx,
@@ -87,13 +121,13 @@ def main():
                 "ref_max_abs": [float(np.abs(row).max()) for row in logits],
                 "ref_argmax": [int(np.argmax(row)) for row in logits],
                 "ref_greedy": ref_greedy,
-                "llamacpp_greedy": lc["greedy"],
+                "llamacpp_greedy": lc,
                 "greedy_agree": agree,
             }
-            with open(os.path.join(out_dir, f"{arch}.json"), "w") as f:
+            with open(os.path.join(out_dir, f"{name}.json"), "w") as f:
                 json.dump(g, f)
-            print(f"{arch}: vocab {V}, {len(idx)} logits per position, references agree on {agree}/{N_GREEDY} "
-                  f"greedy tokens")
+            print(f"{name}: vocab {V}, {len(idx)} logits per position, references agree on "
+                  f"{agree if lc else 'no llama.cpp'}/{N_GREEDY} greedy tokens")
 
 
 if __name__ == "__main__":

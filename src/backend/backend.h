@@ -18,6 +18,7 @@
 #include "backend/tensor.h"
 #include "backend/weight.h"
 #include "kernels/attention.h"
+#include "kernels/latent_attention.h"
 #include "kernels/moe.h"
 
 namespace kvad {
@@ -33,6 +34,10 @@ struct MoeWeights {
   std::vector<float> score_bias;  // DeepSeek-V3's e_score_correction_bias (the choice only); may be empty
   std::vector<Expert> experts;
 };
+
+// Which columns rope rotates together: (i, i + d/2) (rotate-half: GPT-NeoX, Llama, Qwen) or
+// (2i, 2i + 1) (adjacent pairs: GPT-J, DeepSeek's MLA).
+enum class RopePairs { Half, Adjacent };
 
 class Backend {
  public:
@@ -60,10 +65,15 @@ class Backend {
   virtual void layernorm(Tensor x, const std::vector<float>& w, const std::vector<float>& b, float eps, Tensor out) = 0;
   virtual void silu_mul(Tensor gate, Tensor up) = 0;                      // gate = silu(gate) * up
   virtual void gelu_tanh(Tensor x) = 0;
-  // table[r] = cos(pos_r * inv_freq) | sin(pos_r * inv_freq) for every row of the batch ([rows, 2 * inv_freq.size()]).
-  virtual void rope_table(const Batch& batch, const std::vector<double>& inv_freq, Tensor table) = 0;
+  // table[r] = cos(pos_r * inv_freq) | sin(pos_r * inv_freq) for every row of the batch ([rows, 2 * inv_freq.size()]),
+  // both times magnitude (YaRN's attention factor; 1 otherwise).
+  virtual void rope_table(const Batch& batch, const std::vector<double>& inv_freq, Tensor table,
+                          double magnitude = 1.0) = 0;
   // Rotates each of x's `heads` heads by its row's angles (rotate-half / GPT-NeoX convention).
   virtual void rope(Tensor x, int64_t heads, Tensor table) = 0;
+  // Rotates the last `dims` columns of each of x's `heads` heads (table: dims / 2 frequencies):
+  // DeepSeek's rope dimensions after the unrotated ones.
+  virtual void rope_tail(Tensor x, int64_t heads, int64_t dims, RopePairs pairs, Tensor table) = 0;
   // Stores k/v of the batch's rows in `layer`'s pages at their positions, then causal attention of
   // q over each row's own sequence.
   virtual void attention(const Memory& memory, int64_t layer, const Batch& batch, const kernels::AttentionShape& shape,
@@ -72,6 +82,13 @@ class Backend {
   // Only the chosen experts' weights are read; a batch's rows are grouped by expert, so each
   // chosen expert's weights stream once per call.
   virtual void moe(const MoeWeights& layer, const kernels::Routing& routing, Tensor x, Tensor out) = 0;
+  // Multi-head latent attention, absorbed (kernels/latent_attention.h): stores each row's latent
+  // ([rows, kv_rank + rope_dim]: the normed c_kv, then the rotated k_pe) in `layer`'s K-only pages
+  // at its position, then causal attention of q ([rows, heads * (nope + rope)], q_pe rotated)
+  // through kv_b ([heads * (nope + v), kv_rank], f32) into out ([rows, heads * v]).
+  virtual void latent_attention(const Memory& memory, int64_t layer, const Batch& batch,
+                                const kernels::LatentShape& shape, const std::vector<float>& kv_b, Tensor q,
+                                Tensor latent, Tensor out) = 0;
   // out = the rows of x that want logits, in row order ([batch.n_logits(), x.cols]).
   virtual void logit_rows(Tensor x, const Batch& batch, Tensor out) = 0;
 };

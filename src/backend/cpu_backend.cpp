@@ -120,7 +120,7 @@ class CpuBackend final : public Backend {
     kernels::gelu_tanh(x.data, x.rows * x.cols);
   }
 
-  void rope_table(const Batch& batch, const std::vector<double>& inv_freq, Tensor table) override {
+  void rope_table(const Batch& batch, const std::vector<double>& inv_freq, Tensor table, double magnitude) override {
     const int64_t half = (int64_t)inv_freq.size();
     need(table.rows == batch.size() && table.cols == 2 * half, "rope_table", table, "not [rows, 2 * frequencies]");
     for (int64_t r = 0; r < table.rows; r++) {
@@ -128,8 +128,8 @@ class CpuBackend final : public Backend {
       double pos = (double)batch.rows()[(size_t)r].pos;
       for (int64_t i = 0; i < half; i++) {
         double a = pos * inv_freq[(size_t)i];  // in double, rounded to float once
-        t[i] = (float)std::cos(a);
-        t[half + i] = (float)std::sin(a);
+        t[i] = (float)(std::cos(a) * magnitude);
+        t[half + i] = (float)(std::sin(a) * magnitude);
       }
     }
   }
@@ -141,6 +141,43 @@ class CpuBackend final : public Backend {
       const float* t = table.data + r * table.stride;
       kernels::rope_neox(x.data + r * x.stride, (int)heads, (int)hd, t, t + hd / 2);
     }
+  }
+
+  void rope_tail(Tensor x, int64_t heads, int64_t dims, RopePairs pairs, Tensor table) override {
+    const int64_t hw = x.cols / heads;
+    need(x.cols == heads * hw && dims <= hw && dims % 2 == 0 && table.rows == x.rows && table.cols == dims, "rope_tail",
+         x, "not [rows, heads * head width] with an even tail of the table's width");
+    for (int64_t r = 0; r < x.rows; r++) {
+      const float* t = table.data + r * table.stride;
+      float* row = x.data + r * x.stride;
+      if (pairs == RopePairs::Adjacent) {
+        kernels::rope_pairs(row, (int)heads, (int)hw, (int)dims, t, t + dims / 2);
+      } else {
+        for (int64_t h = 0; h < heads; h++) kernels::rope_neox(row + h * hw + (hw - dims), 1, (int)dims, t, t + dims / 2);
+      }
+    }
+  }
+
+  void latent_attention(const Memory& memory, int64_t layer, const Batch& batch, const kernels::LatentShape& s,
+                        const std::vector<float>& kv_b, Tensor q, Tensor latent, Tensor out) override {
+    const int64_t n = batch.size(), lw = s.latent_width();
+    const LayerMemorySpec& m = memory.spec().layers.at((size_t)layer);
+    need(m.kind == MemoryKind::Latent && m.latent_width == lw, "latent_attention", latent,
+         "the layer's memory is not latent rows of kv_rank + rope_dim");
+    need(latent.rows == n && latent.cols == lw, "latent_attention", latent, "latent is not [rows, kv_rank + rope_dim]");
+    need(q.rows == n && q.cols == (int64_t)s.n_heads * s.query_width(), "latent_attention", q,
+         "q is not [rows, heads * (nope + rope)]");
+    need(out.rows == n && out.cols == (int64_t)s.n_heads * s.v_dim, "latent_attention", out, "out is not [rows, heads * v]");
+    need((int64_t)kv_b.size() == (int64_t)s.n_heads * (s.nope_dim + s.v_dim) * s.kv_rank, "latent_attention", q,
+         "kv_b is not [heads * (nope + v), kv_rank]");
+    const auto& spans = batch.attention_spans();
+    kernels::KvPages pages = memory.pages(layer);
+    kernels::kv_store(latent.data, latent.stride, nullptr, 0, spans.data(), (int64_t)spans.size(), 1, (int)lw, pages);
+    Tensor qa = tensor(n, s.n_heads * lw), u = tensor(n, (int64_t)s.n_heads * s.kv_rank);
+    kernels::absorb_queries(q.data, q.stride, n, s, kv_b.data(), qa.data, qa.stride);
+    kernels::attention_paged(qa.data, qa.stride, spans.data(), (int64_t)spans.size(), s.attention(), pages, u.data,
+                             u.stride);
+    kernels::expand_values(u.data, u.stride, n, s, kv_b.data(), out.data, out.stride);
   }
 
   void attention(const Memory& memory, int64_t layer, const Batch& batch, const kernels::AttentionShape& s, Tensor q,

@@ -15,10 +15,26 @@ MemorySpec MemorySpec::attention(int64_t n_layers, int64_t kv_heads, int64_t hea
   return s;
 }
 
+MemorySpec MemorySpec::latent(int64_t n_layers, int64_t latent_width) {
+  MemorySpec s;
+  LayerMemorySpec l;
+  l.kind = MemoryKind::Latent;
+  l.latent_width = latent_width;
+  s.layers.assign((size_t)n_layers, l);
+  return s;
+}
+
+namespace {
+// The rows one position of a layer stores in each of its K and V pages (V: none for a latent layer).
+int64_t rows_per_position(const LayerMemorySpec& l) { return l.kind == MemoryKind::Latent ? 1 : l.kv_heads; }
+int64_t row_width(const LayerMemorySpec& l) { return l.kind == MemoryKind::Latent ? l.latent_width : l.head_dim; }
+}  // namespace
+
 size_t MemorySpec::bytes_per_token() const {
   size_t b = 0;
   for (const LayerMemorySpec& l : layers)
     if (l.kind == MemoryKind::Attention) b += (size_t)(2 * l.kv_heads * kernels::kv_row_bytes(kv_type, l.head_dim));
+    else if (l.kind == MemoryKind::Latent) b += (size_t)kernels::kv_row_bytes(kv_type, l.latent_width);
   return b;
 }
 
@@ -51,26 +67,31 @@ Memory::Memory(MemorySpec spec, int64_t n_blocks, int64_t block_size)
     : spec_(std::move(spec)), n_blocks_(n_blocks), block_size_(block_size) {
   if (n_blocks <= 0 || block_size <= 0) fail("KV memory: {} blocks of {} positions is empty", n_blocks, block_size);
   for (const LayerMemorySpec& l : spec_.layers) {
-    if (l.kind != MemoryKind::Attention) fail("KV memory: only attention layers are implemented");
-    size_t n = (size_t)(n_blocks * l.kv_heads * block_size * kernels::kv_row_bytes(spec_.kv_type, l.head_dim));
+    if (l.kind == MemoryKind::Recurrent) fail("KV memory: recurrent layers are not implemented");
+    size_t n = (size_t)(n_blocks * rows_per_position(l) * block_size * kernels::kv_row_bytes(spec_.kv_type, row_width(l)));
     k_.emplace_back(map_bytes(n));
-    v_.emplace_back(map_bytes(n));
+    v_.emplace_back(l.kind == MemoryKind::Latent ? nullptr : map_bytes(n));
   }
 }
 
 kernels::KvPages Memory::pages(int64_t layer) const {
-  return {k_[(size_t)layer].get(), v_[(size_t)layer].get(), block_size_, spec_.kv_type};
+  uint8_t* k = k_[(size_t)layer].get();
+  uint8_t* v = v_[(size_t)layer] ? v_[(size_t)layer].get() : k;
+  return {k, v, block_size_, spec_.kv_type};
 }
 
 void Memory::copy_block(int32_t src, int32_t dst, int64_t positions) {
   for (size_t l = 0; l < spec_.layers.size(); l++) {
     const LayerMemorySpec& s = spec_.layers[l];
-    const size_t row = (size_t)kernels::kv_row_bytes(spec_.kv_type, s.head_dim), head = (size_t)block_size_ * row,
-                 block = (size_t)s.kv_heads * head;
-    for (uint8_t* base : {k_[l].get(), v_[l].get()})
-      for (int64_t h = 0; h < s.kv_heads; h++)
+    const int64_t heads = rows_per_position(s);
+    const size_t row = (size_t)kernels::kv_row_bytes(spec_.kv_type, row_width(s)), head = (size_t)block_size_ * row,
+                 block = (size_t)heads * head;
+    for (uint8_t* base : {k_[l].get(), v_[l].get()}) {
+      if (!base) continue;  // a latent layer: K only
+      for (int64_t h = 0; h < heads; h++)
         std::memcpy(base + (size_t)dst * block + (size_t)h * head, base + (size_t)src * block + (size_t)h * head,
                     (size_t)positions * row);
+    }
   }
 }
 

@@ -1,12 +1,14 @@
 // The engine-wide memory of a model: one kind per layer, shared by every sequence.
 //   Attention  paged keys and values: fixed-size blocks from one pool; a sequence's positions are
 //              found through its block table (runtime/block_manager.h hands blocks out).
-//   Latent     (MLA, DeepSeek) one compressed vector per position, paged like keys: K-only pages.
+//   Latent     (MLA, DeepSeek) one compressed vector per position, paged like keys: K-only pages
+//              (the attention reads its values from the same rows), so it is rewound, shared and
+//              copied like Attention.
 //   Recurrent  (linear attention / DeltaNet) a fixed-size state per sequence that has absorbed
 //              every token it has seen: it can be dropped but not rewound.
-// Only Attention is implemented; the spec already says which kind each layer is, so a family with
-// latent or recurrent layers adds storage here and nothing above the model changes shape. Every
-// kind answers what it truly stores per position, and whether a sequence can rewind.
+// Attention and Latent are implemented; the spec already says which kind each layer is, so a family
+// with recurrent layers adds storage here and nothing above the model changes shape. Every kind
+// answers what it truly stores per position, and whether a sequence can rewind.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -22,6 +24,7 @@ enum class MemoryKind : uint8_t { Attention, Latent, Recurrent };
 struct LayerMemorySpec {
   MemoryKind kind = MemoryKind::Attention;
   int64_t kv_heads = 0, head_dim = 0;  // Attention: K and V of kv_heads x head_dim per position
+  int64_t latent_width = 0;            // Latent: one row of latent_width values per position
   int64_t state_floats = 0;            // Recurrent: the state of one sequence
 };
 
@@ -30,13 +33,14 @@ struct MemorySpec {
   kernels::KvType kv_type = kernels::KvType::F32;  // what attention layers store per position (--kv-type)
 
   static MemorySpec attention(int64_t n_layers, int64_t kv_heads, int64_t head_dim);
+  static MemorySpec latent(int64_t n_layers, int64_t latent_width);
   // Bytes one more position costs, over every layer that stores per position.
   size_t bytes_per_token() const;
   // False when any layer keeps a recurrent state (truncate lands at 0 unless it keeps everything).
   bool rewindable() const;
 };
 
-// The storage: per attention layer, n_blocks pages of block_size positions. The pool is reserved
+// The storage: per attention or latent layer, n_blocks pages of block_size positions. The pool is reserved
 // whole up front (untouched pages cost no physical memory until written), so block ids and the
 // pointers into them never move.
 class Memory {
@@ -47,6 +51,7 @@ class Memory {
   int64_t block_size() const { return block_size_; }
   size_t bytes_per_block() const { return spec_.bytes_per_token() * (size_t)block_size_; }
   size_t capacity_bytes() const { return bytes_per_block() * (size_t)n_blocks_; }
+  // A latent layer's pages have v == k: its values are the first columns of its rows.
   kernels::KvPages pages(int64_t layer) const;
   // Copies the first `positions` positions of block src into block dst, in every layer
   // (copy-on-write of a shared or cached block before a sequence writes into it).
@@ -58,7 +63,7 @@ class Memory {
   };
   MemorySpec spec_;
   int64_t n_blocks_, block_size_;
-  std::vector<std::unique_ptr<uint8_t[], Free>> k_, v_;  // per layer
+  std::vector<std::unique_ptr<uint8_t[], Free>> k_, v_;  // per layer (v_ null for a latent layer)
 };
 
 }  // namespace kvad

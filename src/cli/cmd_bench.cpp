@@ -226,11 +226,14 @@ void add_bench(CLI::App& app) {
     MemorySpec kv = model.memory_spec();
     kv.kv_type = kv_type;
     if (!a->json) {
-      std::printf("%s\n%s, %s, %s params, %.1f MB weights (%.2f bits/param), %.1f MB read per token, KV %s %.1f "
-                  "KB/token\n",
-                  m.name.c_str(), model.config().architecture.c_str(), model.weight_format().c_str(),
-                  format_parameters(model.parameter_count()).c_str(), (double)model.weight_bytes() / 1e6, bits,
-                  (double)model.decode_read_bytes() / 1e6, a->model.kv_type.c_str(), (double)kv.bytes_per_token() / 1e3);
+      std::printf("%s\n%s, %s, %s params, %.1f MB weights (%.2f bits/param)\n", m.name.c_str(),
+                  model.config().architecture.c_str(), model.weight_format().c_str(),
+                  format_parameters(model.parameter_count()).c_str(), (double)model.weight_bytes() / 1e6, bits);
+      // What a decode step moves: the weights it reads (a MoE model's active experts only) and
+      // the cache it adds to (MLA: the latent alone).
+      std::printf("per token: reads %.1f MB of weights, stores %.1f KB of KV cache (%s)\n",
+                  (double)model.decode_read_bytes() / 1e6, (double)kv.bytes_per_token() / 1e3,
+                  a->model.kv_type.c_str());
       std::printf("%d threads, %s%s\n\n", pool().size(), cpu_summary().c_str(),
                   bw > 0 ? fmt::format("; read bandwidth {:.1f} GB/s", bw).c_str() : "");
     }

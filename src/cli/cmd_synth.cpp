@@ -48,10 +48,11 @@ void add_synth(CLI::App& app) {
       fail("--max-shard-size: '{}' is not a size (e.g. 200MB, 5GB)", *shard);
     }
     SynthResult r = synthesize(*o);
-    write_fixture_tokenizer(r.tokenizer, o->out);
+    if (!r.tokenizer.empty()) write_fixture_tokenizer(r.tokenizer, o->out);
     std::printf("%s: %s %s, %.1fM parameters, %.1f MB in %d file(s), tokenizer %s\n", o->out.c_str(),
                 r.arch.c_str(), o->preset.c_str(), (double)r.parameters / 1e6, (double)r.bytes / 1e6, r.shards,
-                r.tokenizer.c_str());
+                r.tokenizer.empty() ? "none (this shape's own tokenizer is not bundled: token ids only)"
+                                    : r.tokenizer.c_str());
   });
 }
 

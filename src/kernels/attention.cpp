@@ -122,7 +122,7 @@ void kv_store(const float* k, int64_t k_stride, const float* v, int64_t v_stride
       for (int h = 0; h < n_kv_heads; h++) {
         int64_t dst = (((int64_t)sp.blocks[p / bs] * n_kv_heads + h) * bs + p % bs) * rb;
         store_row(k + r * k_stride + h * head_dim, head_dim, kv.type, kv.k + dst);
-        store_row(v + r * v_stride + h * head_dim, head_dim, kv.type, kv.v + dst);
+        if (v) store_row(v + r * v_stride + h * head_dim, head_dim, kv.type, kv.v + dst);
       }
     }
   }

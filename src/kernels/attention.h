@@ -13,8 +13,14 @@ namespace kvad::kernels {
 struct AttentionShape {
   int n_heads;     // query heads
   int n_kv_heads;  // key/value heads (n_heads % n_kv_heads == 0)
-  int head_dim;
+  int head_dim;    // of queries and keys (and of the rows the pages hold)
   float scale;     // usually 1/sqrt(head_dim)
+  // Values are the first value_dim columns of each V row (0: all head_dim). Multi-head latent
+  // attention is one KV head whose rows are [latent | rope key] and whose values are the latent
+  // alone, read from the same pages (kernels/latent_attention.h).
+  int value_dim = 0;
+
+  int v_dim() const { return value_dim > 0 ? value_dim : head_dim; }
 };
 
 // What the cache stores per position and head (--kv-type; docs/engine.md has the measurements):
@@ -51,12 +57,12 @@ struct AttentionSpan {
 };
 
 // Writes the new rows' keys and values (k, v: [rows, n_kv_heads * head_dim] with row strides) into
-// their sequences' pages at their positions.
+// their sequences' pages at their positions. v null: K-only pages (a latent layer's).
 void kv_store(const float* k, int64_t k_stride, const float* v, int64_t v_stride, const AttentionSpan* spans,
               int64_t n_spans, int n_kv_heads, int head_dim, const KvPages& pages);
 
 // q:   [rows, n_heads * head_dim] with row stride q_stride
-// out: [rows, n_heads * head_dim] with row stride out_stride
+// out: [rows, n_heads * v_dim()] with row stride out_stride
 // Each query at position p attends to its sequence's positions 0..p (the causal mask); the keys of
 // the batch's own rows must already be stored (kv_store).
 void attention_paged(const float* q, int64_t q_stride, const AttentionSpan* spans, int64_t n_spans,

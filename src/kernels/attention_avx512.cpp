@@ -1,6 +1,7 @@
 #include <immintrin.h>
 
 #include "kernels/attention_impl.h"
+#include "kernels/latent_attention_impl.h"
 #include "kernels/vexp.h"
 
 namespace kvad::kernels {
@@ -83,6 +84,16 @@ struct Avx512Vec {
 void attention_avx512(const float* q, int64_t q_stride, const AttentionSpan* spans, int64_t n_spans,
                       const AttentionShape& s, const KvPages& kv, float* out, int64_t out_stride) {
   detail::attention_paged_impl<Avx512Vec>(q, q_stride, spans, n_spans, s, kv, out, out_stride);
+}
+
+void latent_absorb_head_avx512(const float* q, int64_t q_stride, int64_t n, const LatentShape& s, const float* kv_b,
+                             int h, float* qa, int64_t qa_stride) {
+  detail::absorb_head<Avx512Vec>(q, q_stride, n, s, kv_b, h, qa, qa_stride);
+}
+
+void latent_expand_head_avx512(const float* u, int64_t u_stride, int64_t n, const LatentShape& s, const float* kv_b,
+                             int h, float* out, int64_t out_stride) {
+  detail::expand_head<Avx512Vec>(u, u_stride, n, s, kv_b, h, out, out_stride);
 }
 
 }  // namespace kvad::kernels

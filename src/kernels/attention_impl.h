@@ -46,25 +46,25 @@ struct DecodeScratch {
   std::vector<float> scores, tile;
 };
 
-// Decode (few queries): one query row t of a span and one KV head h. One pass over the cached keys
-// computes the scores of all the query heads that share the KV head (dot), one pass over the
-// values accumulates them (axpy); both walk the span's blocks in order.
+// Decode (few queries): one query row t of a span and one KV head h, for the query heads g0..g1-1
+// of its group. One pass over the cached keys computes the scores of those heads (dot), one pass
+// over the values accumulates them (axpy); both walk the span's blocks in order.
 template <typename V>
-void attend_decode(const float* q, int64_t q_stride, const AttentionSpan& sp, int64_t t, int h,
+void attend_decode(const float* q, int64_t q_stride, const AttentionSpan& sp, int64_t t, int h, int g0, int g1,
                    const AttentionShape& s, const KvPages& kv, float* out, int64_t out_stride, DecodeScratch& w) {
-  const int G = s.n_heads / s.n_kv_heads, hd = s.head_dim, nkv = s.n_kv_heads;
+  const int G = s.n_heads / s.n_kv_heads, hd = s.head_dim, dv = s.v_dim(), nkv = s.n_kv_heads, ng = g1 - g0;
   const int64_t len = sp.pos0 + t + 1, bs = kv.block_size;  // causal: keys 0..p
   std::vector<float>& scores = w.scores;
-  if ((int64_t)scores.size() < G * len) scores.resize((size_t)(G * len));
+  if ((int64_t)scores.size() < ng * len) scores.resize((size_t)(ng * len));
   if ((int64_t)w.tile.size() < bs * hd) w.tile.resize((size_t)(bs * hd));
-  const float* qg = q + (sp.row0 + t) * q_stride + h * G * hd;
+  const float* qg = q + (sp.row0 + t) * q_stride + (h * G + g0) * hd;
   for (int64_t j0 = 0; j0 < len; j0 += bs) {
     int64_t cnt = std::min(bs, len - j0);
     const float* kb = kv_rows<V>(kv.k, kv, sp.blocks[j0 / bs], h, nkv, hd, cnt, w.tile.data());
     for (int64_t j = 0; j < cnt; j++)
-      for (int g = 0; g < G; g++) scores[(size_t)(g * len + j0 + j)] = V::dot(qg + g * hd, kb + j * hd, hd) * s.scale;
+      for (int g = 0; g < ng; g++) scores[(size_t)(g * len + j0 + j)] = V::dot(qg + g * hd, kb + j * hd, hd) * s.scale;
   }
-  for (int g = 0; g < G; g++) {
+  for (int g = 0; g < ng; g++) {
     float* sg = scores.data() + g * len;
     float mx = -INFINITY;
     for (int64_t j = 0; j < len; j++) mx = sg[j] > mx ? sg[j] : mx;
@@ -76,13 +76,13 @@ void attend_decode(const float* q, int64_t q_stride, const AttentionSpan& sp, in
     float inv = 1.0f / sum;
     for (int64_t j = 0; j < len; j++) sg[j] *= inv;
   }
-  float* og = out + (sp.row0 + t) * out_stride + h * G * hd;
-  for (int i = 0; i < G * hd; i++) og[i] = 0;
+  float* og = out + (sp.row0 + t) * out_stride + (h * G + g0) * dv;
+  for (int i = 0; i < ng * dv; i++) og[i] = 0;
   for (int64_t j0 = 0; j0 < len; j0 += bs) {
     int64_t cnt = std::min(bs, len - j0);
     const float* vb = kv_rows<V>(kv.v, kv, sp.blocks[j0 / bs], h, nkv, hd, cnt, w.tile.data());
     for (int64_t j = 0; j < cnt; j++)
-      for (int g = 0; g < G; g++) V::axpy(og + g * hd, scores[(size_t)(g * len + j0 + j)], vb + j * hd, hd);
+      for (int g = 0; g < ng; g++) V::axpy(og + g * dv, scores[(size_t)(g * len + j0 + j)], vb + j * hd, dv);
   }
 }
 
@@ -135,16 +135,16 @@ struct PrefillScratch {
 template <typename V>
 void attend_prefill(const float* q, int64_t q_stride, const AttentionSpan& sp, int64_t t0, int64_t t1, int h,
                     const AttentionShape& s, const KvPages& kv, float* out, int64_t out_stride, PrefillScratch& w) {
-  const int G = s.n_heads / s.n_kv_heads, hd = s.head_dim, nkv = s.n_kv_heads;
+  const int G = s.n_heads / s.n_kv_heads, hd = s.head_dim, dv = s.v_dim(), nkv = s.n_kv_heads;
   const int64_t rows = (t1 - t0) * G, L = sp.pos0 + t1, bs = kv.block_size;  // keys the chunk's last query sees
   auto fit = [](std::vector<float>& b, int64_t n) {
     if ((int64_t)b.size() < n) b.resize((size_t)n);
   };
   fit(w.qa, rows * hd);
   fit(w.kt, hd * L);
-  fit(w.vg, L * hd);
+  fit(w.vg, L * dv);
   fit(w.sc, rows * L);
-  fit(w.o, rows * hd);
+  fit(w.o, rows * dv);
   fit(w.tile, bs * hd);
   for (int64_t t = t0; t < t1; t++)
     for (int g = 0; g < G; g++)
@@ -154,7 +154,10 @@ void attend_prefill(const float* q, int64_t q_stride, const AttentionSpan& sp, i
     const float* kb = kv_rows<V>(kv.k, kv, sp.blocks[j0 / bs], h, nkv, hd, cnt, w.tile.data());
     for (int64_t j = 0; j < cnt; j++)
       for (int d = 0; d < hd; d++) w.kt[(size_t)(d * L + j0 + j)] = kb[j * hd + d];
-    std::copy_n(kv_rows<V>(kv.v, kv, sp.blocks[j0 / bs], h, nkv, hd, cnt, w.tile.data()), cnt * hd, w.vg.data() + j0 * hd);
+    const float* vb = kv_rows<V>(kv.v, kv, sp.blocks[j0 / bs], h, nkv, hd, cnt, w.tile.data());
+    if (dv == hd) std::copy_n(vb, cnt * hd, w.vg.data() + j0 * hd);
+    else
+      for (int64_t j = 0; j < cnt; j++) std::copy_n(vb + j * hd, dv, w.vg.data() + (j0 + j) * dv);
   }
   gemm_nn<V>(w.qa.data(), hd, w.kt.data(), L, w.sc.data(), L, rows, L, hd);
   for (int64_t r = 0; r < rows; r++) {
@@ -163,40 +166,56 @@ void attend_prefill(const float* q, int64_t q_stride, const AttentionSpan& sp, i
     V::softmax(row, valid, s.scale);
     std::fill(row + valid, row + L, 0.0f);
   }
-  gemm_nn<V>(w.sc.data(), L, w.vg.data(), hd, w.o.data(), hd, rows, hd, L);
+  gemm_nn<V>(w.sc.data(), L, w.vg.data(), dv, w.o.data(), dv, rows, dv, L);
   for (int64_t t = t0; t < t1; t++)
     for (int g = 0; g < G; g++)
-      std::copy_n(w.o.data() + ((t - t0) * G + g) * hd, hd, out + (sp.row0 + t) * out_stride + (h * G + g) * hd);
+      std::copy_n(w.o.data() + ((t - t0) * G + g) * dv, dv, out + (sp.row0 + t) * out_stride + (h * G + g) * dv);
 }
 
-// One unit of attention work: a decode row (t1 = t0 + 1) or a chunk of prefill queries, of one KV head.
+// One unit of attention work: a decode row (t1 = t0 + 1) of query heads g0..g1-1 of one KV head's
+// group, or a chunk of prefill queries of one KV head (all its group).
 struct AttentionItem {
   int32_t span;
   int32_t kv_head;
   int64_t t0, t1;
   bool prefill;
+  int32_t g0 = 0, g1 = 0;
 };
 
-// The whole batch in one parallel region. A span whose queries (times the group size) reach 16
-// (and that is not `rowwise`) goes through the matrix-product path in chunks of 64 queries (S stays within a few hundred KB);
-// the others are decode rows. Prefill items come first so the heavy ones spread over the threads.
+// The whole batch in one parallel region. A span of two or more queries whose queries times the
+// group size reach 16 (and that is not `rowwise`) goes through the matrix-product path in chunks
+// of up to 64 queries (S stays within a few MB); the others are decode rows. A single query stays
+// a decode row however many heads share its KV head: the product path would gather the keys
+// transposed for 1 query (MLA: 576-wide keys, 3x slower there). When the decode rows are fewer
+// than the threads, a large group is split into parts of at least 4 query heads (MLA's 16 or 128
+// heads on one KV head would otherwise run on one thread); every head computes the same either way.
+// Prefill items come first so the heavy ones spread over the threads.
 template <typename V>
 void attention_paged_impl(const float* q, int64_t q_stride, const AttentionSpan* spans, int64_t n_spans,
                           const AttentionShape& s, const KvPages& kv, float* out, int64_t out_stride) {
   const int G = s.n_heads / s.n_kv_heads;
-  const int64_t chunk = 64;
+  // 64 queries a chunk, fewer when many query heads share a KV head (MLA: all of them), so that a
+  // chunk's score matrix stays at most 1024 rows.
+  const int64_t chunk = std::clamp<int64_t>(1024 / G, 1, 64);
   thread_local std::vector<AttentionItem> items;  // reused: no allocation per step once grown
   items.clear();
-  auto as_prefill = [&](const AttentionSpan& sp) { return sp.n * G >= 16 && !sp.rowwise; };
+  auto as_prefill = [&](const AttentionSpan& sp) { return sp.n >= 2 && sp.n * G >= 16 && !sp.rowwise; };
+  int64_t decode_rows = 0;
   for (int64_t i = 0; i < n_spans; i++)
     if (as_prefill(spans[i]))
       for (int h = 0; h < s.n_kv_heads; h++)
         for (int64_t t0 = 0; t0 < spans[i].n; t0 += chunk)
-          items.push_back({(int32_t)i, h, t0, std::min(spans[i].n, t0 + chunk), true});
+          items.push_back({(int32_t)i, h, t0, std::min(spans[i].n, t0 + chunk), true, 0, G});
+    else
+      decode_rows += spans[i].n * s.n_kv_heads;
+  const int64_t threads = pool().size();
+  const int parts = decode_rows == 0 ? 1 : (int)std::clamp<int64_t>((threads + decode_rows - 1) / decode_rows, 1, G / 4 > 0 ? G / 4 : 1);
   for (int64_t i = 0; i < n_spans; i++)
     if (!as_prefill(spans[i]))
       for (int64_t t = 0; t < spans[i].n; t++)
-        for (int h = 0; h < s.n_kv_heads; h++) items.push_back({(int32_t)i, h, t, t + 1, false});
+        for (int h = 0; h < s.n_kv_heads; h++)
+          for (int p = 0; p < parts; p++)
+            items.push_back({(int32_t)i, h, t, t + 1, false, G * p / parts, G * (p + 1) / parts});
   const std::vector<AttentionItem>& work = items;
   pool().parallel_for((int64_t)work.size(), 1, [&](int64_t b, int64_t e) {
     thread_local DecodeScratch decode;
@@ -206,7 +225,7 @@ void attention_paged_impl(const float* q, int64_t q_stride, const AttentionSpan*
       if (w.prefill)
         attend_prefill<V>(q, q_stride, spans[w.span], w.t0, w.t1, w.kv_head, s, kv, out, out_stride, scratch);
       else
-        attend_decode<V>(q, q_stride, spans[w.span], w.t0, w.kv_head, s, kv, out, out_stride, decode);
+        attend_decode<V>(q, q_stride, spans[w.span], w.t0, w.kv_head, w.g0, w.g1, s, kv, out, out_stride, decode);
     }
   });
 }

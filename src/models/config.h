@@ -22,12 +22,30 @@ struct MoeConfig {
 };
 
 struct RopeScaling {
-  std::string type;  // "" (none), "llama3", "linear" or "freq_factors"
+  std::string type;  // "" (none), "llama3", "linear", "yarn" or "freq_factors"
   double factor = 1, low_freq_factor = 1, high_freq_factor = 4;
   int64_t original_max_positions = 8192;
+  // "yarn" (DeepSeek V2/V3): the ramp between beta_fast and beta_slow rotations over
+  // original_max_positions, and the magnitude terms (models/rope.h). 0 = absent in config.json.
+  double beta_fast = 32, beta_slow = 1, mscale = 0, mscale_all_dim = 0, attention_factor = 0;
+  bool truncate = true;  // round the ramp's ends to whole dimensions (transformers' default)
   // "freq_factors": inv_freq[i] is divided by freq_factors[i] (what a GGUF's rope_freqs.weight
   // holds: llama.cpp's precomputed form of llama3 scaling).
   std::vector<double> freq_factors;
+};
+
+// Multi-head latent attention (DeepSeek V2/V3): queries through an optional low-rank q_a/q_b pair,
+// keys and values from one compressed latent per position (models/deepseek.cpp).
+struct MlaConfig {
+  int64_t q_lora_rank = 0;  // 0: a plain q_proj (V2-Lite)
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_head_dim = 0, qk_rope_head_dim = 0, v_head_dim = 0;
+  bool rope_interleave = true;  // complex-pair rope on the rope dims (false: rotate-half, V3 only)
+  bool attention_bias = false;  // q_a_proj, kv_a_proj_with_mqa and o_proj have biases
+
+  int64_t latent_width() const { return kv_lora_rank + qk_rope_head_dim; }  // cached per position and layer
+  int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+  bool enabled() const { return kv_lora_rank > 0; }
 };
 
 struct ModelConfig {
@@ -49,6 +67,7 @@ struct ModelConfig {
   bool o_bias = false;
   bool mlp_bias = false;
   bool qk_norm = false;   // Qwen3: RMSNorm over each head of q and k
+  MlaConfig mla;  // DeepSeek: attention through a compressed latent (mla.enabled())
   std::vector<int32_t> eos_ids;  // from config.json (generation_config.json adds to these)
   int32_t bos_id = -1;
   MoeConfig moe;

@@ -116,6 +116,17 @@ void validate_config(const ModelConfig& c, const std::string& what) {
       in_range(rs.original_max_positions, ConfigBounds::kMaxPositions, "rope_scaling.original_max_position_embeddings",
                what);
     }
+    if (rs.type == "yarn") {
+      in_range(rs.original_max_positions, ConfigBounds::kMaxPositions, "rope_scaling.original_max_position_embeddings",
+               what);
+      if (!std::isfinite(rs.beta_fast) || !std::isfinite(rs.beta_slow) || !(rs.beta_slow > 0) ||
+          !(rs.beta_fast > rs.beta_slow))
+        fail("{}: beta_fast ({}) and beta_slow ({}) must be finite, positive and beta_fast > beta_slow", where,
+             rs.beta_fast, rs.beta_slow);
+      for (double m : {rs.mscale, rs.mscale_all_dim, rs.attention_factor})
+        if (!std::isfinite(m) || m < 0 || m > 1e3)
+          fail("{}: mscale, mscale_all_dim and attention_factor must be numbers from 0 to 1e3, got {}", where, m);
+    }
     for (double x : rs.freq_factors)
       if (!std::isfinite(x) || !(x > 0)) fail("{}: factors must be finite positive numbers, got {}", where, x);
   }

@@ -249,15 +249,7 @@ void LlamaModel::forward(const Batch& b, Memory& memory, Backend& ops, float* lo
     ops.add(x, xn);
   }
 
-  if (b.n_logits() == 0) return;
-  Tensor last = ops.tensor(b.n_logits(), H);
-  ops.logit_rows(x, b, last);
-  if (b.output() == RowOutput::Hidden) {  // embeddings: the normed state is the answer, no head
-    ops.rmsnorm(last, final_norm_, c.norm_eps, Tensor::wrap(logits, b.n_logits(), H));
-    return;
-  }
-  ops.rmsnorm(last, final_norm_, c.norm_eps, last);
-  ops.linear(head(), last, Tensor::wrap(logits, b.n_logits(), c.vocab_size));
+  rmsnorm_head_outputs(ops, b, x, final_norm_, head(), logits);
 }
 
 // ------------------------------------------------------------------------------------------------

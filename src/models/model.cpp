@@ -10,4 +10,18 @@ void Model::check_positions(const Batch& batch) const {
       fail("context full: {} positions held + {} new > the model's {}", s.pos0, s.n, config_.max_positions);
 }
 
+void Model::rmsnorm_head_outputs(Backend& ops, const Batch& b, Tensor x, const std::vector<float>& final_norm,
+                                 const Weight& head, float* out) const {
+  if (b.n_logits() == 0) return;
+  const ModelConfig& c = config_;
+  Tensor last = ops.tensor(b.n_logits(), c.hidden);
+  ops.logit_rows(x, b, last);
+  if (b.output() == RowOutput::Hidden) {  // embeddings: the normed state is the answer, no head
+    ops.rmsnorm(last, final_norm, c.norm_eps, Tensor::wrap(out, b.n_logits(), c.hidden));
+    return;
+  }
+  ops.rmsnorm(last, final_norm, c.norm_eps, last);
+  ops.linear(head, last, Tensor::wrap(out, b.n_logits(), c.vocab_size));
+}
+
 }  // namespace kvad

@@ -44,6 +44,10 @@ class Model {
  protected:
   // Refuses a batch with a position past the model's context (every family calls it first).
   void check_positions(const Batch& batch) const;
+  // The end of an RMSNorm family's forward: the rows that want output, normed, then through the
+  // head into logits (or, for a Hidden batch, the normed states themselves).
+  void rmsnorm_head_outputs(Backend& ops, const Batch& b, Tensor x, const std::vector<float>& final_norm,
+                            const Weight& head, float* out) const;
   ModelConfig config_;
   TensorStats sizes_;  // set by the family's constructor from its loaded table
   std::vector<AdaptableMatrix> adaptable_;  // likewise

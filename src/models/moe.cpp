@@ -54,7 +54,7 @@ MoeConfig parse_deepseek_moe_config(const Json& j, int64_t n_layers, bool v3, co
   if (scoring != "softmax" && scoring != "sigmoid")
     fail("{}: scoring_func '{}' is not supported (softmax, sigmoid)", what, scoring);
   r.score = scoring == "sigmoid" ? kernels::RouterScore::Sigmoid : kernels::RouterScore::Softmax;
-  r.scale = (float)json_num_or(j, "routed_scaling_factor", 1.0, what);
+  r.scale = (float)json_num_or(j, "routed_scaling_factor", v3 ? 2.5 : 1.0, what);  // transformers' defaults
   if (method == "group_limited_greedy" || method == "noaux_tc") {
     r.n_groups = (int)std::min<int64_t>(positive_field(j, "n_group", what), 1 << 20);
     r.top_groups = (int)std::min<int64_t>(positive_field(j, "topk_group", what), 1 << 20);
@@ -68,7 +68,7 @@ MoeConfig parse_deepseek_moe_config(const Json& j, int64_t n_layers, bool v3, co
     m.score_bias = true;
   }
   if (v3) {  // V2's transformers code never renormalises, whatever norm_topk_prob says
-    r.renormalize = json_bool_or(j, "norm_topk_prob", false, what);
+    r.renormalize = json_bool_or(j, "norm_topk_prob", true, what);
     r.norm_epsilon = 1e-20f;
   }
   validate_moe_config(m, n_layers, what);

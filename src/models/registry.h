@@ -34,7 +34,7 @@ struct LoadReport {
 // config.json that shape it, and the tokenizer family the caller writes next to it.
 struct SynthPreset {
   std::string name;       // e.g. "tiny", "qwen2.5-0.5b"
-  std::string tokenizer;  // qwen3 | llama3 | gpt2 | gpt2-trim49152 | gpt2-trim512
+  std::string tokenizer;  // qwen3 | llama3 | gpt2 | gpt2-trim49152 | gpt2-trim512 | "" (none bundled)
   Json config;
 };
 
@@ -95,5 +95,6 @@ bool is_gguf_path(const std::string& path);  // names a file ending in .gguf
 // The families, one file each: every descriptor of the family (one per config.json architecture).
 std::vector<Architecture> llama_family();
 std::vector<Architecture> gpt2_family();
+std::vector<Architecture> deepseek_family();
 
 }  // namespace kvad
