@@ -39,7 +39,7 @@ const Case kCases[] = {
     {"qwen2-f32", 1e-5, true},       {"llama-f16", 2e-3, false},     {"qwen3-bf16", 1.5e-2, false},
     {"gpt2-q8_0", 3e-2, false},      {"llama-q4_0", 3e-2, false},    {"llama-q4_k_m", 3e-2, true},
     {"qwen2-q6_k", 3e-2, true},      {"qwen3-q5_k_m", 3e-2, true},   {"gpt2-q4_k_s", 2e-2, false},
-    {"qwen3moe-q8_0", 3e-2, false},  {"qwen3moe-q4_k_m", 3e-2, true},
+    {"qwen3moe-q8_0", 3e-2, false},  {"qwen3moe-q4_k_m", 3e-2, true}, {"deepseek2-f32", 1e-4, true},
 };
 
 Json golden(const std::string& name) { return read_json_file(test::source_path("tests/golden/gguf/" + name + ".json")); }

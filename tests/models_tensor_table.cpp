@@ -112,7 +112,8 @@ TEST(TensorTable, RealPresetsHaveThePeersParameterCounts) {
                                                {"gpt2", 124439808}, {"qwen3-30b-a3b", 30532122624},
                                                // kvad's own benchmark shape (no real model): the
                                                // peer's tensor_specs on the same config.json
-                                               {"bench", 424953856}, {"deepseek-v2-lite", 15706484224},
+                                               {"bench", 424953856}, {"bench-lite", 374389632},
+                                               {"deepseek-v2-lite", 15706484224},
                                                {"deepseek-v2", 235741434880}, {"deepseek-v3", 671026419200}};
   int checked = 0;
   for (const Architecture& a : architectures())
@@ -200,7 +201,7 @@ TEST(GgufConfig, ModelConfigFromMetadata) {
     gguf_model_config(*parse(mamba));
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("'mamba' is not supported (supported: llama, qwen2, qwen3, qwen3moe, gpt2)"),
+    EXPECT_NE(std::string(e.what()).find("'mamba' is not supported (supported: llama, qwen2, qwen3, qwen3moe, gpt2, deepseek2)"),
               std::string::npos)
         << e.what();
   }

@@ -497,6 +497,15 @@ void GgufCheckpoint::add_expert_slices(const GgufTensorInfo& t, const std::vecto
   }
 }
 
+void GgufCheckpoint::add_derived(TensorView v, std::shared_ptr<std::vector<uint8_t>> bytes) {
+  v.data = bytes->data();
+  v.nbytes = bytes->size();
+  owned_.push_back(std::move(bytes));
+  std::string name = v.name;
+  if (!views_.emplace(name, std::move(v)).second)
+    fail("{}: a tensor '{}' is in the file and also built from others", file_->what(), name);
+}
+
 std::vector<std::string> GgufCheckpoint::names() const {
   std::vector<std::string> n;
   for (const auto& [k, v] : views_) n.push_back(k);

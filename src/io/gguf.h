@@ -129,6 +129,9 @@ class GgufCheckpoint : public Checkpoint {
   std::vector<std::string> names() const override;
   const GgufFile& file() const { return *file_; }
   const std::string& architecture() const { return arch_; }  // general.architecture
+  // A tensor the family builds from others of the file (DeepSeek's kv_b_proj from llama.cpp's
+  // per-head attn_k_b / attn_v_b): presented under v.name, its bytes owned here.
+  void add_derived(TensorView v, std::shared_ptr<std::vector<uint8_t>> bytes);
 
  protected:
   const TensorView* lookup(const std::string& name) const override;

@@ -23,6 +23,7 @@
 
 #include "core/error.h"
 #include "models/config_parse.h"
+#include "models/gguf_model.h"
 #include "models/moe.h"
 #include "models/registry.h"
 #include "models/rope.h"
@@ -298,6 +299,108 @@ void DeepseekModel::forward(const Batch& b, Memory& memory, Backend& ops, float*
 }
 
 // ------------------------------------------------------------------------------------------------
+// GGUF: llama.cpp's deepseek2 files (V2, V2-Lite and V3 alike; V3 is told by its sigmoid gating).
+// llama.cpp writes MLA as one KV head and splits kv_b_proj per head into attn_k_b (transposed)
+// and attn_v_b; the derive step joins them back into kv_b_proj, which this family absorbs itself.
+
+const std::vector<GgufConfigKey> kDeepseekGgufKeys = {
+    {"embedding_length", "hidden_size", GgufKeyKind::Count, true},
+    {"block_count", "num_hidden_layers", GgufKeyKind::Count, true},
+    {"feed_forward_length", "intermediate_size", GgufKeyKind::Count, true},
+    {"attention.head_count", "num_attention_heads", GgufKeyKind::Count, true},
+    {"context_length", "max_position_embeddings", GgufKeyKind::Count, true},
+    {"attention.layer_norm_rms_epsilon", "rms_norm_eps", GgufKeyKind::Float, true},
+    {"rope.freq_base", "rope_theta", GgufKeyKind::Float, false},
+    {"attention.q_lora_rank", "q_lora_rank", GgufKeyKind::Count, false},  // absent: V2-Lite's plain q_proj
+    {"attention.kv_lora_rank", "kv_lora_rank", GgufKeyKind::Count, true},
+    {"rope.dimension_count", "qk_rope_head_dim", GgufKeyKind::Count, true},
+    {"attention.value_length_mla", "v_head_dim", GgufKeyKind::Count, true},
+    {"expert_count", "n_routed_experts", GgufKeyKind::Count, false},
+    {"expert_used_count", "num_experts_per_tok", GgufKeyKind::Count, false},
+    {"expert_feed_forward_length", "moe_intermediate_size", GgufKeyKind::Count, false},
+    {"expert_weights_scale", "routed_scaling_factor", GgufKeyKind::Float, false},
+    {"expert_group_count", "n_group", GgufKeyKind::Count, false},
+    {"expert_group_used_count", "topk_group", GgufKeyKind::Count, false},
+};
+
+// A count that may be 0 (leading_dense_block_count, expert_shared_count).
+int64_t gguf_count_or_zero(const GgufFile& f, const std::string& key) {
+  int64_t v = f.get_int(key).value_or(0);
+  if (v < 0 || v > ((int64_t)1 << 31)) fail("{}: metadata '{}' = {} is out of range", f.what(), key, v);
+  return v;
+}
+
+void deepseek_gguf_finish(const GgufFile& f, const std::string& A, Json& c) {
+  const int64_t rope = c["qk_rope_head_dim"], key_mla = gguf_count(f, A + ".attention.key_length_mla");
+  if (key_mla <= rope) fail("{}: attention.key_length_mla ({}) must exceed rope.dimension_count ({})", f.what(), key_mla, rope);
+  c["qk_nope_head_dim"] = key_mla - rope;
+  c["hidden_act"] = "silu";
+  c["tie_word_embeddings"] = f.tensor("output.weight") == nullptr;
+  c["first_k_dense_replace"] = gguf_count_or_zero(f, A + ".leading_dense_block_count");
+  c["n_shared_experts"] = gguf_count_or_zero(f, A + ".expert_shared_count");
+  c["norm_topk_prob"] = f.get_bool(A + ".expert_weights_norm").value_or(false);
+  // llama.cpp's gating ids: 1 softmax (V2), 2 sigmoid (V3, with its choice bias exp_probs_b).
+  const int64_t gating = f.get_int(A + ".expert_gating_func").value_or(1);
+  if (gating != 1 && gating != 2) fail("{}: expert_gating_func {} is not softmax (1) or sigmoid (2)", f.what(), gating);
+  if (gating == 2) {
+    c["architectures"] = {"DeepseekV3ForCausalLM"};
+    c["model_type"] = "deepseek_v3";
+    c["scoring_func"] = "sigmoid";
+    c["topk_method"] = "noaux_tc";
+  } else {
+    c["scoring_func"] = "softmax";
+    // The file does not say how V2 ranks groups: the reference's rule (a group's best), not
+    // llama.cpp's (the sum of its two best), as ../shared/peer/README.md records.
+    c["topk_method"] = c.value("n_group", 1) > 1 ? "group_limited_greedy" : "greedy";
+  }
+  const std::string type = f.get_string(A + ".rope.scaling.type").value_or("none");
+  if (type == "yarn") {
+    // yarn_log_multiplier is 0.1 x mscale_all_dim (llama.cpp's converter); llama.cpp takes mscale = mscale_all_dim.
+    const double mscale = f.get_float(A + ".rope.scaling.yarn_log_multiplier").value_or(0) / 0.1;
+    c["rope_scaling"] = {{"type", "yarn"}, {"factor", f.get_float(A + ".rope.scaling.factor").value_or(1)},
+                         {"original_max_position_embeddings",
+                          gguf_count(f, A + ".rope.scaling.original_context_length")},
+                         {"mscale", mscale}, {"mscale_all_dim", mscale},
+                         {"beta_fast", f.get_float(A + ".rope.scaling.yarn_beta_fast").value_or(32)},
+                         {"beta_slow", f.get_float(A + ".rope.scaling.yarn_beta_slow").value_or(1)}};
+  } else if (type != "none") {
+    fail("{}: rope scaling '{}' is not supported for deepseek2 (none, yarn)", f.what(), type);
+  }
+}
+
+// kv_b_proj [heads x (nope + v), kv_rank] from attn_k_b [heads, kv_rank, nope] (each head's K part
+// transposed) and attn_v_b [heads, v, kv_rank], in f32 (the family keeps kv_b_proj f32).
+void deepseek_gguf_derive(GgufCheckpoint& ck, const ModelConfig& c) {
+  const MlaConfig& m = c.mla;
+  const int64_t nh = c.n_heads, r = m.kv_lora_rank, dn = m.qk_nope_head_dim, dv = m.v_head_dim;
+  for (int64_t l = 0; l < c.n_layers; l++) {
+    const std::string g = "blk." + std::to_string(l) + ".";
+    const std::vector<float> kb = to_f32(ck.get(g + "attn_k_b.weight", {nh, r, dn})),
+                             vb = to_f32(ck.get(g + "attn_v_b.weight", {nh, dv, r}));
+    auto bytes = std::make_shared<std::vector<uint8_t>>((size_t)(nh * (dn + dv) * r) * sizeof(float));
+    float* kv = reinterpret_cast<float*>(bytes->data());
+    for (int64_t h = 0; h < nh; h++) {
+      float* head = kv + h * (dn + dv) * r;
+      for (int64_t i = 0; i < dn; i++)
+        for (int64_t j = 0; j < r; j++) head[i * r + j] = kb[(size_t)((h * r + j) * dn + i)];
+      std::copy_n(vb.data() + h * dv * r, dv * r, head + dn * r);
+    }
+    TensorView v;
+    v.name = "model.layers." + std::to_string(l) + ".self_attn.kv_b_proj.weight";
+    v.dtype = DType::F32;
+    v.shape = {nh * (dn + dv), r};
+    v.file = ck.description() + " (" + g + "attn_k_b + attn_v_b)";
+    ck.add_derived(std::move(v), std::move(bytes));
+  }
+}
+
+GgufDescription deepseek_gguf() {
+  GgufDescription d{"deepseek2", kDeepseekGgufKeys, deepseek_gguf_finish, false, {}};
+  d.derive = deepseek_gguf_derive;
+  return d;
+}
+
+// ------------------------------------------------------------------------------------------------
 // Synth presets: the peer's tiny shapes (../shared/peer/synth.py; the Qwen3 tokenizer stands in for
 // DeepSeek's), each also as a dense variant of 2 layers (n_routed_experts null) that runs until
 // the MoE layers do. The V2 dense variant sets mscale 1.0 against mscale_all_dim 0.707, so that
@@ -358,7 +461,19 @@ std::vector<SynthPreset> deepseek_v2_presets() {
   SynthPreset real_v2{"deepseek-v2", "",
                       real_deepseek(5120, 12288, 1536, 60, 128, 1536, 160, 2, 6, 1, 8, 3, "group_limited_greedy",
                                     "softmax", false, 16.0, 0.707, 102400, 100000, 100001)};
-  return {real_lite, real_v2, lite, v2, dense_variant(lite), v2_dense};
+  // V2's layout on the 512-token tokenizer, for small GGUF fixtures; greedy routing, where
+  // llama.cpp computes what the reference does (its group-limited rule differs: peer README).
+  SynthPreset v512{"tiny-v512", "gpt2-trim512", v2.config};
+  v512.config.update({{"vocab_size", 512}, {"bos_token_id", 511}, {"eos_token_id", 511}, {"topk_method", "greedy"},
+                      {"n_group", 1}, {"topk_group", 1}});
+  // A V2-Lite-shaped model that fits here, for benchmarks against llama.cpp ("bench-lite": 27 layers, as
+  // llama.cpp reads a GGUF without q_lora_rank as Lite only then; 32 experts top-4 + 2 shared,
+  // 0.37 B parameters, ~0.1 GB read per token at q8) on the 512-token tokenizer.
+  SynthPreset bench{"bench-lite", "gpt2-trim512",
+                    real_deepseek(512, 1536, 256, 27, 8, nullptr, 32, 2, 4, 1, 1, 1, "greedy", "softmax", false, 1.0,
+                                  0.707, 512, 511, 511)};
+  bench.config.update({{"kv_lora_rank", 128}, {"qk_nope_head_dim", 64}, {"qk_rope_head_dim", 32}, {"v_head_dim", 64}});
+  return {real_lite, real_v2, lite, v2, dense_variant(lite), v2_dense, v512, bench};
 }
 
 std::vector<SynthPreset> deepseek_v3_presets() {
@@ -389,6 +504,7 @@ Architecture deepseek_architecture(const char* name, const char* type) {
 std::vector<Architecture> deepseek_family() {
   Architecture v2 = deepseek_architecture("DeepseekV2ForCausalLM", "deepseek_v2"),
                v3 = deepseek_architecture("DeepseekV3ForCausalLM", "deepseek_v3");
+  v2.gguf = deepseek_gguf();  // one GGUF architecture for both: the finish step names V3 when it is
   v2.presets = deepseek_v2_presets();
   v3.presets = deepseek_v3_presets();
   return {v2, v3};

@@ -89,6 +89,7 @@ std::shared_ptr<GgufCheckpoint> gguf_checkpoint(std::shared_ptr<const GgufFile> 
   auto ck = std::make_shared<GgufCheckpoint>(std::move(file), gguf_name_map(arch.tensors(config), arch.gguf->permuted_qk));
   for (const std::string& name : arch.gguf->metadata_tensors)
     if (ck->has(name)) ck->get(name);
+  if (arch.gguf->derive) arch.gguf->derive(*ck, config);
   return ck;
 }
 

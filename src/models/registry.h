@@ -59,6 +59,9 @@ struct GgufDescription {
   bool permuted_qk = false;  // llama.cpp's converter permuted the Q/K rows (TensorDecl::gguf_permuted_heads)
   // Tensors the metadata step reads (llama's rope_freqs.weight): they count as read.
   std::vector<std::string> metadata_tensors;
+  // Tensors the family builds from others of the file (GgufCheckpoint::add_derived), once the
+  // config is known; it reads (and so marks) the ones it consumes.
+  void (*derive)(GgufCheckpoint& ck, const ModelConfig& config) = nullptr;
 };
 
 struct Architecture {
