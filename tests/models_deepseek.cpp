@@ -16,6 +16,7 @@
 #include "core/fs.h"
 #include "core/json.h"
 #include "golden_synth.h"
+#include "io/safetensors.h"
 #include "models/registry.h"
 #include "models/rope.h"
 #include "models/synth.h"
@@ -249,6 +250,32 @@ TEST(DeepseekConfig, RoutedLayersFollowFirstKDenseReplace) {
   EXPECT_EQ(mc.moe.shared_intermediate, 2 * 32);
   EXPECT_FALSE(mc.moe.routed(0));  // first_k_dense_replace = 1
   EXPECT_TRUE(mc.moe.routed(1));
+}
+
+TEST(DeepseekConfig, V3sMultiTokenPredictionLayerIsKnownAndLeftUnread) {
+  // DeepSeek-V3 checkpoints ship their MTP module as layer num_hidden_layers (here 3), which
+  // nothing runs: the guard must let exactly those tensors pass when the config declares them.
+  SynthOptions o;
+  o.preset = "tiny-deepseek-v3";
+  o.out = test::temp_dir("deepseek-mtp");
+  o.max_shard_bytes = 20'000'000;  // sharded: the index names every tensor's file
+  synthesize(o);
+  write_safetensors(join_path(o.out, "mtp.safetensors"),
+                    {{"model.layers.3.eh_proj.weight", DType::F32, {2, 2}, std::string(16, '\0')}});
+  const std::string index = join_path(o.out, "model.safetensors.index.json"), config = join_path(o.out, "config.json");
+  Json idx = read_json_file(index);
+  idx["weight_map"]["model.layers.3.eh_proj.weight"] = "mtp.safetensors";
+  atomic_write_file(index, idx.dump());
+  try {
+    load_model_dir(o.out, {});
+    ADD_FAILURE() << "an undeclared extra layer loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.layers.3.eh_proj.weight"), std::string::npos) << e.what();
+  }
+  Json c = read_json_file(config);
+  c["num_nextn_predict_layers"] = 1;
+  atomic_write_file(config, c.dump());
+  EXPECT_NO_THROW(load_model_dir(o.out, {}));
 }
 
 TEST(DeepseekConfig, BadFieldsAreNamed) {

@@ -68,6 +68,10 @@ struct ModelConfig {
   bool mlp_bias = false;
   bool qk_norm = false;   // Qwen3: RMSNorm over each head of q and k
   MlaConfig mla;  // DeepSeek: attention through a compressed latent (mla.enabled())
+  // Name prefixes of tensors a checkpoint of this config holds that the model does not compute
+  // (DeepSeek-V3's multi-token-prediction layers past num_hidden_layers): read by nothing, and
+  // named here so the unread-tensor guard knows them (registry.h `unread_allowed`).
+  std::vector<std::string> unused_tensors;
   std::vector<int32_t> eos_ids;  // from config.json (generation_config.json adds to these)
   int32_t bos_id = -1;
   MoeConfig moe;

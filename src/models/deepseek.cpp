@@ -107,6 +107,11 @@ ModelConfig parse_deepseek_config(const Json& j, const std::string& what) {
   if (act != "silu") fail("{}: hidden_act '{}' is not supported for DeepSeek (only silu)", what, act);
   parse_mla(j, v3, what, c.mla);
   c.moe = parse_deepseek_moe_config(j, c.n_layers, v3, what);
+  // V3 checkpoints carry their multi-token-prediction module as layers past the last one
+  // (num_nextn_predict_layers of them): transformers does not run it, neither does kvad.
+  const int64_t mtp = json_int_or(j, "num_nextn_predict_layers", 0, what);
+  if (mtp < 0 || mtp > 64) fail("{}: num_nextn_predict_layers {} is out of range (0 to 64)", what, mtp);
+  for (int64_t i = 0; i < mtp; i++) c.unused_tensors.push_back(fmt::format("model.layers.{}.", c.n_layers + i));
   parse_rope(j, what, c);
   c.head_dim = c.mla.qk_head_dim();  // a query's and a (naive) key's head: what q_dim() counts
   c.eos_ids = eos_ids_field(j, what);

@@ -105,7 +105,7 @@ std::unique_ptr<Model> load_model_gguf(std::shared_ptr<const GgufFile> file, con
   std::shared_ptr<GgufCheckpoint> ck = gguf_checkpoint(std::move(file), arch, config);
   WeightSource src(*ck, opts.format, false);
   std::unique_ptr<Model> model = arch.load(config, src);
-  ck->check_all_read(arch.ignorable);
+  ck->check_all_read(unread_allowed(arch, config));
   model->hold(ck);
   return model;
 }

@@ -28,6 +28,12 @@ const std::vector<Architecture>& architectures() {
   return list;
 }
 
+std::vector<std::string> unread_allowed(const Architecture& arch, const ModelConfig& config) {
+  std::vector<std::string> out = arch.ignorable;
+  out.insert(out.end(), config.unused_tensors.begin(), config.unused_tensors.end());
+  return out;
+}
+
 const Architecture* find_architecture(const Json& config) {
   if (!config.is_object()) return nullptr;
   if (auto a = config.find("architectures"); a != config.end() && a->is_array())
@@ -88,7 +94,7 @@ std::unique_ptr<Model> load_model_dir(const std::string& dir, const LoadOptions&
       auto nq = std::make_shared<NqCheckpoint>(opts.cache_file, stamp);
       WeightSource src(*nq, opts.format, false);
       std::unique_ptr<Model> model = arch.load(config, src);
-      nq->check_all_read(arch.ignorable);
+      nq->check_all_read(unread_allowed(arch, config));
       model->hold(nq);
       rep.from_cache = true;
       rep.note = "weights from cache " + opts.cache_file;
@@ -100,7 +106,7 @@ std::unique_ptr<Model> load_model_dir(const std::string& dir, const LoadOptions&
   }
   WeightSource src(*ckpt, opts.format, use_cache);
   std::unique_ptr<Model> model = arch.load(config, src);
-  ckpt->check_all_read(arch.ignorable);
+  ckpt->check_all_read(unread_allowed(arch, config));
   model->hold(ckpt);
   if (use_cache) {
     try {

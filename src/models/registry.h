@@ -80,6 +80,9 @@ struct Architecture {
 };
 
 const std::vector<Architecture>& architectures();
+// What the unread-tensor guard lets pass for a model: the architecture's buffers and the config's
+// unused tensors.
+std::vector<std::string> unread_allowed(const Architecture& arch, const ModelConfig& config);
 // Finds the architecture of a config.json (by "architectures", then "model_type"), or nullptr.
 const Architecture* find_architecture(const Json& config);
 // Same, but throws an error listing the supported architectures.
