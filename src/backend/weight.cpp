@@ -286,15 +286,14 @@ void Weight::matmul_jobs(const Job* jobs, int count) {
     work += j.n * w.rows_ * w.cols_;
     act[(size_t)i] = i;
     if (!w.quantized_ && !w.kq_) continue;
-    for (int p = 0; p < i; p++) {
-      const Job& o = jobs[p];
-      if (o.x == j.x && o.n == j.n && o.w->cols_ == w.cols_ && (bool)o.w->kq_ == (bool)w.kq_ &&
-          o.w->quantized_ == w.quantized_) {
-        act[(size_t)i] = act[(size_t)p];
-        break;
-      }
+    // Jobs over one input come together (an expert's gate and up; one token's experts), so the
+    // job before is the only one to compare with.
+    const Job* o = i > 0 ? &jobs[i - 1] : nullptr;
+    if (o && o->x == j.x && o->n == j.n && o->w->cols_ == w.cols_ && (bool)o->w->kq_ == (bool)w.kq_ &&
+        o->w->quantized_ == w.quantized_) {
+      act[(size_t)i] = act[(size_t)i - 1];
+      continue;
     }
-    if (act[(size_t)i] != i) continue;
     if (w.kq_) quantize_kacts(j.x, j.n, w.cols_, kacts[(size_t)i]);
     else quantize_acts(j.x, j.n, w.cols_, qacts[(size_t)i]);
   }

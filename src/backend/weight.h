@@ -57,7 +57,7 @@ class Weight {
   // once and one parallel region covers all of them when they are the same kind of weight.
   static void matmul_group(const float* x, int64_t n, std::initializer_list<std::pair<const Weight*, float*>> outs);
   // Independent products in one parallel region (a mixture-of-experts layer's experts, each on
-  // its own rows): y = x W^T per job. Jobs with the same input quantise it once. Any mix of formats.
+  // its own rows): y = x W^T per job. Neighbouring jobs with the same input quantise it once. Any mix of formats.
   struct Job {
     const Weight* w;
     const float* x;  // [n, w->cols()] contiguous
