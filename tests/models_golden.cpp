@@ -101,4 +101,4 @@ TEST_P(ModelGolden, GreedyContinuationMatchesWhereReferencesAgree) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, ModelGolden, ::testing::Values("llama", "qwen2", "qwen3", "gpt2", "qwen3_moe"));
+INSTANTIATE_TEST_SUITE_P(Archs, ModelGolden, ::testing::Values("llama", "qwen2", "qwen3", "gpt2", "qwen3_moe", "qwen3_next"));

@@ -114,7 +114,8 @@ TEST(TensorTable, RealPresetsHaveThePeersParameterCounts) {
                                                // peer's tensor_specs on the same config.json
                                                {"bench", 424953856}, {"bench-lite", 374389632},
                                                {"deepseek-v2-lite", 15706484224},
-                                               {"deepseek-v2", 235741434880}, {"deepseek-v3", 671026419200}};
+                                               {"deepseek-v2", 235741434880}, {"deepseek-v3", 671026419200},
+                                               {"qwen3-next-80b-a3b", 79674391296}, {"bench-next", 93158992}};
   int checked = 0;
   for (const Architecture& a : architectures())
     for (const SynthPreset& p : a.presets) {
@@ -201,7 +202,7 @@ TEST(GgufConfig, ModelConfigFromMetadata) {
     gguf_model_config(*parse(mamba));
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("'mamba' is not supported (supported: llama, qwen2, qwen3, qwen3moe, gpt2, deepseek2)"),
+    EXPECT_NE(std::string(e.what()).find("'mamba' is not supported (supported: llama, qwen2, qwen3, qwen3moe, gpt2, deepseek2, qwen3next)"),
               std::string::npos)
         << e.what();
   }

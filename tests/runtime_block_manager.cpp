@@ -45,7 +45,7 @@ TEST(BlockManager, SharesRegisteredFullBlocksAndCountsReferences) {
   std::vector<int32_t> b = a;
   b[9] = 7;
   BlockTable tb;
-  EXPECT_EQ(p.bm.match_prefix(tb, b, (int64_t)b.size() - 1), 8);
+  EXPECT_EQ(p.bm.match_prefix(tb, b, (int64_t)b.size() - 1, p.mem), 8);
   EXPECT_EQ(tb.blocks[0], ta.blocks[0]);
   EXPECT_EQ(tb.blocks[1], ta.blocks[1]);
   EXPECT_EQ(p.bm.refs(ta.blocks[0]), 2);
@@ -53,15 +53,15 @@ TEST(BlockManager, SharesRegisteredFullBlocksAndCountsReferences) {
   std::vector<int32_t> c = a;
   c[0] = 5;
   BlockTable tc;
-  EXPECT_EQ(p.bm.match_prefix(tc, c, 9), 0);
+  EXPECT_EQ(p.bm.match_prefix(tc, c, 9, p.mem), 0);
   // At most `limit` tokens: the last prompt token is always computed.
   BlockTable td;
-  EXPECT_EQ(p.bm.match_prefix(td, seq(100, 8), 7), 4);
+  EXPECT_EQ(p.bm.match_prefix(td, seq(100, 8), 7, p.mem), 4);
   p.bm.release(td);
   // A different salt sees nothing.
   BlockTable ts;
   ts.salt = 42;
-  EXPECT_EQ(p.bm.match_prefix(ts, a, 9), 0);
+  EXPECT_EQ(p.bm.match_prefix(ts, a, 9, p.mem), 0);
   p.bm.release(ta);
   p.bm.release(tb);
   BlockStats st = p.bm.stats();
@@ -85,16 +85,16 @@ TEST(BlockManager, FreedBlocksStayReusableUntilEvictedLeastRecentlyUsedFirst) {
   BlockTable fill;
   ASSERT_TRUE(p.bm.prepare(fill, 0, 16, p.mem));
   BlockTable m1, m2;
-  EXPECT_EQ(p.bm.match_prefix(m1, s1, 8), 8);
+  EXPECT_EQ(p.bm.match_prefix(m1, s1, 8, p.mem), 8);
   p.bm.release(m1);
   // s1 was just used again, so s2's blocks are the least recently used: one more block evicts
   // s2's last block first (the longest chain), then its first.
   BlockTable more;
   ASSERT_TRUE(p.bm.prepare(more, 0, 4, p.mem));
-  EXPECT_EQ(p.bm.match_prefix(m2, s2, 8), 4);  // its first block survived
+  EXPECT_EQ(p.bm.match_prefix(m2, s2, 8, p.mem), 4);  // its first block survived
   p.bm.release(m2);
   BlockTable m3;
-  EXPECT_EQ(p.bm.match_prefix(m3, s1, 8), 8);  // s1 untouched
+  EXPECT_EQ(p.bm.match_prefix(m3, s1, 8, p.mem), 8);  // s1 untouched
   p.bm.release(m3);
   p.bm.release(more);
   p.bm.release(fill);
@@ -120,14 +120,14 @@ TEST(BlockManager, WritingIntoASharedOrRegisteredBlockCopiesItFirst) {
   EXPECT_EQ(p.tag(ta, 5), 1.0f);
   p.write(ta, 6, 2.0f);
   BlockTable tb;
-  EXPECT_EQ(p.bm.match_prefix(tb, a, 8), 8);
+  EXPECT_EQ(p.bm.match_prefix(tb, a, 8, p.mem), 8);
   EXPECT_EQ(tb.blocks[1], old);
   EXPECT_EQ(p.tag(tb, 6), 1.0f);  // the cached copy still holds what a's tokens computed
   // A fork shares every block, the partial last one too; its first write copies that one.
   BlockTable src, fork;
   ASSERT_TRUE(p.bm.prepare(src, 0, 3, p.mem));
   for (int64_t i = 0; i < 3; i++) p.write(src, i, 3.0f);
-  p.bm.fork(src, fork);
+  p.bm.fork(src, fork, p.mem);
   EXPECT_EQ(fork.blocks, src.blocks);
   EXPECT_EQ(p.bm.refs(src.blocks[0]), 2);
   EXPECT_EQ(p.bm.blocks_needed(fork, 3, 4), 1);
@@ -152,7 +152,7 @@ TEST(BlockManager, RefusesWhenThePoolCannotSupplyAndChangesNothing) {
   ASSERT_TRUE(p.bm.prepare(big, 0, 32, p.mem));
   BlockTable other;
   EXPECT_FALSE(p.bm.prepare(other, 0, 1, p.mem));
-  EXPECT_THROW(p.bm.match_prefix(big, seq(0, 32), 31), Error);  // a table with unregistered blocks
+  EXPECT_THROW(p.bm.match_prefix(big, seq(0, 32), 31, p.mem), Error);  // a table with unregistered blocks
   p.bm.release(big);
   EXPECT_EQ(p.bm.available(), 8);
 }
@@ -165,6 +165,6 @@ TEST(BlockManager, ABlockDifferingInItsLastTokenDoesNotMatch) {
   p.bm.register_full(t, a, 4);
   BlockTable u;
   std::vector<int32_t> b = {0, 1, 2, 4};
-  EXPECT_EQ(p.bm.match_prefix(u, b, 4), 0);
+  EXPECT_EQ(p.bm.match_prefix(u, b, 4, p.mem), 0);
   p.bm.release(t);
 }

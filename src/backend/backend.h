@@ -18,6 +18,7 @@
 #include "backend/tensor.h"
 #include "backend/weight.h"
 #include "kernels/attention.h"
+#include "kernels/gated_delta.h"
 #include "kernels/latent_attention.h"
 #include "kernels/moe.h"
 
@@ -47,7 +48,9 @@ class Backend {
   // --- memory
   virtual void begin_forward(const Batch& batch) = 0;
   virtual Tensor tensor(int64_t rows, int64_t cols) = 0;  // uninitialised scratch, valid until the next begin_forward
-  virtual std::unique_ptr<Memory> make_memory(const MemorySpec& spec, int64_t n_blocks, int64_t block_size) = 0;
+  // n_states: slots of recurrent state (working states and snapshots), for a spec with recurrent layers.
+  virtual std::unique_ptr<Memory> make_memory(const MemorySpec& spec, int64_t n_blocks, int64_t block_size,
+                                              int64_t n_states = 0) = 0;
 
   // --- the operations
   // out[r] = table.row(batch.rows()[r].token); refuses ids outside the table.
@@ -64,6 +67,8 @@ class Backend {
   virtual void rmsnorm(Tensor x, const std::vector<float>& w, float eps, Tensor out) = 0;  // per row; out may be x
   virtual void layernorm(Tensor x, const std::vector<float>& w, const std::vector<float>& b, float eps, Tensor out) = 0;
   virtual void silu_mul(Tensor gate, Tensor up) = 0;                      // gate = silu(gate) * up
+  // y *= sigmoid(gate), element-wise (gate: y's shape) or per row (gate: one column).
+  virtual void sigmoid_gate(Tensor y, Tensor gate) = 0;
   virtual void gelu_tanh(Tensor x) = 0;
   // table[r] = cos(pos_r * inv_freq) | sin(pos_r * inv_freq) for every row of the batch ([rows, 2 * inv_freq.size()]),
   // both times magnitude (YaRN's attention factor; 1 otherwise).
@@ -71,9 +76,10 @@ class Backend {
                           double magnitude = 1.0) = 0;
   // Rotates each of x's `heads` heads by its row's angles (rotate-half / GPT-NeoX convention).
   virtual void rope(Tensor x, int64_t heads, Tensor table) = 0;
-  // Rotates the last `dims` columns of each of x's `heads` heads (table: dims / 2 frequencies):
-  // DeepSeek's rope dimensions after the unrotated ones.
-  virtual void rope_tail(Tensor x, int64_t heads, int64_t dims, RopePairs pairs, Tensor table) = 0;
+  // Rotates columns first .. first + dims - 1 of each of x's `heads` heads (table: dims / 2
+  // frequencies): DeepSeek's rope dimensions after the unrotated ones, Qwen3-Next's partial rotary
+  // before them.
+  virtual void rope_part(Tensor x, int64_t heads, int64_t first, int64_t dims, RopePairs pairs, Tensor table) = 0;
   // Stores k/v of the batch's rows in `layer`'s pages at their positions, then causal attention of
   // q over each row's own sequence.
   virtual void attention(const Memory& memory, int64_t layer, const Batch& batch, const kernels::AttentionShape& shape,
@@ -89,6 +95,13 @@ class Backend {
   virtual void latent_attention(const Memory& memory, int64_t layer, const Batch& batch,
                                 const kernels::LatentShape& shape, const std::vector<float>& kv_b, Tensor q,
                                 Tensor latent, Tensor out) = 0;
+  // The gated DeltaNet mixer of a linear-attention layer (kernels/gated_delta.h): each span of
+  // the batch continues from its sequence's state in `layer`'s slot (BatchSpan::state), advances
+  // it, and leaves snapshots where the span says. qkvz [rows, shape.qkvz_width()] and ba
+  // [rows, shape.ba_width()] as in_proj_qkvz / in_proj_ba compute them; out [rows, shape.out_width()].
+  virtual void gated_delta_net(const Memory& memory, int64_t layer, const Batch& batch,
+                               const kernels::DeltaNetShape& shape, const kernels::DeltaNetWeights& weights,
+                               Tensor qkvz, Tensor ba, Tensor out) = 0;
   // out = the rows of x that want logits, in row order ([batch.n_logits(), x.cols]).
   virtual void logit_rows(Tensor x, const Batch& batch, Tensor out) = 0;
 };

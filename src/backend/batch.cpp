@@ -16,7 +16,7 @@ void Batch::add(int32_t seq, std::span<const int32_t> tokens, int64_t pos0, std:
     rows_.push_back({tokens[(size_t)t], seq, pos0 + t, want});
     n_logits_ += want;
   }
-  spans_.push_back({seq, row0, n, pos0, blocks, loras});
+  spans_.push_back({seq, row0, n, pos0, blocks, loras, -1, nullptr, block_size});
   has_lora_ = has_lora_ || !loras.empty();
   attn_.push_back({row0, n, pos0, blocks.data()});
 }

@@ -28,6 +28,12 @@ struct BatchSpan {
   int64_t row0 = 0, n = 0, pos0 = 0;
   std::span<const int32_t> blocks;  // covers positions 0 .. pos0 + n - 1
   std::span<const LoraUse> loras;   // the adapters of this sequence (kept alive by its owner)
+  // Recurrent layers (backend/memory.h): the slot of this sequence's working state (-1: the model
+  // has none), and per block id the slot that keeps a snapshot of the state as it stands after
+  // that block's last position (-1: none; null: no snapshots at all).
+  int32_t state = -1;
+  const int32_t* snapshot_of_block = nullptr;
+  int64_t block_size = 0;
 };
 
 enum class Logits { None, Last, All };
@@ -56,6 +62,11 @@ class Batch {
   // The last span's queries attend one by one, as decode steps do (AttentionSpan::rowwise):
   // speculative verification, whose rows must be what plain decoding computes.
   void attend_rowwise() { attn_.back().rowwise = true; }
+  // The last span's recurrent state slot and snapshot slots (BatchSpan::state).
+  void set_state(int32_t slot, const int32_t* snapshot_of_block = nullptr) {
+    spans_.back().state = slot;
+    spans_.back().snapshot_of_block = snapshot_of_block;
+  }
 
   const std::vector<BatchRow>& rows() const { return rows_; }
   const std::vector<BatchSpan>& spans() const { return spans_; }

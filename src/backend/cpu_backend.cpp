@@ -31,8 +31,9 @@ class CpuBackend final : public Backend {
   Tensor tensor(int64_t rows, int64_t cols) override {
     return Tensor::wrap(arena_.floats((size_t)(rows * cols)), rows, cols);
   }
-  std::unique_ptr<Memory> make_memory(const MemorySpec& spec, int64_t n_blocks, int64_t block_size) override {
-    return std::make_unique<Memory>(spec, n_blocks, block_size);
+  std::unique_ptr<Memory> make_memory(const MemorySpec& spec, int64_t n_blocks, int64_t block_size,
+                                      int64_t n_states) override {
+    return std::make_unique<Memory>(spec, n_blocks, block_size, n_states);
   }
 
   void embed(const Weight& table, const Batch& batch, Tensor out) override {
@@ -115,6 +116,21 @@ class CpuBackend final : public Backend {
     kernels::silu_mul(gate.data, up.data, gate.rows * gate.cols);
   }
 
+  void sigmoid_gate(Tensor y, Tensor gate) override {
+    need(gate.rows == y.rows && (gate.cols == y.cols || gate.cols == 1), "sigmoid_gate", gate,
+         "gate is not y's shape or one column");
+    for (int64_t r = 0; r < y.rows; r++) {
+      float* yr = y.data + r * y.stride;
+      const float* g = gate.data + r * gate.stride;
+      if (gate.cols == 1) {
+        const float s = 1.0f / (1.0f + std::exp(-g[0]));
+        for (int64_t c = 0; c < y.cols; c++) yr[c] *= s;
+      } else {
+        for (int64_t c = 0; c < y.cols; c++) yr[c] *= 1.0f / (1.0f + std::exp(-g[c]));
+      }
+    }
+  }
+
   void gelu_tanh(Tensor x) override {
     need(x.contiguous(), "gelu_tanh", x, "not contiguous");
     kernels::gelu_tanh(x.data, x.rows * x.cols);
@@ -143,17 +159,18 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void rope_tail(Tensor x, int64_t heads, int64_t dims, RopePairs pairs, Tensor table) override {
+  void rope_part(Tensor x, int64_t heads, int64_t first, int64_t dims, RopePairs pairs, Tensor table) override {
     const int64_t hw = x.cols / heads;
-    need(x.cols == heads * hw && dims <= hw && dims % 2 == 0 && table.rows == x.rows && table.cols == dims, "rope_tail",
-         x, "not [rows, heads * head width] with an even tail of the table's width");
+    need(x.cols == heads * hw && first >= 0 && first + dims <= hw && dims % 2 == 0 && table.rows == x.rows &&
+             table.cols == dims,
+         "rope_part", x, "not [rows, heads * head width] with an even part of the table's width inside each head");
     for (int64_t r = 0; r < x.rows; r++) {
       const float* t = table.data + r * table.stride;
       float* row = x.data + r * x.stride;
       if (pairs == RopePairs::Adjacent) {
-        kernels::rope_pairs(row, (int)heads, (int)hw, (int)dims, t, t + dims / 2);
+        kernels::rope_pairs(row + first, (int)heads, (int)hw, (int)dims, t, t + dims / 2);
       } else {
-        for (int64_t h = 0; h < heads; h++) kernels::rope_neox(row + h * hw + (hw - dims), 1, (int)dims, t, t + dims / 2);
+        for (int64_t h = 0; h < heads; h++) kernels::rope_neox(row + h * hw + first, 1, (int)dims, t, t + dims / 2);
       }
     }
   }
@@ -190,6 +207,32 @@ class CpuBackend final : public Backend {
     kernels::KvPages pages = memory.pages(layer);
     kernels::kv_store(k.data, k.stride, v.data, v.stride, spans.data(), (int64_t)spans.size(), s.n_kv_heads, s.head_dim, pages);
     kernels::attention_paged(q.data, q.stride, spans.data(), (int64_t)spans.size(), s, pages, out.data, out.stride);
+  }
+
+  void gated_delta_net(const Memory& memory, int64_t layer, const Batch& batch, const kernels::DeltaNetShape& s,
+                       const kernels::DeltaNetWeights& w, Tensor qkvz, Tensor ba, Tensor out) override {
+    const int64_t n = batch.size();
+    const LayerMemorySpec& m = memory.spec().layers.at((size_t)layer);
+    need(m.kind == MemoryKind::Recurrent && m.state_floats == s.state_floats(), "gated_delta_net", qkvz,
+         "the layer's memory is not a recurrent state of this shape");
+    need(qkvz.rows == n && qkvz.cols == s.qkvz_width(), "gated_delta_net", qkvz, "qkvz is not [rows, qkvz width]");
+    need(ba.rows == n && ba.cols == s.ba_width(), "gated_delta_net", ba, "ba is not [rows, 2 x value heads]");
+    need(out.rows == n && out.cols == s.out_width(), "gated_delta_net", out, "out is not [rows, value heads x dim]");
+    spans_.clear();  // capacity kept: a decode step allocates nothing
+    for (const BatchSpan& b : batch.spans()) {
+      if (b.state < 0) fail("gated_delta_net: sequence {} has no recurrent state slot", b.seq);
+      kernels::DeltaNetSpan d;
+      d.row0 = b.row0, d.n = b.n, d.pos0 = b.pos0;
+      d.state = memory.state(layer, b.state);
+      if (b.snapshot_of_block) {
+        d.blocks = b.blocks.data(), d.snapshot_of_block = b.snapshot_of_block, d.block_size = b.block_size;
+        d.snapshot_base = memory.state(layer, 0);
+      }
+      spans_.push_back(d);
+    }
+    Tensor scratch = tensor(n, s.conv_channels());
+    kernels::gated_delta_net(qkvz.data, qkvz.stride, ba.data, ba.stride, spans_.data(), (int64_t)spans_.size(), s, w,
+                             scratch.data, out.data, out.stride);
   }
 
   void moe(const MoeWeights& m, const kernels::Routing& r, Tensor x, Tensor out) override {
@@ -295,6 +338,7 @@ class CpuBackend final : public Backend {
   }
 
   Arena arena_;
+  std::vector<kernels::DeltaNetSpan> spans_;  // gated_delta_net's, reused
   const Batch* batch_ = nullptr;
   std::vector<Weight::Job> jobs_;  // moe's products; grows to the most experts a step has run, then reused
 };

@@ -15,6 +15,14 @@ MemorySpec MemorySpec::attention(int64_t n_layers, int64_t kv_heads, int64_t hea
   return s;
 }
 
+LayerMemorySpec MemorySpec::attention_layer(int64_t kv_heads, int64_t head_dim) {
+  return LayerMemorySpec{MemoryKind::Attention, kv_heads, head_dim, 0, 0};
+}
+
+LayerMemorySpec MemorySpec::recurrent_layer(int64_t state_floats) {
+  return LayerMemorySpec{MemoryKind::Recurrent, 0, 0, 0, state_floats};
+}
+
 MemorySpec MemorySpec::latent(int64_t n_layers, int64_t latent_width) {
   MemorySpec s;
   LayerMemorySpec l;
@@ -44,6 +52,13 @@ bool MemorySpec::rewindable() const {
   return true;
 }
 
+size_t MemorySpec::state_bytes() const {
+  size_t b = 0;
+  for (const LayerMemorySpec& l : layers)
+    if (l.kind == MemoryKind::Recurrent) b += (size_t)l.state_floats * sizeof(float);
+  return b;
+}
+
 void Memory::Free::operator()(uint8_t* p) const {
   // The size is not known here; pages were mapped with the size recorded in the header in front
   // (see map_bytes).
@@ -63,11 +78,19 @@ uint8_t* map_bytes(size_t n) {
 }
 }  // namespace
 
-Memory::Memory(MemorySpec spec, int64_t n_blocks, int64_t block_size)
-    : spec_(std::move(spec)), n_blocks_(n_blocks), block_size_(block_size) {
+Memory::Memory(MemorySpec spec, int64_t n_blocks, int64_t block_size, int64_t n_states)
+    : spec_(std::move(spec)), n_blocks_(n_blocks), block_size_(block_size), n_states_(n_states) {
   if (n_blocks <= 0 || block_size <= 0) fail("KV memory: {} blocks of {} positions is empty", n_blocks, block_size);
+  if (!spec_.rewindable() && n_states <= 0) fail("KV memory: recurrent layers need state slots, none were given");
   for (const LayerMemorySpec& l : spec_.layers) {
-    if (l.kind == MemoryKind::Recurrent) fail("KV memory: recurrent layers are not implemented");
+    if (l.kind == MemoryKind::Recurrent) {
+      if (l.state_floats <= 0) fail("KV memory: a recurrent layer with an empty state");
+      k_.emplace_back(nullptr);
+      v_.emplace_back(nullptr);
+      states_.emplace_back(map_bytes((size_t)(n_states * l.state_floats) * sizeof(float)));
+      continue;
+    }
+    states_.emplace_back(nullptr);
     size_t n = (size_t)(n_blocks * rows_per_position(l) * block_size * kernels::kv_row_bytes(spec_.kv_type, row_width(l)));
     k_.emplace_back(map_bytes(n));
     v_.emplace_back(l.kind == MemoryKind::Latent ? nullptr : map_bytes(n));
@@ -83,6 +106,7 @@ kernels::KvPages Memory::pages(int64_t layer) const {
 void Memory::copy_block(int32_t src, int32_t dst, int64_t positions) {
   for (size_t l = 0; l < spec_.layers.size(); l++) {
     const LayerMemorySpec& s = spec_.layers[l];
+    if (s.kind == MemoryKind::Recurrent) continue;  // nothing per position
     const int64_t heads = rows_per_position(s);
     const size_t row = (size_t)kernels::kv_row_bytes(spec_.kv_type, row_width(s)), head = (size_t)block_size_ * row,
                  block = (size_t)heads * head;
@@ -93,6 +117,25 @@ void Memory::copy_block(int32_t src, int32_t dst, int64_t positions) {
                     (size_t)positions * row);
     }
   }
+}
+
+float* Memory::state(int64_t layer, int32_t slot) const {
+  const LayerMemorySpec& l = spec_.layers.at((size_t)layer);
+  if (l.kind != MemoryKind::Recurrent || slot < 0 || slot >= n_states_)
+    fail("KV memory: no state slot {} in layer {} ({} slots)", slot, layer, n_states_);
+  return reinterpret_cast<float*>(states_[(size_t)layer].get()) + (size_t)slot * (size_t)l.state_floats;
+}
+
+void Memory::copy_state(int32_t src, int32_t dst) {
+  for (size_t l = 0; l < spec_.layers.size(); l++)
+    if (spec_.layers[l].kind == MemoryKind::Recurrent)
+      std::memcpy(state((int64_t)l, dst), state((int64_t)l, src), (size_t)spec_.layers[l].state_floats * sizeof(float));
+}
+
+void Memory::clear_state(int32_t slot) {
+  for (size_t l = 0; l < spec_.layers.size(); l++)
+    if (spec_.layers[l].kind == MemoryKind::Recurrent)
+      std::memset(state((int64_t)l, slot), 0, (size_t)spec_.layers[l].state_floats * sizeof(float));
 }
 
 }  // namespace kvad

@@ -6,9 +6,10 @@
 //              copied like Attention.
 //   Recurrent  (linear attention / DeltaNet) a fixed-size state per sequence that has absorbed
 //              every token it has seen: it can be dropped but not rewound.
-// Attention and Latent are implemented; the spec already says which kind each layer is, so a family
-// with recurrent layers adds storage here and nothing above the model changes shape. Every kind
-// answers what it truly stores per position, and whether a sequence can rewind.
+// Every kind answers what it truly stores per position, and whether a sequence can rewind.
+// Recurrent states live in slots (runtime/block_manager.h hands them out): a sequence's working
+// state, and snapshots of a state as it stood at the end of a block, from which a sequence that
+// rewinds (or a new one with the same prefix) starts again instead of from nothing.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -25,7 +26,7 @@ struct LayerMemorySpec {
   MemoryKind kind = MemoryKind::Attention;
   int64_t kv_heads = 0, head_dim = 0;  // Attention: K and V of kv_heads x head_dim per position
   int64_t latent_width = 0;            // Latent: one row of latent_width values per position
-  int64_t state_floats = 0;            // Recurrent: the state of one sequence
+  int64_t state_floats = 0;            // Recurrent: the state of one sequence (f32)
 };
 
 struct MemorySpec {
@@ -34,18 +35,22 @@ struct MemorySpec {
 
   static MemorySpec attention(int64_t n_layers, int64_t kv_heads, int64_t head_dim);
   static MemorySpec latent(int64_t n_layers, int64_t latent_width);
+  static LayerMemorySpec attention_layer(int64_t kv_heads, int64_t head_dim);
+  static LayerMemorySpec recurrent_layer(int64_t state_floats);
   // Bytes one more position costs, over every layer that stores per position.
   size_t bytes_per_token() const;
-  // False when any layer keeps a recurrent state (truncate lands at 0 unless it keeps everything).
+  // False when any layer keeps a recurrent state (truncate lands at 0 or at a snapshot).
   bool rewindable() const;
+  // Bytes of one state slot: every recurrent layer's state of one sequence (0 without any).
+  size_t state_bytes() const;
 };
 
-// The storage: per attention or latent layer, n_blocks pages of block_size positions. The pool is reserved
-// whole up front (untouched pages cost no physical memory until written), so block ids and the
-// pointers into them never move.
+// The storage: per attention or latent layer, n_blocks pages of block_size positions; per recurrent
+// layer, n_states slots of its state. Both are reserved whole up front (untouched pages cost no
+// physical memory until written), so block ids, slot ids and the pointers into them never move.
 class Memory {
  public:
-  Memory(MemorySpec spec, int64_t n_blocks, int64_t block_size);
+  Memory(MemorySpec spec, int64_t n_blocks, int64_t block_size, int64_t n_states = 0);
   const MemorySpec& spec() const { return spec_; }
   int64_t n_blocks() const { return n_blocks_; }
   int64_t block_size() const { return block_size_; }
@@ -57,13 +62,22 @@ class Memory {
   // (copy-on-write of a shared or cached block before a sequence writes into it).
   void copy_block(int32_t src, int32_t dst, int64_t positions);
 
+  int64_t n_states() const { return n_states_; }
+  // A recurrent layer's state in `slot` (state_floats of the layer's spec).
+  float* state(int64_t layer, int32_t slot) const;
+  // Every recurrent layer's state of slot src into slot dst (a snapshot taken or restored).
+  void copy_state(int32_t src, int32_t dst);
+  // The state a sequence starts from: zeros.
+  void clear_state(int32_t slot);
+
  private:
   struct Free {
     void operator()(uint8_t* p) const;
   };
   MemorySpec spec_;
-  int64_t n_blocks_, block_size_;
+  int64_t n_blocks_, block_size_, n_states_;
   std::vector<std::unique_ptr<uint8_t[], Free>> k_, v_;  // per layer (v_ null for a latent layer)
+  std::vector<std::unique_ptr<uint8_t[], Free>> states_;  // per layer (null but for a recurrent one)
 };
 
 }  // namespace kvad

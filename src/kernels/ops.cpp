@@ -125,7 +125,7 @@ void rope_neox(float* x, int n_heads, int head_dim, const float* cos, const floa
 
 void rope_pairs(float* x, int n_heads, int head_stride, int rot_dims, const float* cos, const float* sin) {
   for (int h = 0; h < n_heads; h++) {
-    float* v = x + (int64_t)h * head_stride + (head_stride - rot_dims);
+    float* v = x + (int64_t)h * head_stride;
     for (int i = 0; i < rot_dims / 2; i++) {
       float a = v[2 * i], b = v[2 * i + 1];
       v[2 * i] = a * cos[i] - b * sin[i];

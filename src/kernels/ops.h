@@ -30,7 +30,7 @@ void add_bias(float* y, const float* b, int64_t n, int64_t m);
 // for i < d/2: (x[i], x[i+d/2]) rotated by pos * inv_freq[i]. x holds n_heads heads of head_dim.
 void rope_neox(float* x, int n_heads, int head_dim, const float* cos, const float* sin);
 // The same rotation over adjacent pairs (x[2i], x[2i+1]) (GPT-J, DeepSeek's "complex" rope): the
-// last rot_dims columns of each of n_heads heads that lie head_stride floats apart.
+// first rot_dims columns from x of each of n_heads heads that lie head_stride floats apart.
 void rope_pairs(float* x, int n_heads, int head_stride, int rot_dims, const float* cos, const float* sin);
 
 }  // namespace kvad::kernels

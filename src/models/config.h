@@ -16,6 +16,7 @@ struct MoeConfig {
   kernels::Routing routing;         // the family's rule, with top_k
   bool score_bias = false;          // DeepSeek-V3: e_score_correction_bias is a tensor of the router
   int64_t shared_intermediate = 0;  // the always-on shared expert's width (0: none)
+  bool shared_gate = false;         // Qwen3-Next: the shared expert's output x sigmoid(shared_expert_gate x)
   std::vector<bool> sparse;         // per layer: true = routed experts, false = the dense MLP
 
   bool routed(int64_t layer) const { return n_experts > 0 && sparse.at((size_t)layer); }
@@ -48,6 +49,16 @@ struct MlaConfig {
   bool enabled() const { return kv_lora_rank > 0; }
 };
 
+// Qwen3-Next's hybrid stack: gated DeltaNet (linear attention) layers with a recurrent state,
+// and gated full attention every full_attention_interval layers (models/qwen3_next.cpp).
+struct DeltaNetConfig {
+  int64_t key_heads = 0, value_heads = 0, key_dim = 0, value_dim = 0, conv_kernel = 0;
+  std::vector<bool> linear;  // per layer: a gated DeltaNet layer (else full attention)
+
+  bool enabled() const { return key_heads > 0; }
+  bool is_linear(int64_t layer) const { return enabled() && linear.at((size_t)layer); }
+};
+
 struct ModelConfig {
   std::string architecture;  // e.g. "Qwen2ForCausalLM"
   std::string model_type;    // e.g. "qwen2"
@@ -68,6 +79,8 @@ struct ModelConfig {
   bool mlp_bias = false;
   bool qk_norm = false;   // Qwen3: RMSNorm over each head of q and k
   MlaConfig mla;  // DeepSeek: attention through a compressed latent (mla.enabled())
+  DeltaNetConfig delta;  // Qwen3-Next: the linear-attention layers (delta.enabled())
+  int64_t rotary_dims = 0;  // rope turns the first rotary_dims of each head (0: all of it)
   // Name prefixes of tensors a checkpoint of this config holds that the model does not compute
   // (DeepSeek-V3's multi-token-prediction layers past num_hidden_layers): read by nothing, and
   // named here so the unread-tensor guard knows them (registry.h `unread_allowed`).

@@ -253,8 +253,8 @@ void DeepseekModel::project_attention_inputs(Backend& ops, const DeepseekLayer& 
   Tensor ckv = latent.cols_view(0, m.kv_lora_rank);
   ops.rmsnorm(ckv, L.kv_a_norm, c.norm_eps, ckv);
   RopePairs pairs = m.rope_interleave ? RopePairs::Adjacent : RopePairs::Half;
-  ops.rope_tail(latent, 1, m.qk_rope_head_dim, pairs, angles);  // k_pe: one key shared by every head
-  ops.rope_tail(q, c.n_heads, m.qk_rope_head_dim, pairs, angles);
+  ops.rope_part(latent, 1, m.kv_lora_rank, m.qk_rope_head_dim, pairs, angles);  // k_pe: one key shared by every head
+  ops.rope_part(q, c.n_heads, m.qk_nope_head_dim, m.qk_rope_head_dim, pairs, angles);
 }
 
 void DeepseekModel::forward(const Batch& b, Memory& memory, Backend& ops, float* logits) const {

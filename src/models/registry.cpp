@@ -17,11 +17,11 @@ namespace kvad {
 // families live in a static library, and the linker leaves out any object file nothing refers
 // to, so a family that only registered itself from a static constructor would silently be
 // missing from a binary (or a test) that never named it. Each family's file provides its whole
-// descriptors (llama_family(), gpt2_family(), deepseek_family()); adding a family is one file and one line here.
+// descriptors (llama_family(), gpt2_family(), deepseek_family(), qwen3_next_family()); adding a family is one file and one line here.
 const std::vector<Architecture>& architectures() {
   static const std::vector<Architecture> list = [] {
     std::vector<Architecture> all;
-    for (auto family : {llama_family, gpt2_family, deepseek_family})
+    for (auto family : {llama_family, gpt2_family, deepseek_family, qwen3_next_family})
       for (Architecture& a : family()) all.push_back(std::move(a));
     return all;
   }();

@@ -102,5 +102,6 @@ bool is_gguf_path(const std::string& path);  // names a file ending in .gguf
 std::vector<Architecture> llama_family();
 std::vector<Architecture> gpt2_family();
 std::vector<Architecture> deepseek_family();
+std::vector<Architecture> qwen3_next_family();
 
 }  // namespace kvad

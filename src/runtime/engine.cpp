@@ -50,13 +50,10 @@ class EngineSession final : public Session {
   }
   int64_t cached() const override { return (int64_t)tokens_.size(); }
   int64_t truncate(int64_t n) override {
-    int64_t held = cached();
-    n = std::clamp<int64_t>(n, 0, held);
-    if (n < held && !e_.model().memory_spec().rewindable()) n = 0;  // a recurrent state cannot go back
-    e_.blocks().truncate(table_, n);
-    tokens_.resize((size_t)n);
-    e_.session_resized(n - held);
-    return n;
+    const int64_t held = cached(), landed = e_.blocks().rewind(table_, held, n, e_.memory());
+    tokens_.resize((size_t)landed);
+    e_.session_resized(landed - held);
+    return landed;
   }
   int64_t reuse_prefix(const std::vector<int32_t>& prompt) override {
     size_t limit = prompt.empty() ? 0 : prompt.size() - 1, common = 0;
@@ -64,7 +61,7 @@ class EngineSession final : public Session {
     int64_t landed = truncate((int64_t)common);
     const int64_t bs = e_.blocks().block_size();
     if (landed % bs == 0 && (int64_t)table_.hashes.size() * bs == landed) {  // continue from other sequences' blocks
-      int64_t covered = e_.blocks().match_prefix(table_, prompt, (int64_t)limit);
+      int64_t covered = e_.blocks().match_prefix(table_, prompt, (int64_t)limit, e_.memory());
       if (covered > landed) {
         tokens_.assign(prompt.begin(), prompt.begin() + covered);
         e_.session_resized(covered - landed);
@@ -123,8 +120,26 @@ Engine::Engine(const Model& model, EngineOptions opts, std::unique_ptr<Backend> 
     fail("the KV memory holds {} blocks of {} positions ({} MiB), less than one sequence at the context of {} tokens "
          "needs ({} MiB): raise --kv-memory or lower --ctx",
          n, bs, (double)n * (double)per_block / (1 << 20), ctx_, (double)one_sequence * (double)per_block / (1 << 20));
-  memory_ = backend_->make_memory(spec, n, bs);
-  blocks_ = std::make_unique<BlockManager>(n, bs);
+  StatePlan states = state_plan(spec, bs);
+  memory_ = backend_->make_memory(spec, n, bs, states.slots());
+  blocks_ = std::make_unique<BlockManager>(n, bs, states);
+}
+
+StatePlan Engine::state_plan(const MemorySpec& spec, int64_t block_size) const {
+  StatePlan p;
+  if (spec.rewindable()) return p;
+  p.working = opts_.max_running + kSpareStateSlots;
+  int64_t every = opts_.snapshot_every >= 0 ? opts_.snapshot_every
+                                            : (kDefaultSnapshotEvery + block_size - 1) / block_size * block_size;
+  if (every % block_size)
+    fail("snapshots of the recurrent state every {} positions: must be a multiple of the KV block size ({})", every,
+         block_size);
+  if (every == 0) return p;
+  p.snapshot_every = every / block_size;
+  p.snapshots = opts_.snapshots < 0 ? kDefaultSnapshotsPerSequence * p.working : opts_.snapshots;
+  if (p.snapshots > (int64_t)1 << 20) fail("{} recurrent-state snapshots is too many (at most 2^20)", p.snapshots);
+  if (p.snapshots == 0) p.snapshot_every = 0;
+  return p;
 }
 
 Engine::~Engine() { cancel_all(); }
@@ -141,12 +156,16 @@ void Engine::forward_session(BlockTable& table, int32_t seq, const std::vector<i
   int64_t n = (int64_t)tokens.size();
   if (!blocks_->prepare(table, pos0, pos0 + n, *memory_)) {
     make_room(blocks_->blocks_needed(table, pos0, pos0 + n));
+    if (!blocks_->state_available(table))
+      fail("no recurrent state slot is free: {} sequences hold all of them (more than --parallel plus {} sessions)",
+           blocks_->state_plan().working, kSpareStateSlots);
     if (!blocks_->prepare(table, pos0, pos0 + n, *memory_))
       fail("the KV memory is full: {} positions need {} more blocks of {} and only {} are free; raise --kv-memory",
            pos0 + n, blocks_->blocks_needed(table, pos0, pos0 + n), blocks_->block_size(), blocks_->available());
   }
   session_batch_.clear();  // a member: a session's decode step allocates nothing here
   session_batch_.add(seq, tokens, pos0, table.blocks, blocks_->block_size(), which, opts_.loras);
+  session_batch_.set_state(table.state, blocks_->snapshot_of_block());
   if (rowwise) session_batch_.attend_rowwise();
   run(session_batch_, logits);
 }
@@ -170,9 +189,12 @@ void Engine::hidden_states(std::span<const std::vector<int32_t>> inputs, bool la
     batch.set_output(RowOutput::Hidden);
     for (size_t i = 0; i < inputs.size(); i++) {
       const int64_t n = (int64_t)inputs[i].size();
-      if (!blocks_->prepare(tables[i], 0, n, *memory_)) fail("the KV memory is full (embeddings)");
+      if (!blocks_->prepare(tables[i], 0, n, *memory_))
+        fail("the KV memory is full (embeddings): {} inputs at once need a recurrent state slot each, {} are free",
+             inputs.size(), blocks_->state_plan().working - blocks_->stats().states_used);
       batch.add((int32_t)(next_id_++), inputs[i], 0, tables[i].blocks, blocks_->block_size(),
                 last_only ? Logits::Last : Logits::All);
+      batch.set_state(tables[i].state);  // temporary sequences: no snapshots
     }
     run(batch, out);
   } catch (...) {
@@ -267,10 +289,11 @@ bool Engine::make_room(int64_t need) {
 bool Engine::admit(Sequence& s) {
   // Blocks this sequence (or an earlier one with the same start) left registered are taken as
   // they are; at most all but the last token, so there are logits to sample from.
-  int64_t covered = blocks_->match_prefix(s.table, s.tokens, (int64_t)s.tokens.size() - 1);
+  int64_t covered = blocks_->match_prefix(s.table, s.tokens, (int64_t)s.tokens.size() - 1, *memory_);
   s.computed = covered;
   int64_t first = std::min<int64_t>((int64_t)s.tokens.size() - s.computed, budget_left_);
-  if (blocks_->blocks_needed(s.table, s.computed, s.computed + first) > blocks_->available()) {
+  if (blocks_->blocks_needed(s.table, s.computed, s.computed + first) > blocks_->available() ||
+      !blocks_->state_available(s.table)) {
     blocks_->release(s.table);  // not now: keep waiting, holding nothing
     s.computed = 0;
     return false;
@@ -310,6 +333,7 @@ bool Engine::schedule_rows(Sequence& s, int64_t& budget) {
   Logits which = !s.draft.tokens.empty() ? Logits::All : last ? Logits::Last : Logits::None;
   batch_.add(s.id, std::span<const int32_t>(s.tokens).subspan((size_t)s.computed, (size_t)n), s.computed,
              s.table.blocks, blocks_->block_size(), which, s.req.loras);
+  batch_.set_state(s.table.state, blocks_->snapshot_of_block());
   if (!s.draft.tokens.empty()) batch_.attend_rowwise();
   in_batch_.push_back(&s);
   budget -= n;
@@ -486,7 +510,7 @@ void Engine::fork_choices(Sequence& parent, const float* row, std::vector<std::u
     c->req.opts.sampling.seed = parent.req.opts.sampling.seed + (uint64_t)i;
     c->tokens = parent.tokens;
     c->computed = parent.computed;
-    blocks_->fork(parent.table, c->table);
+    blocks_->fork(parent.table, c->table, *memory_);
     c->gen = std::make_unique<TokenGenerator>(*c->req.tokenizer, c->req.prompt, c->req.opts);
     if (c->req.opts.speculative.enabled()) start_drafting(*c, c->req.opts);
     c->gen->result().cached_tokens = parent.gen->result().cached_tokens;
@@ -545,6 +569,8 @@ EngineStats Engine::stats() const {
   st.last_step_rows = last_rows_;
   st.draft_tokens = draft_tokens_;
   st.draft_accepted = draft_accepted_;
+  st.state_bytes = memory_->spec().state_bytes();
+  st.snapshot_every = blocks_->state_plan().snapshot_every * blocks_->block_size();
   return st;
 }
 

@@ -26,6 +26,12 @@
 
 namespace kvad {
 
+// Recurrent models: working state slots beyond --parallel (sessions, embeddings), and the
+// snapshot defaults (docs/recurrent-state.md: measured on a 6-turn chat).
+constexpr int64_t kSpareStateSlots = 8;
+constexpr int64_t kDefaultSnapshotEvery = 64;
+constexpr int64_t kDefaultSnapshotsPerSequence = 4;
+
 struct EngineOptions {
   int64_t block_size = 16;   // positions per KV block (docs/kv-cache.md: why 16)
   int64_t kv_blocks = 0;     // pool size; 0 = from kv_bytes, else one sequence at full context per max_running
@@ -40,6 +46,13 @@ struct EngineOptions {
   int64_t prefill_per_decode = 2;
   int64_t prefill_min_rows = 16;
   kernels::KvType kv_type = kernels::KvType::F32;  // what the cache stores (--kv-type)
+  // Models with recurrent layers (Qwen3-Next): a snapshot of each sequence's state every
+  // `snapshot_every` positions (a multiple of block_size; 0: none; -1: kDefaultSnapshotEvery),
+  // in at most `snapshots` slots (-1: kDefaultSnapshotsPerSequence per working slot), so that a
+  // rewind or a later request with the same start resumes from the last snapshot before it.
+  // docs/recurrent-state.md: the measurements behind the defaults.
+  int64_t snapshot_every = -1;
+  int64_t snapshots = -1;
   std::vector<LoraUse> loras;  // the adapters sessions run with (run and chat's --lora)
 };
 
@@ -72,6 +85,8 @@ struct EngineStats {
   uint64_t steps = 0, preemptions = 0;
   int64_t last_step_rows = 0;
   int64_t draft_tokens = 0, draft_accepted = 0;  // speculative decoding: drafts verified, and kept
+  size_t state_bytes = 0;  // one recurrent state slot (every recurrent layer of one sequence); 0: none
+  int64_t snapshot_every = 0;  // positions between snapshots (0: none)
 };
 
 // One running sequence as a monitor sees it (llama-server's /slots).
@@ -117,6 +132,7 @@ class Engine {
   // out[rows, hidden], inputs in order. Running sequences are preempted when the pool is short.
   void hidden_states(std::span<const std::vector<int32_t>> inputs, bool last_only, std::vector<float>& out);
   BlockManager& blocks() { return *blocks_; }
+  Memory& memory() { return *memory_; }
   size_t bytes_per_token() const { return memory_->spec().bytes_per_token(); }
   size_t bytes_per_block() const { return memory_->bytes_per_block(); }
   // Frees blocks by preempting running sequences, newest first, until `need` are available.
@@ -129,6 +145,7 @@ class Engine {
   void run(Batch& batch, std::vector<float>& logits);
   // Takes s's cached prefix and checks that its first chunk fits the pool; false = not now.
   bool admit(Sequence& s);
+  StatePlan state_plan(const MemorySpec& spec, int64_t block_size) const;
   void preempt(Sequence& s);
   // Once parent's prompt is computed: its n - 1 sibling choices, sharing its blocks, each
   // sampling its first token from the same logits row.
