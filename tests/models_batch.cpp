@@ -1,7 +1,8 @@
 // The batch-first seam: one forward over rows of many sequences, each at its own position, gives
 // every sequence the logits it gets alone -- for each architecture, with blocks of 3 positions
 // (shuffled across one pool) so every block-boundary case is exercised, and mixing prefill chunks
-// of some sequences with single decode rows of others in the same batch.
+// of some sequences with single decode rows of others in the same batch. A recurrent model
+// (Qwen3-Next) gives each sequence its own state slot.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -29,7 +30,7 @@ double max_rel_diff(const float* a, const float* b, int64_t n) {
 
 TEST(ModelBatch, EverySequenceGetsTheLogitsItGetsAlone) {
   const int64_t bs = 3;
-  for (std::string arch : {"llama", "qwen2", "qwen3", "gpt2", "qwen3_moe"}) {
+  for (std::string arch : {"llama", "qwen2", "qwen3", "gpt2", "qwen3_moe", "qwen3_next"}) {
     SCOPED_TRACE(arch);
     SynthOptions o;
     o.arch = arch;
@@ -63,19 +64,28 @@ TEST(ModelBatch, EverySequenceGetsTheLogitsItGetsAlone) {
     // (no logits), then every sequence's new rows in one batch.
     auto ops = make_cpu_backend();
     int64_t per_seq = 64 / bs + 1, n_blocks = per_seq * K;
-    auto mem = ops->make_memory(m->memory_spec(), n_blocks, bs);
+    // Recurrent: slot i is sequence i's state, slot K + i a copy to rerun the same rows from.
+    const bool recurrent = !m->memory_spec().rewindable();
+    auto mem = ops->make_memory(m->memory_spec(), n_blocks, bs, recurrent ? 2 * K : 0);
+    for (int i = 0; recurrent && i < K; i++) mem->clear_state(i);
     std::vector<int32_t> perm((size_t)n_blocks);
     std::iota(perm.begin(), perm.end(), 0);
     std::shuffle(perm.begin(), perm.end(), std::mt19937(5));
     auto table = [&](int i) { return std::span<const int32_t>(perm.data() + i * per_seq, (size_t)per_seq); };
     Batch held;
     for (int i = 0; i < K; i++)
-      if (shape[i][0] > 0) held.add(i, std::span<const int32_t>(toks[i].data(), (size_t)shape[i][0]), 0, table(i), bs, Logits::None);
+      if (shape[i][0] > 0) {
+        held.add(i, std::span<const int32_t>(toks[i].data(), (size_t)shape[i][0]), 0, table(i), bs, Logits::None);
+        held.set_state(i);
+      }
     m->forward(held, *mem, *ops, nullptr);
+    for (int i = 0; recurrent && i < K; i++) mem->copy_state(i, K + i);
     Batch step;
-    for (int i = 0; i < K; i++)
+    for (int i = 0; i < K; i++) {
       step.add(i, std::span<const int32_t>(toks[i].data() + shape[i][0], (size_t)shape[i][1]), shape[i][0], table(i), bs,
                Logits::All);
+      step.set_state(i);
+    }
     std::vector<float> got((size_t)(step.n_logits() * V));
     m->forward(step, *mem, *ops, got.data());
     int64_t row = 0;
@@ -85,9 +95,12 @@ TEST(ModelBatch, EverySequenceGetsTheLogitsItGetsAlone) {
             << "sequence " << i << " row " << t;
     // Logits only for the rows that want them, in row order.
     Batch last;
-    for (int i = 0; i < K; i++)
+    for (int i = 0; i < K; i++) {
       last.add(i, std::span<const int32_t>(toks[i].data() + shape[i][0], (size_t)shape[i][1]), shape[i][0], table(i), bs,
                Logits::Last);
+      last.set_state(i);
+      if (recurrent) mem->copy_state(K + i, i);  // the same rows again, from the same state
+    }
     EXPECT_EQ(last.n_logits(), K);
     std::vector<float> lastl((size_t)(K * V));
     m->forward(last, *mem, *ops, lastl.data());
