@@ -82,5 +82,5 @@ TEST(CliGguf, EveryGgufArchitectureReadsWhatThePeersConverterWrites) {
     EXPECT_EQ(gg->weight_bytes(), st->weight_bytes());
     checked++;
   }
-  EXPECT_EQ(checked, 6);  // llama, qwen2, qwen3, qwen3moe, deepseek2, gpt2
+  EXPECT_EQ(checked, 7);  // llama, qwen2, qwen3, qwen3moe, deepseek2, gpt2, qwen3next
 }

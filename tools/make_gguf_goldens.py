@@ -34,7 +34,9 @@ N_GREEDY = 16
 # A seed other than SYNTH's: that fixture's random weights at seed 1 left near-ties along the
 # greedy path (the check then says nothing about the engine). No deepseek2 Q8_0 fixture: on these
 # random weights llama.cpp's own Q8_0 logits sit 20% (of max |logit|) from its F32 ones (experts
-# flip at the routers' margins), so neither engine's Q8_0 is a reference for the other's.
+# flip at the routers' margins), so neither engine's Q8_0 is a reference for the other's. qwen3next
+# at std 0.04: at 0.1 llama.cpp's Q8_0 sits 41% from its F32 (and kvad's 45%); at 0.04, 3.5% (kvad's
+# 2.5%), so the two Q8_0 engines can be held to each other.
 FIXTURES = {
     "llama-f16": ("llama", "tiny-v512", "f16", None),
     "llama-q4_0": ("llama", "tiny-v512", "q4_0", None),
@@ -48,6 +50,8 @@ FIXTURES = {
     "qwen3moe-q8_0": ("qwen3_moe", "tiny-v512", "q8_0", None, 4),
     "qwen3moe-q4_k_m": ("qwen3_moe", "tiny-kq", "f32", "Q4_K_M"),
     "deepseek2-f32": ("deepseek_v2", "tiny-v512", "f32", None),
+    "qwen3next-f32": ("qwen3_next", "tiny-v512", "f32", None, 3, 0.04),
+    "qwen3next-q8_0": ("qwen3_next", "tiny-v512", "q8_0", None, 3, 0.04),
 }
 
 
