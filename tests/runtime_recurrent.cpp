@@ -219,3 +219,17 @@ TEST(Recurrent, SpeculativeDecodingIsRefusedWithAReason) {
     EXPECT_NE(std::string(err.what()).find("recurrent state"), std::string::npos) << err.what();
   }
 }
+
+TEST(Recurrent, TheCacheAccountCountsOnlyTheAttentionLayers) {
+  const Model& m = *tiny_next().model;
+  MemorySpec spec = m.memory_spec();
+  // 4 layers, every second one full attention (2 KV heads x 32 values): only those store per position.
+  EXPECT_EQ(spec.bytes_per_token(), (size_t)(2 * 2 * 2 * 32 * 4));
+  EXPECT_EQ(spec.describe_per_token(),
+            "2 recurrent layers: none (a fixed state per sequence); 2 attention layers x 2 KV heads x K,V x 32 values (128 B)");
+  // Per DeltaNet layer: the conv window (3 x (2 x 2 x 16 + 4 x 16)) and S (4 heads x 16 x 16), f32.
+  EXPECT_EQ(spec.state_bytes(), (size_t)(2 * (3 * 128 + 4 * 16 * 16) * 4));
+  Engine e(m, options(16));
+  EXPECT_EQ(e.stats().state_bytes, spec.state_bytes());
+  EXPECT_EQ(e.stats().snapshot_every, 16);
+}

@@ -3,13 +3,6 @@
 
 const dash = {t0: performance.now(), mem: [], speed: [], lastGen: -1};
 
-// What one position of one KV head stores, as --kv-type defines it (docs/kv-cache.md).
-function kvRow(type, headDim) {
-  if (type === 'bf16') return `${headDim} × 2 B`;
-  if (type === 'q8') return `(${headDim} × 1 B + 4 B scale)`;
-  return `${headDim} × 4 B`;
-}
-
 // Every poll: the figures' history (for the charts), and the page when it is shown.
 function recordStats(s) {
   const last = s.last, tot = s.totals;
@@ -24,6 +17,14 @@ function recordStats(s) {
   if (kvad.page === 'dashboard') renderDashboard(s);
 }
 
+// Models with recurrent layers (Qwen3-Next): a fixed state per sequence instead of per position,
+// and the snapshots that let a repeated prompt start resume part-way.
+function recurrentCards(r) {
+  if (!r || !r.bytes_per_sequence) return [];
+  const snaps = r.snapshot_every ? `${fmtInt(r.snapshots)} snapshots kept (one every ${fmtInt(r.snapshot_every)} positions, ${fmtBytes(r.snapshots * r.bytes_per_sequence)})` : 'no snapshots (--snapshot-every 0)';
+  return [card('Recurrent state per sequence', fmtBytes(r.bytes_per_sequence), `the same at every length; ${fmtInt(r.sequences)} sequences hold one; ${snaps}`)];
+}
+
 function renderDashboard(s) {
   if (!s) return;  // no figures yet: the first poll draws the page
   const m = s.model;
@@ -35,7 +36,8 @@ function renderDashboard(s) {
     card('Weights', fmtBytes(s.weight_bytes), m ? `${m.weight_format}, ${fmtCount(m.parameters)} parameters` : 'no model'),
     card('KV cache held now', fmtBytes(s.kv_bytes), `${fmtInt(s.kv_tokens)} positions in ${s.engine.in_flight ? 'use' : 'kept'} sessions`),
     card('Same conversation at full context', fmtBytes(s.kv_bytes_full_context), `${fmtInt(s.context_length)} positions × ${fmtBytes(s.kv_bytes_per_token)}`),
-    card('KV bytes per token', fmtBytes(s.kv_bytes_per_token), m ? `${m.layers} layers × ${m.kv_heads} KV heads × K,V × ${kvRow(s.kv_type, m.head_dim)} (${s.kv_type})` : ''),
+    card('KV bytes per token', fmtBytes(s.kv_bytes_per_token), m ? `${m.kv_per_token} (${s.kv_type})` : ''),
+    ...recurrentCards(s.recurrent_state),
     card('Cached tokens, last request', fmtInt(last.cached_tokens), `of ${fmtInt(last.prompt_tokens)} prompt tokens`),
     card('Decode', fmtNum(last.decode_tok_s) + ' tok/s', `last answer; all answers ${fmtNum(tot.decode_tok_s)} tok/s`),
     card('Prefill', fmtNum(last.prefill_tok_s) + ' tok/s', `last prompt; first token after ${fmtNum(last.ttft_s, 2)} s`),

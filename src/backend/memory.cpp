@@ -2,8 +2,11 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstring>
 #include <new>
+
+#include <fmt/format.h>
 
 #include "core/error.h"
 
@@ -57,6 +60,33 @@ size_t MemorySpec::state_bytes() const {
   for (const LayerMemorySpec& l : layers)
     if (l.kind == MemoryKind::Recurrent) b += (size_t)l.state_floats * sizeof(float);
   return b;
+}
+
+std::string MemorySpec::describe_per_token() const {
+  // Runs of layers of one kind and shape, in order of first appearance.
+  std::vector<std::pair<LayerMemorySpec, int64_t>> groups;
+  for (const LayerMemorySpec& l : layers) {
+    auto same = [&](const auto& g) {
+      return g.first.kind == l.kind && g.first.kv_heads == l.kv_heads && g.first.head_dim == l.head_dim &&
+             g.first.latent_width == l.latent_width;
+    };
+    auto it = std::find_if(groups.begin(), groups.end(), same);
+    if (it == groups.end()) groups.push_back({l, 1});
+    else it->second++;
+  }
+  std::string out;
+  for (const auto& [l, n] : groups) {
+    if (!out.empty()) out += "; ";
+    if (l.kind == MemoryKind::Attention)
+      out += fmt::format("{} attention layers x {} KV heads x K,V x {} values ({} B)", n, l.kv_heads, l.head_dim,
+                         kernels::kv_row_bytes(kv_type, l.head_dim));
+    else if (l.kind == MemoryKind::Latent)
+      out += fmt::format("{} latent layers x one row of {} values ({} B)", n, l.latent_width,
+                         kernels::kv_row_bytes(kv_type, l.latent_width));
+    else
+      out += fmt::format("{} recurrent layers: none (a fixed state per sequence)", n);
+  }
+  return out;
 }
 
 void Memory::Free::operator()(uint8_t* p) const {

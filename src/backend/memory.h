@@ -43,6 +43,9 @@ struct MemorySpec {
   bool rewindable() const;
   // Bytes of one state slot: every recurrent layer's state of one sequence (0 without any).
   size_t state_bytes() const;
+  // What bytes_per_token() counts, in words: "8 attention layers x 2 KV heads x K,V x 64 x 4 B;
+  // 24 recurrent layers: none" (the dashboard's and kvad bench's account of the cache).
+  std::string describe_per_token() const;
 };
 
 // The storage: per attention or latent layer, n_blocks pages of block_size positions; per recurrent

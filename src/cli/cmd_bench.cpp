@@ -234,6 +234,10 @@ void add_bench(CLI::App& app) {
       std::printf("per token: reads %.1f MB of weights, stores %.1f KB of KV cache (%s)\n",
                   (double)model.decode_read_bytes() / 1e6, (double)kv.bytes_per_token() / 1e3,
                   a->model.kv_type.c_str());
+      // A recurrent layer's state does not grow with the sequence: a fixed size per sequence.
+      if (kv.state_bytes())
+        std::printf("per sequence: a recurrent state of %.1f KB (f32), the same size at every length\n",
+                    (double)kv.state_bytes() / 1e3);
       std::printf("%d threads, %s%s\n\n", pool().size(), cpu_summary().c_str(),
                   bw > 0 ? fmt::format("; read bandwidth {:.1f} GB/s", bw).c_str() : "");
     }
@@ -279,6 +283,7 @@ void add_bench(CLI::App& app) {
                   {"bits_per_param", bits},
                   {"kv_type", a->model.kv_type},
                   {"kv_bytes_per_token", kv.bytes_per_token()},
+                  {"state_bytes_per_sequence", kv.state_bytes()},
                   {"decode_read_bytes", model.decode_read_bytes()},
                   {"peak_rss_bytes", peak_rss_bytes()},
                   {"read_bandwidth_gbs", bw},

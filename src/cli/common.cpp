@@ -35,7 +35,19 @@ void add_model_args(CLI::App* cmd, ModelArgs& a, bool required) {
                   "K-quants; every width a multiple of 256). A .gguf file runs as stored")
       ->check(CLI::IsMember({"auto", "f32", "bf16", "q8", "q4", "q4k", "q6k"}));
   add_kv_type_option(cmd, a.kv_type);
+  add_snapshot_options(cmd, a.snapshot_every, a.snapshots);
   add_lora_option(cmd, a.loras);
+}
+
+void add_snapshot_options(CLI::App* cmd, int64_t& every, int64_t& slots) {
+  cmd->add_option("--snapshot-every", every, "models with a recurrent state (Qwen3-Next): keep a snapshot of it every N "
+                  "positions, a multiple of the KV block size (16), so a rewind or a prompt that repeats an earlier start "
+                  "resumes there instead of from the beginning; 0 = none (default " +
+                  std::to_string(kDefaultSnapshotEvery) + "; docs/recurrent-state.md)")
+      ->check(CLI::Range((int64_t)0, (int64_t)1 << 24));
+  cmd->add_option("--snapshots", slots, "recurrent models: snapshots kept at most, the latest first (default " +
+                  std::to_string(kDefaultSnapshotsPerSequence) + " per sequence)")
+      ->check(CLI::Range((int64_t)0, (int64_t)1 << 20));
 }
 
 void add_lora_option(CLI::App* cmd, std::vector<std::string>& loras) {
@@ -61,6 +73,8 @@ EngineOptions engine_options(const ModelArgs& a, const LoadedModel& m) {
   o.loras = lora_uses(m.loras);
   o.kv_type = kernels::parse_kv_type(a.kv_type);
   o.ctx = a.ctx;
+  o.snapshot_every = a.snapshot_every;
+  o.snapshots = a.snapshots;
   return o;
 }
 

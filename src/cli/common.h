@@ -20,6 +20,7 @@ struct ModelArgs {
   int64_t ctx = 0;              // -c/--ctx: cap the context (0 = the model's); run, chat
   SpeculativeConfig spec;       // where add_spec_args registered them: run, chat, tui
   std::vector<std::string> loras;  // --lora PATH[:SCALE], repeatable (runtime/lora.h)
+  int64_t snapshot_every = -1, snapshots = -1;  // recurrent models' state snapshots (-1: the engine's defaults)
 };
 // Speculative decoding's flags (--draft MODEL or --spec ngram and their knobs): run, chat, tui, serve.
 void add_spec_args(CLI::App* cmd, SpeculativeConfig& a);
@@ -28,6 +29,8 @@ SpeculativeOptions load_speculative(const SpeculativeConfig& a, const LoadedMode
 
 void add_model_args(CLI::App* cmd, ModelArgs& a, bool model_required = true);
 void add_kv_type_option(CLI::App* cmd, std::string& kv_type);  // also on serve, which has no ModelArgs
+// --snapshot-every / --snapshots: recurrent models' state snapshots (EngineOptions), also on serve.
+void add_snapshot_options(CLI::App* cmd, int64_t& every, int64_t& slots);
 // -c/--ctx, the same name wherever a context applies (run, chat, score, serve).
 CLI::Option* add_ctx_option(CLI::App* cmd, int64_t& ctx, const std::string& what = "cap the context at N tokens (default: the model's)",
                             const std::string& names = "-c,--ctx");

@@ -31,6 +31,8 @@ void ModelHost::set_model(std::shared_ptr<const LoadedModel> m) {
   o.block_size = cfg_.block_size;
   o.step_tokens = cfg_.step_tokens;
   o.kv_type = cfg_.kv_type;
+  o.snapshot_every = cfg_.snapshot_every;
+  o.snapshots = cfg_.snapshots;
   engine_ = std::make_unique<Engine>(*model_->model, o);
   if (!cfg_.speculative.any()) return;
   try {
@@ -141,6 +143,10 @@ void EngineThread::refresh_stats() {
   stats_.preemptions = s.preemptions;
   stats_.draft_tokens = s.draft_tokens;
   stats_.draft_accepted = s.draft_accepted;
+  stats_.state_bytes = s.state_bytes;
+  stats_.states_used = s.blocks.states_used;
+  stats_.snapshots_held = s.blocks.snapshots_held;
+  stats_.snapshot_every = s.snapshot_every;
   stats_.last_step_rows = s.last_step_rows;
 }
 

@@ -31,6 +31,7 @@ struct EngineConfig {
   int64_t step_tokens = 256;  // rows per step (decodes + prefill chunks)
   int max_choices = 8;        // cap on n
   kernels::KvType kv_type = kernels::KvType::F32;  // what the KV cache stores (--kv-type)
+  int64_t snapshot_every = -1, snapshots = -1;     // recurrent state snapshots (--snapshot-every, --snapshots)
   SpeculativeConfig speculative;  // --draft / --spec: every generation speculates when set
   std::vector<std::string> loras;  // --lora PATH[:SCALE]: adapters of the model loaded at start
 };
@@ -83,6 +84,9 @@ struct LiveStats {
   std::atomic<int64_t> running{0}, waiting{0}, last_step_rows{0};
   std::atomic<uint64_t> steps{0}, preemptions{0};
   std::atomic<int64_t> draft_tokens{0}, draft_accepted{0};  // speculative decoding, since start
+  // Recurrent models: one sequence's state, slots in use, snapshots kept and their spacing.
+  std::atomic<size_t> state_bytes{0};
+  std::atomic<int64_t> states_used{0}, snapshots_held{0}, snapshot_every{0};
   std::atomic<int64_t> last_prompt_tokens{0}, last_cached_tokens{0}, last_completion_tokens{0};
   std::atomic<double> last_prefill_tok_s{0}, last_decode_tok_s{0}, last_ttft_s{0};
   std::atomic<uint64_t> jobs_run{0};

@@ -17,6 +17,8 @@ Json body_json(const httplib::Request& req) {
   return parse_request_body(req.body);
 }
 
+std::string kv_per_token(const Model& m, kernels::KvType kv_type);
+
 Json loaded_json(Server::Impl& s) {
   auto m = s.sched.model();
   if (!m) return nullptr;
@@ -37,7 +39,16 @@ Json loaded_json(Server::Impl& s) {
           {"head_dim", c.head_dim},
           {"vocab", c.vocab_size},
           {"chat", m->chat_template != nullptr},
-          {"load_seconds", m->load_seconds}};
+          {"load_seconds", m->load_seconds},
+          {"kv_per_token", kv_per_token(*m->model, s.sched.config().kv_type)}};
+}
+
+// What one position costs in the cache, layer kind by layer kind (MLA: a latent row; Qwen3-Next's
+// recurrent layers: nothing), as the dashboard explains it.
+std::string kv_per_token(const Model& m, kernels::KvType kv_type) {
+  MemorySpec spec = m.memory_spec();
+  spec.kv_type = kv_type;
+  return spec.describe_per_token();
 }
 
 Json stats_json(Server::Impl& s) {
@@ -83,6 +94,11 @@ Json stats_json(Server::Impl& s) {
                       {"parallel", s.sched.config().parallel}, {"steps", e.steps.load()},
                       {"preemptions", e.preemptions.load()},
                       {"threads", pool().size()}, {"jobs_run", e.jobs_run.load()}}},
+          {"recurrent_state",
+           {{"bytes_per_sequence", e.state_bytes.load()},
+            {"sequences", e.states_used.load()},
+            {"snapshots", e.snapshots_held.load()},
+            {"snapshot_every", e.snapshot_every.load()}}},
           {"streams_active", m.streams_active.load()},
           {"model", loaded_json(s)}};
 }

@@ -39,6 +39,8 @@ static EngineConfig engine_config(const ServeOptions& o) {
   c.kv_bytes = o.kv_bytes;
   c.step_tokens = o.step_tokens;
   c.kv_type = o.kv_type;
+  c.snapshot_every = o.snapshot_every;
+  c.snapshots = o.snapshots;
   c.speculative = o.speculative;
   c.loras = o.loras;
   c.load.format = parse_weight_format(o.quant.empty() ? "auto" : o.quant);  // auto | f32 | bf16 | q8 | q4
