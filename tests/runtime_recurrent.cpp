@@ -60,7 +60,9 @@ std::vector<int32_t> span(const std::vector<int32_t>& t, size_t from, size_t to)
 
 // The last logits of a fresh session over tokens.
 std::vector<float> fresh(const std::vector<int32_t>& tokens) {
-  Engine e(*tiny_next().model, options(0));
+  EngineOptions o = options(0);
+  o.ctx = 2048;
+  Engine e(*tiny_next().model, o);
   return e.open_session()->forward(tokens);
 }
 
@@ -127,6 +129,23 @@ TEST(Recurrent, SnapshotsEveryNBlocksAndTheLatestAreKeptWhenSlotsRunShort) {
   s->forward(t);
   EXPECT_EQ(s->truncate(99), 96);
   expect_close(s->forward(span(t, 96, 100)), fresh(t), "from the one kept snapshot");
+}
+
+TEST(Recurrent, FewSlotsAreThinnedSoDeepAndShallowRewindsBothLandPartWay) {
+  const std::vector<int32_t> t = random_tokens(11, 1600);  // 100 blocks, a snapshot offered at each end
+  EngineOptions o = options(16, 8);
+  o.ctx = 2048;
+  Engine e(*tiny_next().model, o);
+  auto s = e.open_session();
+  s->forward(t);
+  EXPECT_EQ(e.stats().blocks.snapshots_held, 8);
+  // Thinned with distance from the end (kept: 0, 1, 2, 4, 8, 12, 20 and 36 blocks back), so a rewind
+  // 500 positions deep still lands part way, and one of a few positions loses at most a block.
+  const int64_t deep = s->truncate(1100);
+  EXPECT_GT(deep, 1100 - 16 * 20);
+  EXPECT_LE(deep, 1100);
+  expect_close(s->forward(span(t, (size_t)deep, 1600)), fresh(t), "resumed from a thinned snapshot");
+  EXPECT_EQ(s->truncate(1599), 1584);
 }
 
 TEST(Recurrent, SessionPrefixReuseResumesFromASnapshot) {

@@ -45,8 +45,9 @@ void add_snapshot_options(CLI::App* cmd, int64_t& every, int64_t& slots) {
                   "resumes there instead of from the beginning; 0 = none (default " +
                   std::to_string(kDefaultSnapshotEvery) + "; docs/recurrent-state.md)")
       ->check(CLI::Range((int64_t)0, (int64_t)1 << 24));
-  cmd->add_option("--snapshots", slots, "recurrent models: snapshots kept at most, the latest first (default " +
-                  std::to_string(kDefaultSnapshotsPerSequence) + " per sequence)")
+  cmd->add_option("--snapshots", slots, "recurrent models: snapshots kept at most, thinned out with distance from each "
+                  "sequence's end when short (default " + std::to_string(kDefaultSnapshotsPerSequence) +
+                  " per --parallel sequence)")
       ->check(CLI::Range((int64_t)0, (int64_t)1 << 20));
 }
 

@@ -115,12 +115,31 @@ int32_t BlockManager::take_snapshot_slot(const BlockTable& t, int64_t before) {
         free_snapshot(b);
         break;
       }
-  for (int64_t i = 0; free_snapshots_.empty() && i < before; i++)
-    if (snapshot_of_block_[(size_t)t.blocks[(size_t)i]] >= 0) free_snapshot(t.blocks[(size_t)i]);
-  if (free_snapshots_.empty()) return -1;  // every snapshot belongs to a later block or another sequence
+  if (free_snapshots_.empty()) thin_snapshots(t, before);
+  if (free_snapshots_.empty()) return -1;  // every snapshot belongs to another sequence
   int32_t slot = free_snapshots_.back();
   free_snapshots_.pop_back();
   return slot;
+}
+
+void BlockManager::thin_snapshots(const BlockTable& t, int64_t before) {
+  // Block i's snapshot is worth the gap its removal would leave (from the snapshot before it to the
+  // one after, or to the new one at `before`), relative to its distance from the new one: dropping
+  // the cheapest keeps the gaps growing with age, roughly geometrically (the latest positions
+  // densely, the start sparsely), so a few slots still cover a rewind of any depth.
+  auto has = [&](int64_t i) { return snapshot_of_block_[(size_t)t.blocks[(size_t)i]] >= 0; };
+  int64_t prev = -1, cur = -1, victim = -1;
+  double best = 0;
+  for (int64_t next = 0; next <= before; next++) {
+    if (next < before && !has(next)) continue;
+    if (cur >= 0) {
+      const double score = (double)(next - prev) / (double)(before - cur);
+      if (victim < 0 || score < best) victim = cur, best = score;
+    }
+    prev = cur;
+    cur = next;
+  }
+  if (victim >= 0) free_snapshot(t.blocks[(size_t)victim]);
 }
 
 void BlockManager::plan_snapshots(const BlockTable& t, int64_t write_from, int64_t n) {

@@ -18,7 +18,8 @@
 //     block at or before the wanted position that has a snapshot, restore it, and report where
 //     they landed; with none they land at 0 and clear the state. A snapshot lives and dies with
 //     its block: kept while the block is cached, freed when the block is reused, and taken from
-//     the least recently used cached block when every snapshot slot is in use.
+//     the least recently used cached block when every snapshot slot is in use, else thinned out of
+//     the sequence's own (gaps growing with distance from its end).
 // Only the engine thread calls it.
 #pragma once
 #include <cstdint>
@@ -111,9 +112,11 @@ class BlockManager {
   void push_back(int32_t b);
   bool must_copy(int32_t b) const { return blocks_[(size_t)b].ref > 1 || blocks_[(size_t)b].registered; }
   void free_snapshot(int32_t b);
-  // A free slot, else the least recently used cached block's, else the earliest one of t's own
-  // blocks before block `before` (a long sequence keeps its latest snapshots); -1: none.
+  // A free slot, else the least recently used cached block's, else one of t's own blocks before
+  // block `before` (thin_snapshots); -1: none.
   int32_t take_snapshot_slot(const BlockTable& t, int64_t before);
+  // Frees the snapshot of t's blocks before `before` that is cheapest to lose.
+  void thin_snapshots(const BlockTable& t, int64_t before);
   // Snapshot slots for the blocks of t whose end lies in (write_from, n] and that keep one.
   void plan_snapshots(const BlockTable& t, int64_t write_from, int64_t n);
 

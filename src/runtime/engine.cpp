@@ -136,7 +136,7 @@ StatePlan Engine::state_plan(const MemorySpec& spec, int64_t block_size) const {
          block_size);
   if (every == 0) return p;
   p.snapshot_every = every / block_size;
-  p.snapshots = opts_.snapshots < 0 ? kDefaultSnapshotsPerSequence * p.working : opts_.snapshots;
+  p.snapshots = opts_.snapshots < 0 ? kDefaultSnapshotsPerSequence * opts_.max_running : opts_.snapshots;
   if (p.snapshots > (int64_t)1 << 20) fail("{} recurrent-state snapshots is too many (at most 2^20)", p.snapshots);
   if (p.snapshots == 0) p.snapshot_every = 0;
   return p;

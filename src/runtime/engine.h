@@ -30,7 +30,7 @@ namespace kvad {
 // snapshot defaults (docs/recurrent-state.md: measured on a 6-turn chat).
 constexpr int64_t kSpareStateSlots = 8;
 constexpr int64_t kDefaultSnapshotEvery = 64;
-constexpr int64_t kDefaultSnapshotsPerSequence = 4;
+constexpr int64_t kDefaultSnapshotsPerSequence = 8;
 
 struct EngineOptions {
   int64_t block_size = 16;   // positions per KV block (docs/kv-cache.md: why 16)
@@ -48,7 +48,7 @@ struct EngineOptions {
   kernels::KvType kv_type = kernels::KvType::F32;  // what the cache stores (--kv-type)
   // Models with recurrent layers (Qwen3-Next): a snapshot of each sequence's state every
   // `snapshot_every` positions (a multiple of block_size; 0: none; -1: kDefaultSnapshotEvery),
-  // in at most `snapshots` slots (-1: kDefaultSnapshotsPerSequence per working slot), so that a
+  // in at most `snapshots` slots (-1: kDefaultSnapshotsPerSequence x max_running), so that a
   // rewind or a later request with the same start resumes from the last snapshot before it.
   // docs/recurrent-state.md: the measurements behind the defaults.
   int64_t snapshot_every = -1;
