@@ -50,6 +50,24 @@ TEST(Safetensors, ParsesValidFile) {
   EXPECT_EQ(got, -2.0f);
 }
 
+TEST(Safetensors, ReadsFloat8E4M3OneByteAValue) {
+  // DeepSeek-V3's FP8 checkpoints: "F8_E4M3" (torch.float8_e4m3fn), decoded by models/weight_source.
+  const std::string bytes = make_file(R"({"w":{"dtype":"F8_E4M3","shape":[2,3],"data_offsets":[0,6]}})",
+                                      std::string("\x38\x7e\x01", 3) + "abc");
+  auto t = parse(bytes);
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_EQ(t[0].dtype, DType::F8_E4M3);
+  EXPECT_EQ(t[0].nbytes, 6u);
+  EXPECT_EQ(t[0].data[1], 0x7e);
+  EXPECT_NE(error_of(make_file(R"({"w":{"dtype":"F8_E4M3","shape":[2,3],"data_offsets":[0,5]}})", "12345"))
+                .find("needs 6 bytes"),
+            std::string::npos);
+  // The other FP8 layout is not read: named, not mistaken for e4m3.
+  EXPECT_NE(error_of(make_file(R"({"w":{"dtype":"F8_E5M2","shape":[2],"data_offsets":[0,2]}})", "ab"))
+                .find("unknown dtype 'F8_E5M2'"),
+            std::string::npos);
+}
+
 TEST(Safetensors, RejectsBadFilesWithClearErrors) {
   std::string ok_entry = R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
   EXPECT_NE(error_of("abc").find("not a safetensors file"), std::string::npos);

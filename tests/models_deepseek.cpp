@@ -15,8 +15,8 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/json.h"
-#include "golden_synth.h"
 #include "io/safetensors.h"
+#include "logit_golden.h"
 #include "models/registry.h"
 #include "models/rope.h"
 #include "models/synth.h"
@@ -24,53 +24,11 @@
 #include "test_support.h"
 
 using namespace kvad;
+using test::expect_logits_match;
+using test::Golden;
+using test::load_golden;
 
 namespace {
-
-struct Golden {
-  Json j;
-  std::string model_dir;
-  std::vector<int32_t> prompt;
-};
-
-// The checkpoint a golden was made from, synthesized again, with the config.json keys the golden
-// set after synth ("config_set": a layout no preset has).
-Golden load_golden(const std::string& name) {
-  Golden g;
-  g.j = read_json_file(test::source_path("tests/golden/models/" + name + ".json"));
-  SynthOptions o = test::golden_synth_options(g.j["synth"], g.j["synth"]["arch"], test::temp_dir(name));
-  synthesize(o);
-  if (g.j.contains("config_set")) {
-    std::string path = join_path(o.out, "config.json");
-    Json c = read_json_file(path);
-    c.update(g.j["config_set"]);
-    atomic_write_file(path, c.dump(2));
-  }
-  g.model_dir = o.out;
-  g.prompt = g.j["prompt"].get<std::vector<int32_t>>();
-  return g;
-}
-
-// Worst |kvad - reference| over the golden's logits at position t, and its tolerance.
-std::pair<double, double> position_diff(const Json& j, const float* row, size_t t) {
-  std::vector<int32_t> idx = j["indices"];
-  double worst = 0;
-  for (size_t i = 0; i < idx.size(); i++)
-    worst = std::max(worst, std::fabs(row[idx[i]] - j["ref_logits"][t][i].get<double>()));
-  return {worst, 1e-3 * j["ref_max_abs"][t].get<double>()};
-}
-
-void expect_logits_match(const Json& j, const std::vector<float>& logits, int64_t vocab, const std::string& what) {
-  double worst_share = 0;
-  for (size_t t = 0; t < j["prompt"].size(); t++) {
-    const float* row = logits.data() + t * vocab;
-    auto [worst, tol] = position_diff(j, row, t);
-    worst_share = std::max(worst_share, worst / (tol * 1e3));
-    EXPECT_LE(worst, tol) << what << ": position " << t;
-    EXPECT_EQ(std::max_element(row, row + vocab) - row, j["ref_argmax"][t].get<int64_t>()) << what << ": argmax at " << t;
-  }
-  std::printf("%s: max |diff| = %.2e x max|logit|\n", what.c_str(), worst_share);
-}
 
 // A registered preset's config.json keys, with its architecture named (as synth writes it).
 Json preset_config(const std::string& arch, const std::string& preset) {

@@ -49,6 +49,21 @@ def ref_logits(peer, model_dir, tokens, work):
     return np.fromfile(out, dtype="<f4").reshape(len(tokens), -1)
 
 
+def reference_fields(logits):
+    """What a golden keeps of the reference's logits [positions, vocab]: a subset of the vocabulary keeps
+    the fixture small (every 199th id plus each position's top 8), and each position's max |logit| and argmax."""
+    idx = set(range(0, logits.shape[1], 199))
+    for row in logits:
+        idx.update(int(i) for i in np.argsort(-row)[:8])
+    idx = sorted(idx)
+    return {
+        "indices": idx,
+        "ref_logits": [[float(row[i]) for i in idx] for row in logits],
+        "ref_max_abs": [float(np.abs(row).max()) for row in logits],
+        "ref_argmax": [int(np.argmax(row)) for row in logits],
+    }
+
+
 def llamacpp_can_run(model_dir):
     """Whether llama.cpp loads this checkpoint's GGUF (../shared/peer/README.md, "Loadable subsets")."""
     c = json.load(open(os.path.join(model_dir, "config.json")))
@@ -104,11 +119,6 @@ def main():
             agree = 0
             while lc and agree < N_GREEDY and lc[agree] == ref_greedy[agree]:
                 agree += 1
-            # A subset of the vocabulary keeps the fixture small: every 199th id plus each position's top 8.
-            idx = set(range(0, V, 199))
-            for row in logits:
-                idx.update(int(i) for i in np.argsort(-row)[:8])
-            idx = sorted(idx)
             g = {
                 "about": "made by tools/make_model_goldens.py from ../shared/peer/ref_forward.py (numpy float64) "
                          "and llama.cpp (tools/peer_greedy.mjs on an f32 GGUF from to_gguf.py, f32 KV cache)",
@@ -116,17 +126,14 @@ def main():
                 **({"config_set": config_set} if config_set else {}),
                 "prompt": PROMPT,
                 "vocab": V,
-                "indices": idx,
-                "ref_logits": [[float(row[i]) for i in idx] for row in logits],
-                "ref_max_abs": [float(np.abs(row).max()) for row in logits],
-                "ref_argmax": [int(np.argmax(row)) for row in logits],
+                **reference_fields(logits),
                 "ref_greedy": ref_greedy,
                 "llamacpp_greedy": lc,
                 "greedy_agree": agree,
             }
             with open(os.path.join(out_dir, f"{name}.json"), "w") as f:
                 json.dump(g, f)
-            print(f"{name}: vocab {V}, {len(idx)} logits per position, references agree on "
+            print(f"{name}: vocab {V}, {len(g['indices'])} logits per position, references agree on "
                   f"{agree if lc else 'no llama.cpp'}/{N_GREEDY} greedy tokens")
 
 

@@ -65,6 +65,9 @@ std::vector<float> to_f32(const TensorView& t) {
         out[i] = f16_to_f32(h);
       }
       break;
+    case DType::F8_E4M3:  // its values mean nothing without the scales beside it
+      fail("{}: tensor '{}' is F8_E4M3, which kvad reads only as a matrix with its block scales ('{}_scale_inv')",
+           t.file, t.name, t.name);
     default: fail("{}: tensor '{}' has dtype {}, expected a float type", t.file, t.name, dtype_name(t.dtype));
   }
   if (t.transposed && t.shape.size() == 2) {  // stored [b][a], wanted [a][b]

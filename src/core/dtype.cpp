@@ -1,6 +1,7 @@
 #include "core/dtype.h"
 
 #include <cmath>
+#include <limits>
 
 namespace kvad {
 
@@ -9,7 +10,7 @@ size_t dtype_size(DType t) {
     case DType::F32: case DType::I32: return 4;
     case DType::F16: case DType::BF16: return 2;
     case DType::I64: case DType::F64: return 8;
-    case DType::U8: case DType::I8: case DType::BOOL: return 1;
+    case DType::U8: case DType::I8: case DType::BOOL: case DType::F8_E4M3: return 1;
     case DType::KQ8: case DType::KQ4: return 0;
     case DType::Q8_0: case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1:
     case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: return 0;
@@ -52,6 +53,7 @@ const char* dtype_name(DType t) {
     case DType::I8: return "I8";
     case DType::F64: return "F64";
     case DType::BOOL: return "BOOL";
+    case DType::F8_E4M3: return "F8_E4M3";  // safetensors' name for torch.float8_e4m3fn
     case DType::KQ8: return "KVAD_Q8";
     case DType::KQ4: return "KVAD_Q4";
     case DType::Q8_0: return "Q8_0";
@@ -112,6 +114,15 @@ uint16_t f32_to_f16(float f) {
   uint32_t rest = mant & 0x1fff;
   if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) h++;
   return (uint16_t)(sign | h);
+}
+
+float fp8_e4m3_to_f32(uint8_t b) {
+  const int exp = (b >> 3) & 0xf, mant = b & 7;
+  float mag;
+  if (exp == 0xf && mant == 7) mag = std::numeric_limits<float>::quiet_NaN();
+  else if (exp == 0) mag = std::ldexp((float)mant, -9);  // subnormal: mant/8 x 2^-6
+  else mag = std::ldexp((float)(8 + mant), exp - 10);    // (1 + mant/8) x 2^(exp-7)
+  return (b & 0x80) ? -mag : mag;
 }
 
 }  // namespace kvad

@@ -8,6 +8,7 @@ namespace kvad {
 
 enum class DType {
   F32, F16, BF16, I32, I64, U8, I8, F64, BOOL,
+  F8_E4M3,  // float8 e4m3fn (DeepSeek-V3's FP8 checkpoints): 1 sign, 4 exponent (bias 7), 3 mantissa bits
   KQ8, KQ4,  // kvad's packed quantised matrices (quant/packed.h): block formats, dtype_size() is 0
   // ggml's block formats as GGUF stores them (runs of dtype_block_elems() values along a row in
   // dtype_block_bytes() bytes each), used in place: no requantising. dtype_size() is 0.
@@ -39,5 +40,10 @@ inline uint16_t f32_to_bf16(float f) {
 
 float f16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);
+
+// float8 e4m3fn ("FP8 Formats for Deep Learning", arXiv:2209.05433; torch.float8_e4m3fn): no
+// infinities, S.1111.111 is NaN, so the largest finite value is S.1111.110 = 448; exponent 0
+// holds subnormals (mantissa / 8 x 2^-6). Every one of the 256 values is exact in f32.
+float fp8_e4m3_to_f32(uint8_t b);
 
 }  // namespace kvad

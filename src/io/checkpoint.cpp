@@ -34,9 +34,11 @@ TensorView Checkpoint::get(const std::string& name, const std::vector<int64_t>& 
   if (t.shape != shape)
     fail("{}: tensor '{}' has shape {}, expected {} (config.json and weights disagree)", t.file, name,
          t.shape_str(), shape_to_str(shape));
-  // Block formats come from GGUF files, whose reader checked that they are supported.
-  if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16 && !dtype_is_block(t.dtype))
-    fail("{}: tensor '{}' has dtype {}; only F32, F16 and BF16 weights are supported", t.file, name,
+  // Block formats come from GGUF files, whose reader checked that they are supported; F8_E4M3
+  // is read by the caller together with its block scales (models/weight_source.h).
+  if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16 && t.dtype != DType::F8_E4M3 &&
+      !dtype_is_block(t.dtype))
+    fail("{}: tensor '{}' has dtype {}; only F32, F16, BF16 and F8_E4M3 weights are supported", t.file, name,
          dtype_name(t.dtype));
   return t;
 }

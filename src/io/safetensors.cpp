@@ -13,7 +13,7 @@ static bool parse_dtype(const std::string& s, DType* out) {
   static const std::pair<const char*, DType> table[] = {
       {"F32", DType::F32}, {"F16", DType::F16}, {"BF16", DType::BF16}, {"I32", DType::I32},
       {"I64", DType::I64}, {"U8", DType::U8},   {"I8", DType::I8},     {"F64", DType::F64},
-      {"BOOL", DType::BOOL}};
+      {"BOOL", DType::BOOL}, {"F8_E4M3", DType::F8_E4M3}};
   for (auto& [name, t] : table)
     if (s == name) {
       *out = t;
@@ -52,7 +52,7 @@ std::vector<TensorView> SafetensorsFile::parse(const uint8_t* data, size_t size,
     t.name = name;
     t.file = what;
     if (!parse_dtype(dt->get<std::string>(), &t.dtype))
-      fail("{}: unknown dtype '{}' (supported: F32, F16, BF16, I32, I64, U8, I8, F64, BOOL)", where,
+      fail("{}: unknown dtype '{}' (supported: F32, F16, BF16, F8_E4M3, I32, I64, U8, I8, F64, BOOL)", where,
            dt->get<std::string>());
     auto sh = e.find("shape");
     if (sh == e.end() || !sh->is_array()) fail("{}: missing or non-array shape", where);

@@ -59,6 +59,14 @@ struct DeltaNetConfig {
   bool is_linear(int64_t layer) const { return enabled() && linear.at((size_t)layer); }
 };
 
+// An FP8 checkpoint's block scaling (config.json "quantization_config", quant_method "fp8"): each
+// entry of a weight's `<name>_scale_inv` multiplies one rows x cols block of it
+// (weight_block_size, DeepSeek-V3's [128, 128]). 0 x 0: the checkpoint is not FP8.
+struct Fp8Blocks {
+  int64_t rows = 0, cols = 0;
+  bool any() const { return rows > 0 && cols > 0; }
+};
+
 struct ModelConfig {
   std::string architecture;  // e.g. "Qwen2ForCausalLM"
   std::string model_type;    // e.g. "qwen2"
@@ -88,6 +96,7 @@ struct ModelConfig {
   std::vector<int32_t> eos_ids;  // from config.json (generation_config.json adds to these)
   int32_t bos_id = -1;
   MoeConfig moe;
+  Fp8Blocks fp8_blocks;  // how the checkpoint's F8_E4M3 weights are scaled (none when not FP8)
 
   int64_t q_dim() const { return n_heads * head_dim; }
   int64_t kv_dim() const { return n_kv_heads * head_dim; }

@@ -72,6 +72,44 @@ std::string architecture_field(const Json& j, const std::string& what) {
 
 namespace {
 
+// One of weight_block_size's two counts (a block of at most 2^20 values a side).
+int64_t block_count(const Json& v, const std::string& where) {
+  if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() > (int64_t(1) << 20))
+    fail("{}: weight_block_size entries must be counts from 1 to 2^20, got {}", where, json_snippet(v));
+  return v.get<int64_t>();
+}
+
+}  // namespace
+
+Fp8Blocks quantization_field(const Json& j, const std::string& what) {
+  if (!j.is_object()) return {};
+  auto q = j.find("quantization_config");
+  if (q == j.end() || q->is_null()) return {};
+  const std::string where = what + ": quantization_config";
+  if (!q->is_object()) fail("{}: must be an object, got {}", where, json_snippet(*q));
+  const std::string method = json_str_or(*q, "quant_method", "", where);
+  if (method.empty()) fail("{}: no quant_method (kvad reads quant_method 'fp8')", where);
+  if (method != "fp8")
+    fail("{}: quant_method '{}' is a format kvad does not read (it reads FP8 checkpoints, quant_method 'fp8', "
+         "with weight_block_size); use the unquantised checkpoint, or a GGUF file of the model",
+         where, method);
+  if (std::string fmt = json_str_or(*q, "fmt", "e4m3", where); fmt != "e4m3")
+    fail("{}: fmt '{}' is not read (kvad reads FP8 weights in e4m3)", where, fmt);
+  // "static" would come with input_scale tensors for FP8 activations; kvad keeps activations in
+  // f32, which only "dynamic" (scales computed at run time) allows without losing a tensor.
+  if (std::string act = json_str_or(*q, "activation_scheme", "dynamic", where); act != "dynamic")
+    fail("{}: activation_scheme '{}' is not read (only 'dynamic')", where, act);
+  auto b = q->find("weight_block_size");
+  if (b == q->end() || b->is_null())
+    fail("{}: no weight_block_size; kvad reads FP8 weights scaled per block ([rows, cols], DeepSeek-V3's [128, 128])",
+         where);
+  if (!b->is_array() || b->size() != 2)
+    fail("{}: weight_block_size must be [rows, cols], got {}", where, json_snippet(*b));
+  return {block_count((*b)[0], where), block_count((*b)[1], where)};
+}
+
+namespace {
+
 void in_range(int64_t v, int64_t hi, const char* field, const std::string& what) {
   if (v <= 0 || v > hi) fail("{}: {} = {} is out of range (1 to {})", what, field, v, hi);
 }

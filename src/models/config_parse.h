@@ -35,6 +35,10 @@ std::vector<int32_t> generation_eos_ids(const Json& generation_config, int64_t v
 // "architectures"[0] when it is a non-empty list, "" when the field is absent or null; any other
 // shape (a string, a list whose first entry is not a string) is an error naming the field.
 std::string architecture_field(const Json& j, const std::string& what);
+// "quantization_config": absent or null -> no FP8 blocks; quant_method "fp8" (e4m3, dynamic
+// activations) -> its weight_block_size, each a positive count; any other method (gptq, awq,
+// bitsandbytes, ...) is an error naming the key and the method, since kvad reads none of them.
+Fp8Blocks quantization_field(const Json& j, const std::string& what);
 // Checks the ranges of every field and the relations between them that the forward pass relies
 // on: sizes within ConfigBounds, eps / rope values finite, rope frequencies and angles over the
 // whole context finite, bos/eos ids inside the vocabulary.

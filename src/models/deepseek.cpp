@@ -116,6 +116,7 @@ ModelConfig parse_deepseek_config(const Json& j, const std::string& what) {
   c.head_dim = c.mla.qk_head_dim();  // a query's and a (naive) key's head: what q_dim() counts
   c.eos_ids = eos_ids_field(j, what);
   c.bos_id = bos_id_field(j, what);
+  c.fp8_blocks = quantization_field(j, what);
   validate_config(c, what);
   return c;
 }

@@ -40,6 +40,7 @@ ModelConfig parse_gpt2_config(const Json& j, const std::string& what) {
   c.qkv_bias = c.o_bias = c.mlp_bias = true;
   c.eos_ids = eos_ids_field(j, what);
   c.bos_id = bos_id_field(j, what);
+  c.fp8_blocks = quantization_field(j, what);
   validate_config(c, what);
   return c;
 }

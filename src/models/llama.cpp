@@ -94,6 +94,7 @@ ModelConfig parse_llama_config(const Json& j, const std::string& what) {
   }
   c.eos_ids = eos_ids_field(j, what);
   c.bos_id = bos_id_field(j, what);
+  c.fp8_blocks = quantization_field(j, what);
   validate_config(c, what);
   return c;
 }

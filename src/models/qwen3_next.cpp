@@ -110,6 +110,7 @@ ModelConfig parse_qwen3_next_config(const Json& j, const std::string& what) {
   c.unused_tensors.push_back("mtp.");
   c.eos_ids = eos_ids_field(j, what);
   c.bos_id = bos_id_field(j, what);
+  c.fp8_blocks = quantization_field(j, what);
   validate_config(c, what);
   return c;
 }

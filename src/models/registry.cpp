@@ -94,7 +94,11 @@ std::unique_ptr<Model> load_model_dir(const std::string& dir, const LoadOptions&
       auto nq = std::make_shared<NqCheckpoint>(opts.cache_file, stamp);
       WeightSource src(*nq, opts.format, false);
       std::unique_ptr<Model> model = arch.load(config, src);
-      nq->check_all_read(unread_allowed(arch, config));
+      std::vector<std::string> allowed = unread_allowed(arch, config);
+      // An FP8 checkpoint's scales went into its quantised matrices: the cache was written only
+      // after the load that built it read every one of them (from these files: the stamp).
+      if (config.fp8_blocks.any()) allowed.push_back("_scale_inv");
+      nq->check_all_read(allowed);
       model->hold(nq);
       rep.from_cache = true;
       rep.note = "weights from cache " + opts.cache_file;
@@ -104,7 +108,7 @@ std::unique_ptr<Model> load_model_dir(const std::string& dir, const LoadOptions&
       rep.note = std::string("cache rebuilt (") + e.what() + "); ";
     }
   }
-  WeightSource src(*ckpt, opts.format, use_cache);
+  WeightSource src(*ckpt, opts.format, use_cache, config.fp8_blocks);
   std::unique_ptr<Model> model = arch.load(config, src);
   ckpt->check_all_read(unread_allowed(arch, config));
   model->hold(ckpt);
