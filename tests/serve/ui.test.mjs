@@ -109,6 +109,10 @@ test('dashboard shows live figures', async () => {
     assert.ok(k in cards, `card ${k}`);
   assert.match(cards['Resident memory (RSS)'], /\d+(\.\d+)? MB/);
   assert.match(cards['KV bytes per token'], /\d+(\.\d+)? (B|KB)/);
+  // The card says what each kind of layer stores (MemorySpec::describe_per_token), not a formula that
+  // assumes plain attention everywhere.
+  const kvNote = await page.$$eval('#dash-cards .card', cs => cs.find(c => c.querySelector('.k').textContent === 'KV bytes per token').querySelector('.s').textContent);
+  assert.match(kvNote, /^\d+ attention layers x \d+ KV heads x K,V x \d+ values \(\d+ B\) \((f32|bf16|q8)\)$/);
   assert.match(cards['KV cache held now'], /\d/);
   assert.notEqual(cards['Decode'], '0.0 tok/s');
   assert.match(await page.textContent('#dash-note'), /context 512 tokens \(capped from 4,096\)/);
