@@ -40,7 +40,7 @@ const Case kCases[] = {
     {"gpt2-q8_0", 3e-2, false},      {"llama-q4_0", 3e-2, false},    {"llama-q4_k_m", 3e-2, true},
     {"qwen2-q6_k", 3e-2, true},      {"qwen3-q5_k_m", 3e-2, true},   {"gpt2-q4_k_s", 2e-2, false},
     {"qwen3moe-q8_0", 3e-2, false},  {"qwen3moe-q4_k_m", 3e-2, true}, {"deepseek2-f32", 1e-4, true},
-    {"qwen3next-f32", 1e-3, false},  {"qwen3next-q8_0", 3e-2, false},
+    {"qwen3next-f32", 1e-3, false},  {"qwen3next-q8_0", 3e-2, false}, {"qwen3next-q4_k_m", 3e-2, true},
 };
 
 Json golden(const std::string& name) { return read_json_file(test::source_path("tests/golden/gguf/" + name + ".json")); }

@@ -52,6 +52,7 @@ FIXTURES = {
     "deepseek2-f32": ("deepseek_v2", "tiny-v512", "f32", None),
     "qwen3next-f32": ("qwen3_next", "tiny-v512", "f32", None, 3, 0.04),
     "qwen3next-q8_0": ("qwen3_next", "tiny-v512", "q8_0", None, 3, 0.04),
+    "qwen3next-q4_k_m": ("qwen3_next", "tiny-kq", "f32", "Q4_K_M", 3, 0.04),
 }
 
 

@@ -29,8 +29,21 @@ TensorView Checkpoint::get(const std::string& name) {
   return *t;
 }
 
+namespace {
+// A shape without its leading 1s: the same row-major bytes. GGUF writers drop them (llama.cpp's
+// quantize stores Qwen3-Next's [1, hidden] shared_expert_gate as [hidden]).
+std::vector<int64_t> without_leading_ones(std::vector<int64_t> s) {
+  size_t i = 0;
+  while (i + 1 < s.size() && s[i] == 1) i++;
+  s.erase(s.begin(), s.begin() + (ptrdiff_t)i);
+  return s;
+}
+}  // namespace
+
 TensorView Checkpoint::get(const std::string& name, const std::vector<int64_t>& shape) {
   TensorView t = get(name);
+  if (t.shape != shape && !t.transposed && without_leading_ones(t.shape) == without_leading_ones(shape))
+    t.shape = shape;
   if (t.shape != shape)
     fail("{}: tensor '{}' has shape {}, expected {} (config.json and weights disagree)", t.file, name,
          t.shape_str(), shape_to_str(shape));

@@ -457,7 +457,8 @@ GgufDescription qwen3_next_gguf() {
 
 // ------------------------------------------------------------------------------------------------
 // Synth presets: the peer's tiny shape (../shared/peer/synth.py tiny-qwen3-next), the same on the
-// 512-token tokenizer for GGUF fixtures, a mid-size one for measurements, and the real 80B-A3B's.
+// 512-token tokenizer and a 256-wide one for GGUF fixtures, a mid-size one for measurements, and
+// the real 80B-A3B's.
 
 Json next_shape(int64_t hidden, int64_t layers, int64_t heads, int64_t kv_heads, int64_t head_dim, int64_t key_heads,
                 int64_t value_heads, int64_t key_dim, int64_t experts, int64_t top_k, int64_t expert_width,
@@ -480,6 +481,8 @@ std::vector<SynthPreset> qwen3_next_presets() {
   return {{"qwen3-next-80b-a3b", "qwen3", real},
           {"tiny", "qwen3", next_shape(64, 4, 4, 2, 32, 2, 4, 16, 8, 2, 32, 48, 2, 151936, 151643, 151645)},
           {"tiny-v512", "gpt2-trim512", next_shape(64, 4, 4, 2, 32, 2, 4, 16, 8, 2, 32, 48, 2, 512, 511, 511)},
+          // Every matrix 256 wide (K-quant GGUF fixtures): 4 value heads x 64, 4 heads x 64, experts 256.
+          {"tiny-kq", "gpt2-trim512", next_shape(256, 2, 4, 2, 64, 2, 4, 64, 4, 2, 256, 256, 2, 512, 511, 511)},
           // 12 layers (3 full), 16 experts top-4: ~0.2 B parameters, for the snapshot measurements.
           {"bench-next", "gpt2-trim512", next_shape(512, 12, 8, 2, 64, 4, 8, 64, 16, 4, 256, 256, 4, 512, 511, 511)}};
 }
