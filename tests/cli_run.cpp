@@ -9,6 +9,8 @@
 #include "core/fs.h"
 #include "core/json.h"
 #include "core/utf8.h"
+#include "fixture_tokenizer.h"
+#include "models/registry.h"
 #include "test_support.h"
 
 using namespace kvad;
@@ -24,6 +26,22 @@ const std::string& tiny(const std::string& arch) {
   auto r = run_kvad("synth --arch " + arch + " --preset tiny --std 0.1 --out " + d);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return dirs[arch] = d;
+}
+
+// The HF reference's ids of one golden text for one fixture tokenizer (tools/make_tokenizer_goldens.py).
+Json golden_ids(const std::string& case_name, const std::string& tokenizer) {
+  static const Json goldens = read_json_file(test::source_path("tests/fixtures/tokenizer_goldens/goldens.json"));
+  for (const Json& c : goldens["cases"])
+    if (c["name"] == case_name) return c["ids"][tokenizer];
+  return Json();
+}
+
+// `kvad run` of the model in `dir` on "Hello world": it encodes to `prompt_tokens`, generates, decodes.
+void expect_generates_from_hello_world(const std::string& dir, size_t prompt_tokens) {
+  auto g = run_kvad("run --model " + dir + " --prompt 'Hello world' -n 6 --temperature 0 --threads 2");
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  EXPECT_NE(g.err.find("prompt " + std::to_string(prompt_tokens) + " tokens"), std::string::npos) << g.err;
+  EXPECT_TRUE(kvad::is_valid_utf8(g.out)) << g.out;
 }
 
 }  // namespace
@@ -309,10 +327,7 @@ TEST(CliTokenize, IdsAndPieces) {
 // for spaces) gives the HF reference ids through the CLI, and in place of a tiny llama's own
 // tokenizer (its 128256 embedding rows hold the 32000 ids) it loads, encodes, generates, decodes.
 TEST(CliTokenize, SentencePieceTokenizerFolder) {
-  Json goldens = read_json_file(test::source_path("tests/fixtures/tokenizer_goldens/goldens.json"));
-  Json want;
-  for (const Json& c : goldens["cases"])
-    if (c["name"] == "add_special") want = c["ids"]["llama2"];  // "Hello world" with BOS
+  Json want = golden_ids("add_special", "llama2");  // "Hello world" with BOS
   ASSERT_TRUE(want.is_array());
   std::string sp = test::source_path("tests/fixtures/tokenizers/llama2");
   auto r = run_kvad("tokenize --model " + sp + " --special 'Hello world' --pieces");
@@ -323,10 +338,66 @@ TEST(CliTokenize, SentencePieceTokenizerFolder) {
   ASSERT_EQ(run_kvad("synth --arch llama --preset tiny --std 0.1 --out " + d).exit_code, 0);
   for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
     std::filesystem::copy_file(sp + "/" + f, d + "/" + f, std::filesystem::copy_options::overwrite_existing);
-  auto g = run_kvad("run --model " + d + " --prompt 'Hello world' -n 6 --temperature 0 --threads 2");
-  ASSERT_EQ(g.exit_code, 0) << g.err;
-  EXPECT_NE(g.err.find("prompt " + std::to_string(want.size()) + " tokens"), std::string::npos) << g.err;
-  EXPECT_TRUE(kvad::is_valid_utf8(g.out)) << g.out;
+  expect_generates_from_hello_world(d, want.size());
+}
+
+// A DeepSeek-V3 model with DeepSeek's own tokenizer, through the binary: synth writes the copy
+// compiled in (embedded from the gzipped fixture as it is), `kvad tokenize` on it gives the HF
+// reference's ids (with the BOS transformers adds), and the model loads, renders its chat
+// template, encodes, generates and decodes.
+TEST(CliSynth, DeepSeekV3PresetRunsWithItsOwnTokenizer) {
+  Json want = golden_ids("add_special", "deepseek_v3");  // "Hello world" with BOS
+  ASSERT_TRUE(want.is_array());
+  ASSERT_EQ(want[0], 0);  // <｜begin▁of▁sentence｜>
+
+  std::string d = test::temp_dir("tiny-deepseek-v3-tok");
+  auto s = run_kvad("synth --preset tiny-deepseek-v3-tok --std 0.1 --out " + d);
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_NE(s.out.find("deepseek_v3 tiny-deepseek-v3-tok"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("tokenizer deepseek_v3"), std::string::npos) << s.out;
+  std::string fx = test::source_path("tests/fixtures/tokenizers/deepseek_v3/");
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+    EXPECT_TRUE(read_file(d + "/" + f) == test::read_gzip_file(fx + f + ".gz")) << f << " is not the fixture's";
+
+  auto t = run_kvad("tokenize --model " + d + " --special 'Hello world'");
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_EQ(t.out, want.dump() + "\n");
+
+  expect_generates_from_hello_world(d, want.size());
+
+  // The chat template: BOS, <｜User｜>, "Hi", <｜Assistant｜> (added tokens, one id each).
+  auto c = run_kvad("run --model " + d + " --chat --prompt 'Hi' -n 2 --temperature 0 --threads 2");
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_NE(c.err.find("prompt 4 tokens"), std::string::npos) << c.err;
+}
+
+// Every synth preset that names a bundled tokenizer fits it: the tokenizer's ids are rows of the
+// embedding, and the config's BOS/EOS are ids of that tokenizer (DeepSeek-V3's: its own 0 and 1).
+TEST(CliSynth, PresetsFitTheirTokenizers) {
+  std::map<std::string, std::unique_ptr<Tokenizer>> toks;
+  int checked = 0;
+  for (const Architecture& a : architectures())
+    for (const SynthPreset& p : a.presets) {
+      if (p.tokenizer.empty() || p.tokenizer.rfind("gpt2-trim", 0) == 0) continue;
+      SCOPED_TRACE(a.model_type + " " + p.name + " " + p.tokenizer);
+      auto& tok = toks[p.tokenizer];
+      if (!tok) tok = std::make_unique<Tokenizer>(test::load_fixture_tokenizer(p.tokenizer));
+      int64_t vocab = p.config["vocab_size"].get<int64_t>();
+      EXPECT_LE(tok->vocab_size(), vocab);
+      for (const char* k : {"bos_token_id", "eos_token_id"}) {
+        if (p.config.contains(k) && p.config[k].is_number_integer()) {
+          EXPECT_LT(p.config[k].get<int64_t>(), tok->vocab_size()) << k;
+        }
+      }
+      if (p.tokenizer == "deepseek_v3") {
+        EXPECT_EQ(vocab, 129280);
+        EXPECT_EQ(p.config["bos_token_id"], *tok->bos_id());
+        EXPECT_EQ(p.config["eos_token_id"], *tok->eos_id());
+      }
+      checked++;
+    }
+  EXPECT_GE(checked, 10);
+  ASSERT_TRUE(toks.count("deepseek_v3"));
 }
 
 TEST(CliHelp, EveryCommandHasHelp) {

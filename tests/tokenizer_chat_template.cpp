@@ -29,7 +29,7 @@ const char* const kGoldens[] = {
     "qwen2.5-7b-instruct", "qwen3",          "llama-3-instruct",           "llama-3.1-8b-instruct",
     "llama-3.2-1b-instruct", "smollm2-1.7b-instruct", "deepseek-r1",        "zephyr-7b-beta",
     "mistral-7b-instruct-v0.1", "deepseek-coder-33b-instruct", "falcon-rw-1b-chat", "pivot-moe",
-    "gpt2-simple",          "chatml-default",
+    "gpt2-simple",          "chatml-default",           "deepseek-v3",
 };
 
 // ChatTemplate takes OrderedJson (insertion order, as Python dicts). Goldens also carry
@@ -138,6 +138,9 @@ TEST(ChatTemplate, FixtureTemplatesAreTheTokenizerConfigOnes) {
     std::string file = std::string(fam) == "qwen3" ? "qwen3" : "llama-3-instruct";
     EXPECT_EQ(cfg["chat_template"].get<std::string>(), slurp("tests/fixtures/chat_templates/" + file + ".jinja")) << fam;
   }
+  // DeepSeek-V3's is kept gzipped with its tokenizer.
+  Json ds = Json::parse(test::read_gzip_file(test::source_path("tests/fixtures/tokenizers/deepseek_v3/tokenizer_config.json.gz")));
+  EXPECT_EQ(ds["chat_template"].get<std::string>(), slurp("tests/fixtures/chat_templates/deepseek-v3.jinja"));
 }
 
 TEST(ChatTemplate, SyntaxErrorNamesTemplateAndLine) {

@@ -1,7 +1,8 @@
 // Ids of the fixture tokenizers against golden ids computed by the independent HF implementation
 // (tools/make_tokenizer_goldens.py -> tests/fixtures/tokenizer_goldens): byte-level BPE (gpt2,
-// llama3, qwen3), SentencePiece-style BPE with byte fallback (llama2, gemma3) and Unigram (unigram).
-// For the last three the reference's decode of the ids is checked as well.
+// llama3, qwen3, deepseek_v3), SentencePiece-style BPE with byte fallback (llama2, gemma3) and
+// Unigram (unigram). For the last three and deepseek_v3 the reference's decode of the ids is
+// checked as well.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -99,7 +100,8 @@ TEST_P(Golden, DecodeMatchesHuggingFace) {
     EXPECT_EQ(streamed(tok, ids, name), want) << name;
     n++;
   }
-  if (GetParam() == "llama2" || GetParam() == "gemma3" || GetParam() == "unigram") EXPECT_GE(n, 30u);
+  if (GetParam() == "llama2" || GetParam() == "gemma3" || GetParam() == "unigram" || GetParam() == "deepseek_v3")
+    EXPECT_GE(n, 30u);
 }
 
 TEST_P(Golden, DecodeRoundTrips) {
@@ -123,7 +125,8 @@ TEST_P(Golden, DecodeRoundTrips) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, Golden, ::testing::Values("gpt2", "llama3", "qwen3", "llama2", "gemma3", "unigram"));
+INSTANTIATE_TEST_SUITE_P(Fixtures, Golden, ::testing::Values("gpt2", "llama3", "qwen3", "llama2", "gemma3", "unigram",
+                                                                 "deepseek_v3"));
 
 TEST(GoldenFixtures, KnownIdsAndConfig) {
   // Values checked by the peer harness against llama.cpp as well (peer/README.md).
@@ -204,6 +207,27 @@ TEST(GoldenFixtures, SentencePieceVocabAndConfig) {
   EXPECT_EQ(u.piece(7), "\u2581the");
   EXPECT_EQ(u.token_bytes(7), " the");  // decoder Metaspace
   EXPECT_EQ(u.decode_strip_count(), 1u);
+}
+
+TEST(GoldenFixtures, DeepSeekVocabAndConfig) {
+  // Facts read off the files (SOURCE), and DeepSeek's own published example: in transformers
+  // encode("Hello!") is [0, 19923, 3], the BOS coming from add_bos_token (LlamaTokenizerFast), as
+  // the file's post_processor is ByteLevel only.
+  const Tokenizer& d = fixture("deepseek_v3");
+  EXPECT_EQ(d.vocab_size(), 128815);  // 128000 pieces + added tokens up to 128814; the model pads to 129280
+  EXPECT_EQ(d.bos_id(), 0);
+  EXPECT_EQ(d.bos_token(), "<\uff5cbegin\u2581of\u2581sentence\uff5c>");
+  EXPECT_EQ(d.eos_id(), 1);
+  EXPECT_EQ(d.eos_token(), "<\uff5cend\u2581of\u2581sentence\uff5c>");
+  EXPECT_TRUE(d.adds_bos());
+  EXPECT_EQ(d.encode("Hello!", true, true), (std::vector<int32_t>{0, 19923, 3}));
+  EXPECT_TRUE(d.is_special(0));
+  EXPECT_TRUE(d.is_special(2));  // <｜▁pad▁｜>
+  EXPECT_FALSE(d.is_special(128803));  // <｜User｜> is added but not special
+  EXPECT_EQ(d.token_id("<\uff5cUser\uff5c>"), 128803);
+  EXPECT_EQ(d.token_id("<\uff5cAssistant\uff5c>"), 128804);
+  EXPECT_NE(d.chat_template().find("<\uff5cAssistant\uff5c>"), std::string::npos);
+  EXPECT_EQ(d.config()["tokenizer_class"], "LlamaTokenizerFast");
 }
 
 TEST(GoldenFixtures, SkipSpecialAndUnknownIds) {

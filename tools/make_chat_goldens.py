@@ -209,6 +209,18 @@ DEEPSEEK_EXTRA = [
     case("tool_pending", [U_WEATHER, {"role": "assistant", "content": "Checking.", "tool_calls": [{"type": "function", "function": {"name": "lookup", "arguments": "{}"}}]}, T_RESULT], add_generation_prompt=True),
 ]
 
+# DeepSeek-V3's own template (tests/fixtures/tokenizers/deepseek_v3): tool calls only when the
+# content is none (their arguments are strings it concatenates), the calls-end marker after each
+# call past the first, tool outputs joined by newlines, <think> kept in the history.
+DEEPSEEK_V3_EXTRA = [
+    case("two_systems", [SYS, {"role": "system", "content": "Be brief."}, U1], add_generation_prompt=True),
+    case("think_kept", [U1, {"role": "assistant", "content": "<think>hidden</think>Visible answer"}, U2], add_generation_prompt=True),
+    case("one_tool_call", [U_WEATHER, {"role": "assistant", "content": None, "tool_calls": [{"type": "function", "function": {"name": "get_current_weather", "arguments": "{\"location\": \"Paris\"}"}}]}, T_RESULT, A_FINAL], add_generation_prompt=True),
+    case("two_tool_calls_two_results", [U_WEATHER, {"role": "assistant", "content": None, "tool_calls": [{"type": "function", "function": {"name": "get_current_weather", "arguments": "{\"location\": \"Paris\"}"}}, {"type": "function", "function": {"name": "lookup", "arguments": "{\"q\": \"météo\"}"}}]}, T_RESULT, T_RESULT2], add_generation_prompt=True),
+    case("tool_result_then_user", [U_WEATHER, {"role": "assistant", "content": None, "tool_calls": [{"type": "function", "function": {"name": "lookup", "arguments": "{}"}}]}, T_RESULT, U2], add_generation_prompt=True),
+    case("error_tool_args_not_string", [U_WEATHER, A_CALL_NONE, T_RESULT], add_generation_prompt=True),
+]
+
 MISTRAL_EXTRA = [
     case("error_roles_not_alternating", [U1, U2], add_generation_prompt=False),
     case("error_system_role", [SYS, U1], add_generation_prompt=False),
@@ -222,6 +234,7 @@ TEMPLATE_CASES = {
     "llama-3.2-1b-instruct.jinja": BASIC + TOOL_CASES + LLAMA32_EXTRA,
     "smollm2-1.7b-instruct.jinja": BASIC,
     "deepseek-r1.jinja": BASIC + DEEPSEEK_EXTRA,
+    "deepseek-v3.jinja": BASIC + DEEPSEEK_V3_EXTRA,
     "zephyr-7b-beta.jinja": BASIC,
     "mistral-7b-instruct-v0.1.jinja": [c for c in BASIC if c["messages"][0]["role"] != "system"] + MISTRAL_EXTRA,
     "deepseek-coder-33b-instruct.jinja": BASIC,

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Regenerates tests/fixtures/tokenizer_goldens/goldens.json: token ids of the test strings below for
-the fixture tokenizers (byte-level gpt2, llama3, qwen3; SentencePiece-style llama2, gemma3; the
-Unigram one), computed by the independent Hugging Face implementation in the peer harness
+the fixture tokenizers (byte-level gpt2, llama3, qwen3, deepseek_v3; SentencePiece-style llama2,
+gemma3; the Unigram one), computed by the independent Hugging Face implementation in the peer harness
 (@huggingface/tokenizers via peer/hf_tokenize.mjs). For the SentencePiece-style and Unigram ones the
 reference's decode of those ids is stored too (tools/hf_decode.mjs, the same library): their
-decoders do not give back every text (a leading "▁" becomes a space, NFKC, ...).
+decoders do not give back every text (a leading "▁" becomes a space, NFKC, ...). So is DeepSeek's,
+whose decode of add_special ids starts with the BOS text.
 
     python3 tools/make_tokenizer_goldens.py [--peer /work/shared/peer] [--out FILE]
 
@@ -12,6 +13,13 @@ hf_tokenize.mjs reads the text file as UTF-8 (invalid bytes become U+FFFD, the W
 always splits added tokens (parse_special = true). For parse_special = false the script runs it on
 a copy of the tokenizer whose *special* added tokens are removed, which is what HF's
 encode_special_tokens does (specials are plain text, non-special added tokens still match).
+
+The JS library builds the post-processor from tokenizer.json alone. transformers' Llama and Gemma
+fast tokenizers rebuild it from tokenizer_config's add_bos_token / add_eos_token
+(update_post_processor), which is what DeepSeek-V3 relies on: its tokenizer.json's post_processor
+is ByteLevel only, yet encode("Hello!") gives [0, 19923, 3] in transformers. For add_special the
+script therefore hands hf_tokenize.mjs a copy whose post_processor is that rebuilt template
+(transformers_template); for llama2 and gemma3 it equals the shipped one.
 """
 import argparse
 import gzip
@@ -26,8 +34,8 @@ import unicodedata
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "tokenizers")
-TOKENIZERS = ["gpt2", "llama3", "qwen3", "llama2", "gemma3", "unigram"]
-DECODED = ["llama2", "gemma3", "unigram"]  # tokenizers whose decode goldens are stored
+TOKENIZERS = ["gpt2", "llama3", "qwen3", "llama2", "gemma3", "unigram", "deepseek_v3"]
+DECODED = ["llama2", "gemma3", "unigram", "deepseek_v3"]  # tokenizers whose decode goldens are stored
 
 # The exact string llama.cpp's convert_hf_to_gguf.py hashes to identify a pre-tokenizer.
 CHKTXT = ("\n \n\n \n\n\n \t \t\t \t\n  \n   \n    \n     \n🚀 (normal) 😶\u200d🌫️ (multiple emojis concatenated) ✅ 🦙🦙 "
@@ -52,6 +60,13 @@ class Foo(object):
     def __init__(self):
         self.x = {"key": [1, 2.5, None], 'other': True}
 '''
+
+# DeepSeek-V3's own markers (full-width bars, "▁" for spaces): special (BOS/EOS/pad) and not (User,
+# Assistant, fim, tool: added tokens that match even when specials are plain text).
+DEEPSEEK = ("<｜begin▁of▁sentence｜>You are brief.<｜User｜>你好，1+1=?<｜Assistant｜><think>\n嗯</think>2"
+            "<｜end▁of▁sentence｜><｜▁pad▁｜> <｜fim▁begin｜>def f():<｜fim▁hole｜>\n<｜fim▁end｜>"
+            "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get\n<｜tool▁call▁end｜>"
+            "<｜begin▁of▁sentence|> <|end▁of▁sentence｜>")
 
 C_CODE = "#include <stdio.h>\n\nint main(int argc, char **argv) {\n\tfor (int i = 0; i < argc; ++i) {\n\t\tprintf(\"%d: %s\\n\", i, argv[i]);\n\t}\n\treturn 0;\t// done\n}\n"
 
@@ -130,6 +145,13 @@ def cases():
         ("chkhsh", CHKTXT, True, False),
         ("chkhsh_add_special", CHKTXT, True, True),
         ("long_mixed", long_mixed_text(), True, False),
+        # DeepSeek splits digits in threes and CJK/kana runs out before its word regex: the ranges'
+        # edges (U+4E00, U+9FA5 and U+9FA6 past it, hiragana/katakana blocks, the half-width and
+        # full-width forms outside them).
+        ("cjk_kana_ranges", "一丁\u9fa5\u9fa6\u9fffぁゟ゠ヿｱｲ ＡＢ１２３ 漢字かなカナ混じり文123456文字ab12c3", True, False),
+        ("deepseek_specials", DEEPSEEK, True, False),
+        ("deepseek_specials_plain", DEEPSEEK, False, False),
+        ("deepseek_specials_add", DEEPSEEK, True, True),
     ]
     return c
 
@@ -154,6 +176,53 @@ def strip_specials(src_dir, dst_dir):
     with open(os.path.join(dst_dir, "tokenizer.json"), "w", encoding="utf-8") as f:
         json.dump(tj, f, ensure_ascii=False)
     shutil.copy(os.path.join(src_dir, "tokenizer_config.json"), dst_dir)
+
+
+# transformers' tokenizer classes that rebuild the post-processor from add_bos_token/add_eos_token.
+REBUILDS_TEMPLATE = {"LlamaTokenizer", "LlamaTokenizerFast", "GemmaTokenizer", "GemmaTokenizerFast"}
+
+
+def token_content(t):
+    return t.get("content") if isinstance(t, dict) else t
+
+
+def transformers_template(tj, tc):
+    """The post_processor transformers' update_post_processor builds ("<bos>:0 $A:0 <eos>:0" with
+    each end present only when add_bos_token / add_eos_token, defaults true / false), or None where
+    the tokenizer class keeps the file's."""
+    if tc.get("tokenizer_class") not in REBUILDS_TEMPLATE:
+        return None
+    vocab = tj["model"].get("vocab")
+    ids = dict(vocab) if isinstance(vocab, dict) else {}  # the specials-stripped copy keeps them here
+    ids.update({a["content"]: a["id"] for a in tj.get("added_tokens", [])})
+    bos, eos = token_content(tc.get("bos_token")), token_content(tc.get("eos_token"))
+    ends = [t for t, on in ((bos, tc.get("add_bos_token", True)), (eos, tc.get("add_eos_token", False))) if on and t in ids]
+
+    def part(seq, type_id):
+        out = [{"SpecialToken": {"id": bos, "type_id": type_id}}] if bos in ends else []
+        out.append({"Sequence": {"id": seq, "type_id": type_id}})
+        return out + ([{"SpecialToken": {"id": eos, "type_id": type_id}}] if eos in ends else [])
+
+    special = {t: {"id": t, "ids": [ids[t]], "tokens": [t]} for t in ends}
+    single, pair = part("A", 0), part("A", 0) + part("B", 1)
+    return {"type": "TemplateProcessing", "single": single, "pair": pair, "special_tokens": special}
+
+
+def with_transformers_template(src_dir, dst_dir):
+    """A copy of src_dir whose post_processor is transformers' (see the module doc), else src_dir."""
+    with open(os.path.join(src_dir, "tokenizer.json"), encoding="utf-8") as f:
+        tj = json.load(f)
+    with open(os.path.join(src_dir, "tokenizer_config.json"), encoding="utf-8") as f:
+        tc = json.load(f)
+    pp = transformers_template(tj, tc)
+    if pp is None:
+        return src_dir
+    tj["post_processor"] = pp
+    os.makedirs(dst_dir)
+    with open(os.path.join(dst_dir, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(tj, f, ensure_ascii=False)
+    shutil.copy(os.path.join(src_dir, "tokenizer_config.json"), dst_dir)
+    return dst_dir
 
 
 def hf_decoded(tok_dir, id_lists, tmp):
@@ -181,13 +250,15 @@ def main():
 
     out_cases = []
     with tempfile.TemporaryDirectory() as tmp:
-        dirs, plain_dirs = {}, {}
+        dirs, plain_dirs, template_dirs = {}, {}, {}
         for name in TOKENIZERS:
             dirs[name] = materialize(name, tmp)
             d = os.path.join(tmp, name + "_nospecial")
             os.makedirs(d)
             strip_specials(dirs[name], d)
             plain_dirs[name] = d
+            for key, src in (("parsed", dirs[name]), ("plain", d)):
+                template_dirs[name, key] = with_transformers_template(src, os.path.join(tmp, f"{name}_{key}_template"))
         for name, text, parse_special, add_special in cases():
             data = text if isinstance(text, bytes) else text.encode("utf-8")
             entry = {"name": name}
@@ -203,6 +274,8 @@ def main():
             entry["ids"] = {}
             for tok in TOKENIZERS:
                 d = dirs[tok] if parse_special else plain_dirs[tok]
+                if add_special:
+                    d = template_dirs[tok, "parsed" if parse_special else "plain"]
                 entry["ids"][tok] = hf_ids(args.peer, d, data, add_special, tmp)
             out_cases.append(entry)
             print(f"{name}: " + ", ".join(f"{t} {len(entry['ids'][t])}" for t in TOKENIZERS), file=sys.stderr)

@@ -21,6 +21,8 @@ KVAD_BLOB(kvad_tok_llama3_json)
 KVAD_BLOB(kvad_tok_llama3_config)
 KVAD_BLOB(kvad_tok_qwen3_json)
 KVAD_BLOB(kvad_tok_qwen3_config)
+KVAD_BLOB(kvad_tok_deepseek_v3_json)
+KVAD_BLOB(kvad_tok_deepseek_v3_config)
 
 namespace kvad::cli {
 
@@ -213,13 +215,21 @@ static void write_trimmed_gpt2(int64_t n, const std::string& dir) {
 
 void write_fixture_tokenizer(const std::string& family, const std::string& dir) {
   if (family.rfind("gpt2-trim", 0) == 0) return write_trimmed_gpt2(std::stoll(family.substr(9)), dir);
-  const unsigned char *j, *je, *c, *ce;
-  if (family == "qwen3") j = kvad_tok_qwen3_json, je = kvad_tok_qwen3_json_end, c = kvad_tok_qwen3_config, ce = kvad_tok_qwen3_config_end;
-  else if (family == "llama3") j = kvad_tok_llama3_json, je = kvad_tok_llama3_json_end, c = kvad_tok_llama3_config, ce = kvad_tok_llama3_config_end;
-  else if (family == "gpt2") j = kvad_tok_gpt2_json, je = kvad_tok_gpt2_json_end, c = kvad_tok_gpt2_config, ce = kvad_tok_gpt2_config_end;
-  else fail("unknown tokenizer family '{}'", family);
-  atomic_write_file(join_path(dir, "tokenizer.json"), gunzip(j, je));
-  atomic_write_file(join_path(dir, "tokenizer_config.json"), gunzip(c, ce));
+  struct Embedded {
+    const char* family;
+    const unsigned char *json, *json_end, *config, *config_end;
+  };
+#define KVAD_FAMILY(f) {#f, kvad_tok_##f##_json, kvad_tok_##f##_json_end, kvad_tok_##f##_config, kvad_tok_##f##_config_end}
+  static const Embedded kEmbedded[] = {KVAD_FAMILY(qwen3), KVAD_FAMILY(llama3), KVAD_FAMILY(gpt2),
+                                       KVAD_FAMILY(deepseek_v3)};
+#undef KVAD_FAMILY
+  for (const Embedded& e : kEmbedded)
+    if (family == e.family) {
+      atomic_write_file(join_path(dir, "tokenizer.json"), gunzip(e.json, e.json_end));
+      atomic_write_file(join_path(dir, "tokenizer_config.json"), gunzip(e.config, e.config_end));
+      return;
+    }
+  fail("unknown tokenizer family '{}'", family);
 }
 
 size_t parse_byte_size(const std::string& text, const std::string& flag) {

@@ -63,7 +63,7 @@ void add_sampling_args(CLI::App* cmd, SamplingArgs& a);
 void finalize_sampling(SamplingArgs& a);
 
 // Writes one tokenizer family's tokenizer.json + tokenizer_config.json into `dir`, from the copies
-// compiled into the binary: qwen3 | llama3 | gpt2 | gpt2-trim<N>.
+// compiled into the binary: qwen3 | llama3 | gpt2 | deepseek_v3 | gpt2-trim<N>.
 void write_fixture_tokenizer(const std::string& family, const std::string& dir);
 
 // Hub models (cmd_pull.cpp): download with a progress bar on stderr (Ctrl-C stops cleanly, exit

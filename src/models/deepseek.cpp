@@ -408,7 +408,7 @@ GgufDescription deepseek_gguf() {
 
 // ------------------------------------------------------------------------------------------------
 // Synth presets: the peer's tiny shapes (../shared/peer/synth.py; the Qwen3 tokenizer stands in for
-// DeepSeek's), each also as a dense variant of 2 layers (n_routed_experts null) that runs until
+// DeepSeek's there, as their goldens were made with its ids), each also as a dense variant of 2 layers (n_routed_experts null) that runs until
 // the MoE layers do. The V2 dense variant sets mscale 1.0 against mscale_all_dim 0.707, so that
 // YaRN's attention factor on cos/sin is not 1 in at least one golden.
 
@@ -430,8 +430,9 @@ Json tiny_deepseek(int64_t layers, Json q_lora_rank, int64_t experts, int64_t sh
           {"tie_word_embeddings", false}, {"vocab_size", 151936}, {"bos_token_id", 151643}, {"eos_token_id", 151645}};
 }
 
-// A real model's shape (the public config.json's keys): for counts and `kvad synth` at full size,
-// without a tokenizer (DeepSeek's is not bundled; the tiny presets borrow Qwen3's, whose ids fit).
+// A real model's shape (the public config.json's keys): for counts and `kvad synth` at full size.
+// V3 comes with DeepSeek-V3's own tokenizer (tests/fixtures/tokenizers/deepseek_v3); V2's is not
+// bundled, so those write token ids only.
 Json real_deepseek(int64_t hidden, int64_t inter, int64_t expert_inter, int64_t layers, int64_t heads, Json q_lora_rank,
                    int64_t experts, int64_t shared, int64_t top_k, int64_t first_dense, int64_t groups,
                    int64_t top_groups, const char* method, const char* scoring, bool norm_topk, double scaling,
@@ -485,10 +486,14 @@ std::vector<SynthPreset> deepseek_v2_presets() {
 std::vector<SynthPreset> deepseek_v3_presets() {
   SynthPreset v3{"tiny-deepseek-v3", "qwen3",
                  tiny_deepseek(3, 48, 16, 1, 4, 4, "noaux_tc", "sigmoid", true, 2.5, yarn(1.0, 1.0))};
-  SynthPreset real_v3{"deepseek-v3", "",
+  SynthPreset real_v3{"deepseek-v3", "deepseek_v3",
                       real_deepseek(7168, 18432, 2048, 61, 128, 1536, 256, 1, 8, 3, 8, 4, "noaux_tc", "sigmoid", true,
                                     2.5, 1.0, 129280, 0, 1)};
-  return {real_v3, v3, dense_variant(v3)};
+  // The tiny V3 shape with the real vocabulary and DeepSeek's own tokenizer (its 128815 ids in the
+  // 129280 rows, BOS 0, EOS 1): the V3 preset's tokenizer running end to end at a size tests write.
+  SynthPreset v3_tok{"tiny-deepseek-v3-tok", "deepseek_v3", v3.config};
+  v3_tok.config.update({{"vocab_size", 129280}, {"bos_token_id", 0}, {"eos_token_id", 1}});
+  return {real_v3, v3, dense_variant(v3), v3_tok};
 }
 
 std::unique_ptr<Model> load_deepseek(const ModelConfig& config, WeightSource& src) {

@@ -34,7 +34,7 @@ struct LoadReport {
 // config.json that shape it, and the tokenizer family the caller writes next to it.
 struct SynthPreset {
   std::string name;       // e.g. "tiny", "qwen2.5-0.5b"
-  std::string tokenizer;  // qwen3 | llama3 | gpt2 | gpt2-trim49152 | gpt2-trim512 | "" (none bundled)
+  std::string tokenizer;  // qwen3 | llama3 | gpt2 | deepseek_v3 | gpt2-trim49152 | gpt2-trim512 | "" (none bundled)
   Json config;
 };
 
