@@ -22,6 +22,8 @@
 #include "core/fs.h"
 #include "core/rng.h"
 #include "models/registry.h"
+#include "models/synth.h"
+#include "train/base.h"
 #include "runtime/loader.h"
 #include "test_support.h"
 #include "train/checkpoint.h"
@@ -248,4 +250,72 @@ TEST(TrainCli, BadInputIsAClearError) {
   EXPECT_NE(r.err.find("GB"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(join_path(join_path(home, "models"), "x")));
   unsetenv("KVAD_HOME");
+}
+
+// A Hugging Face base read into the trainer's layout (train/base.h) computes what the engine
+// computes from the same folder: every family the trainer fine-tunes (llama with llama3 rope
+// scaling, qwen2's q/k/v biases, qwen3's q/k norms and wider heads, gpt2's Conv1D and position
+// table longer than the context trained at), at f32 and rounded through q8.
+TEST(TrainBase, EveryFamilyComputesWhatTheEngineComputes) {
+  for (const char* arch : {"llama", "qwen2", "qwen3", "gpt2"}) {
+    SCOPED_TRACE(arch);
+    std::string dir = test::temp_dir(std::string("base_") + arch);
+    SynthOptions so;
+    so.arch = arch, so.preset = "tiny-v512", so.out = dir, so.seed = 5, so.dtype = DType::F32, so.std = 0.08;
+    so.norm_jitter = 0.2;  // norms and biases that matter
+    synthesize(so);
+    for (const char* quant : {"", "q8"}) {
+      SCOPED_TRACE(quant);
+      const int64_t T = 24;
+      train::BaseModel base = train::load_base_model(dir, T, 4096, quant);
+      EXPECT_EQ(base.shape.context, T);
+      train::Model<float> m(base.shape, 1);
+      ASSERT_EQ((int64_t)base.params.size(), m.num_params());
+      std::copy(base.params.begin(), base.params.end(), m.params());
+      Rng r(6);
+      std::vector<int32_t> tok((size_t)T);
+      for (int32_t& t : tok) t = (int32_t)r.below(512);
+      m.forward(tok.data(), nullptr, 1, T);
+      std::vector<float> want(m.logits(), m.logits() + T * base.shape.vocab);
+
+      LoadOptions lo;
+      lo.format = *quant ? WeightFormat::Q8 : WeightFormat::F32;
+      std::unique_ptr<Model> engine = load_model_dir(dir, lo);
+      if (!*quant) EXPECT_EQ(engine->parameter_count(), m.num_params());
+      test::OneSequence state(*engine);
+      std::vector<float> got(want.size());
+      state.forward(tok.data(), T, got.data(), true);
+      double worst = 0, scale = 0;
+      for (size_t i = 0; i < got.size(); i++) {
+        worst = std::max(worst, (double)std::fabs(got[i] - want[i]));
+        scale = std::max(scale, (double)std::fabs(want[i]));
+      }
+      // f32: summation order only. q8: the same weights, but the engine also rounds activations
+      // to int8 for its integer dot products, which the trainer (f32 activations) does not.
+      EXPECT_LT(worst, (*quant ? 3e-2 : 1e-5) * scale) << "max|logit| " << scale;
+      if (*quant) {  // and the rounding is what brought it there: the unrounded base is further off
+        train::BaseModel f = train::load_base_model(dir, T, 4096, "");
+        std::copy(f.params.begin(), f.params.end(), m.params());
+        m.forward(tok.data(), nullptr, 1, T);
+        double unrounded = 0;
+        for (size_t i = 0; i < got.size(); i++) unrounded = std::max(unrounded, (double)std::fabs(got[i] - m.logits()[i]));
+        EXPECT_LT(worst, 0.85 * unrounded);  // measured 0.62-0.75
+      }
+      RecordProperty(fmt::format("worst_{}_{}", arch, *quant ? quant : "f32"), fmt::format("{:.2e}", worst / scale));
+    }
+  }
+}
+
+TEST(TrainBase, WhatTheTrainerCannotComputeIsRefusedByName) {
+  std::string dir = test::temp_dir("base_refused");
+  SynthOptions so;
+  so.arch = "qwen3_moe", so.preset = "tiny", so.out = dir, so.dtype = DType::F32;
+  synthesize(so);
+  try {
+    train::load_base_model(dir, 16, 4096, "");
+    FAIL() << "a MoE base loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot be a fine-tuning base"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(train::load_base_model(test::temp_dir("base_empty"), 16, 4096, ""), Error);
 }

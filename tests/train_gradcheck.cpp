@@ -242,7 +242,14 @@ std::vector<Case> model_cases() {
   llama.arch = Arch::Llama, llama.heads = 4, llama.kv_heads = 2, llama.ffn = 12;  // grouped heads, hd 2
   ModelShape untied = llama;
   untied.tied = false, untied.kv_heads = 4;
-  return {{"gpt2 (tied)", gpt2}, {"llama (tied, grouped kv)", llama}, {"llama (untied)", untied}};
+  ModelShape qwen2 = llama;  // a base's shape: q/k/v biases, and more positions than the context
+  qwen2.qkv_bias = true;
+  ModelShape qwen3 = untied;  // q/k norms on heads wider than dim / heads
+  qwen3.qk_norm = true, qwen3.head_size = 4, qwen3.kv_heads = 2;
+  ModelShape gpt2_base = gpt2;  // a base's position table longer than the context trained at
+  gpt2_base.positions = 9;
+  return {{"gpt2 (tied)", gpt2},       {"llama (tied, grouped kv)", llama}, {"llama (untied)", untied},
+          {"qwen2 (q/k/v biases)", qwen2}, {"qwen3 (q/k norms, head size 4)", qwen3}, {"gpt2 (9 positions)", gpt2_base}};
 }
 
 // Tokens and next-token targets for B sequences of T.
@@ -292,7 +299,7 @@ TEST(GradCheck, FloatModelMatchesDouble) {
   for (const Case& c : model_cases()) {
     SCOPED_TRACE(c.name);
     ModelShape s = c.shape;
-    s.dim = 32, s.ffn = s.arch == Arch::Gpt2 ? 0 : 80, s.context = 50, s.vocab = 37;
+    s.dim = 32, s.ffn = s.arch == Arch::Gpt2 ? 0 : 80, s.context = 50, s.vocab = 37, s.positions = 0;
     s.heads = 4, s.kv_heads = c.shape.kv_heads == 0 || c.shape.kv_heads == c.shape.heads ? 4 : 2;
     const int64_t B = 3, T = 50;  // several 12-row tiles: the causal triangles matter
     Model<double> md(s, B);

@@ -27,9 +27,9 @@ std::vector<int64_t> HfTensor::stored_shape() const {
 
 // Not derived from the families' tensor tables (models/tensors.h), by choice: what this adds is
 // the trainer's own layout (fused q/k/v and gate/up slices of one flat buffer), which no table
-// holds, and deriving only the names would make kvad_train link kvad_models for a list of
-// strings. The tables check it instead: every saved checkpoint loads through them with the
-// unread-tensor guard, and the loaded parameter count equals the trainer's (tests/cli_train.cpp).
+// holds. The tables check it instead: every saved checkpoint loads through them with the
+// unread-tensor guard, and the loaded parameter count equals the trainer's (tests/cli_train.cpp);
+// a base read through this map runs the unread-tensor guard too (base.cpp).
 std::vector<HfTensor> hf_tensors(const ModelShape& s, const ParamLayout& L) {
   std::vector<HfTensor> out;
   const int64_t C = s.dim;
@@ -39,7 +39,7 @@ std::vector<HfTensor> hf_tensors(const ModelShape& s, const ParamLayout& L) {
   };
   if (s.arch == Arch::Gpt2) {
     mat("transformer.wte.weight", L.wte, s.vocab, C, false);
-    mat("transformer.wpe.weight", L.wpe, s.context, C, false);
+    mat("transformer.wpe.weight", L.wpe, s.positions, C, false);
     for (int64_t l = 0; l < s.layers; l++) {
       const LayerParams& w = L.layers[(size_t)l];
       std::string p = "transformer.h." + std::to_string(l) + ".";
@@ -47,7 +47,7 @@ std::vector<HfTensor> hf_tensors(const ModelShape& s, const ParamLayout& L) {
       vec(p + "ln_1.bias", w.ln1_b, C);
       mat(p + "attn.c_attn.weight", w.qkv_w, s.qkv_dim(), C, true);
       vec(p + "attn.c_attn.bias", w.qkv_b, s.qkv_dim());
-      mat(p + "attn.c_proj.weight", w.proj_w, C, C, true);
+      mat(p + "attn.c_proj.weight", w.proj_w, C, s.q_dim(), true);
       vec(p + "attn.c_proj.bias", w.proj_b, C);
       vec(p + "ln_2.weight", w.ln2_w, C);
       vec(p + "ln_2.bias", w.ln2_b, C);
@@ -68,6 +68,15 @@ std::vector<HfTensor> hf_tensors(const ModelShape& s, const ParamLayout& L) {
       mat(p + "self_attn.q_proj.weight", w.qkv_w, Q, C, false);
       mat(p + "self_attn.k_proj.weight", w.qkv_w + Q * C, KV, C, false);
       mat(p + "self_attn.v_proj.weight", w.qkv_w + (Q + KV) * C, KV, C, false);
+      if (w.qkv_b >= 0) {
+        vec(p + "self_attn.q_proj.bias", w.qkv_b, Q);
+        vec(p + "self_attn.k_proj.bias", w.qkv_b + Q, KV);
+        vec(p + "self_attn.v_proj.bias", w.qkv_b + Q + KV, KV);
+      }
+      if (w.q_norm >= 0) {
+        vec(p + "self_attn.q_norm.weight", w.q_norm, s.head_dim());
+        vec(p + "self_attn.k_norm.weight", w.k_norm, s.head_dim());
+      }
       mat(p + "self_attn.o_proj.weight", w.proj_w, C, Q, false);
       vec(p + "post_attention_layernorm.weight", w.ln2_w, C);
       mat(p + "mlp.gate_proj.weight", w.fc_w, I, C, false);
@@ -80,14 +89,24 @@ std::vector<HfTensor> hf_tensors(const ModelShape& s, const ParamLayout& L) {
   return out;
 }
 
+void copy_hf_tensor(const HfTensor& t, const float* src, float* params) {
+  float* dst = params + t.offset;
+  if (t.transpose) {
+    for (int64_t r = 0; r < t.rows; r++)
+      for (int64_t c = 0; c < t.cols; c++) dst[r * t.cols + c] = src[c * t.rows + r];
+  } else {
+    std::memcpy(dst, src, sizeof(float) * (size_t)(t.cols == 0 ? t.rows : t.rows * t.cols));
+  }
+}
+
 Json hf_config(const ModelShape& s, const Json& extra) {
   Json j;
   if (s.arch == Arch::Gpt2) {
     j = {{"architectures", {"GPT2LMHeadModel"}},
          {"model_type", "gpt2"},
          {"vocab_size", s.vocab},
-         {"n_positions", s.context},
-         {"n_ctx", s.context},
+         {"n_positions", s.positions},
+         {"n_ctx", s.positions},
          {"n_embd", s.dim},
          {"n_layer", s.layers},
          {"n_head", s.heads},
@@ -100,8 +119,12 @@ Json hf_config(const ModelShape& s, const Json& extra) {
          {"scale_attn_weights", true},
          {"tie_word_embeddings", true}};
   } else {
-    j = {{"architectures", {"LlamaForCausalLM"}},
-         {"model_type", "llama"},
+    // Qwen2 and Qwen3 are Llama with q/k/v biases or q/k norms; transformers names them apart.
+    const char* arch = s.qk_norm ? "Qwen3ForCausalLM" : s.qkv_bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM";
+    const char* type = s.qk_norm ? "qwen3" : s.qkv_bias ? "qwen2" : "llama";
+    if (s.qk_norm && s.qkv_bias) fail("no transformers architecture has both q/k norms and only q/k/v biases");
+    j = {{"architectures", {arch}},
+         {"model_type", type},
          {"vocab_size", s.vocab},
          {"hidden_size", s.dim},
          {"intermediate_size", s.ffn},
@@ -109,7 +132,7 @@ Json hf_config(const ModelShape& s, const Json& extra) {
          {"num_attention_heads", s.heads},
          {"num_key_value_heads", s.kv_heads},
          {"head_dim", s.head_dim()},
-         {"max_position_embeddings", s.context},
+         {"max_position_embeddings", s.positions},
          {"rms_norm_eps", s.norm_eps},
          {"rope_theta", s.rope_theta},
          {"hidden_act", "silu"},
@@ -209,6 +232,8 @@ LoadedCheckpoint load_checkpoint(const std::string& dir) {
   s.vocab = sh.at("vocab"), s.layers = sh.at("layers"), s.dim = sh.at("dim"), s.heads = sh.at("heads");
   s.kv_heads = sh.at("kv_heads"), s.ffn = sh.at("ffn"), s.context = sh.at("context"), s.tied = sh.at("tied");
   s.norm_eps = sh.at("norm_eps"), s.rope_theta = sh.at("rope_theta");
+  s.head_size = sh.value("head_size", 0), s.positions = sh.value("positions", 0);
+  s.qkv_bias = sh.value("qkv_bias", false), s.qk_norm = sh.value("qk_norm", false);
   s.finalize();
   for (const Json& b : out.state.at("vocab")) out.vocab.push_back(b.get<uint8_t>());
   if ((int64_t)out.vocab.size() != s.vocab) fail("{}: the vocabulary does not match the model's", state_path);
@@ -225,14 +250,7 @@ LoadedCheckpoint load_checkpoint(const std::string& dir) {
     if (v->dtype != DType::F32 || v->shape != t.stored_shape())
       fail("{}/model.safetensors: {} is {} {}, expected F32 [{}]", dir, t.name, dtype_name(v->dtype), v->shape_str(),
            fmt::join(t.stored_shape(), ", "));
-    const float* src = reinterpret_cast<const float*>(v->data);
-    float* dst = out.params.data() + t.offset;
-    if (t.transpose) {
-      for (int64_t r = 0; r < t.rows; r++)
-        for (int64_t c = 0; c < t.cols; c++) std::memcpy(&dst[r * t.cols + c], &src[c * t.rows + r], 4);
-    } else {
-      std::memcpy(dst, src, v->nbytes);
-    }
+    copy_hf_tensor(t, reinterpret_cast<const float*>(v->data), out.params.data());
   }
   SafetensorsFile opt(join_path(dir, "optimizer.safetensors"));
   for (const char* name : {"adamw.m", "adamw.v"}) {

@@ -1,6 +1,7 @@
 // Checkpoints in Hugging Face layout, so the engine loads what the trainer saves:
 //   GPT-2  GPT2LMHeadModel: transformer.* names, Conv1D weights stored [in, out], head tied
 //   Llama  LlamaForCausalLM: model.layers.* names, q/k/v and gate/up as separate [out, in] matrices
+//          (Qwen2ForCausalLM with q/k/v biases, Qwen3ForCausalLM with q/k norms: a base's shapes)
 // A checkpoint folder holds config.json, model.safetensors (f32), tokenizer.json,
 // tokenizer_config.json and, for resuming, optimizer.safetensors (AdamW's moments) and
 // trainer_state.json. Folders are written whole under a temporary name and swapped in with one
@@ -24,6 +25,8 @@ struct HfTensor {
   std::vector<int64_t> stored_shape() const;
 };
 std::vector<HfTensor> hf_tensors(const ModelShape& s, const ParamLayout& layout);
+// Puts a stored tensor's values (f32, in its stored order: transposed for Conv1D) into params.
+void copy_hf_tensor(const HfTensor& t, const float* stored, float* params);
 // config.json for the shape; `extra` is stored under "kvad" (how it was trained).
 Json hf_config(const ModelShape& s, const Json& extra);
 

@@ -14,13 +14,18 @@ const char* arch_name(Arch a) { return a == Arch::Gpt2 ? "gpt2" : "llama"; }
 void ModelShape::finalize() {
   if (vocab < 1) fail("the vocabulary is empty");
   if (layers < 1 || dim < 1 || heads < 1 || context < 1) fail("layers, dim, heads and context must be positive");
-  if (dim % heads) fail("--dim ({}) must be a multiple of --heads ({})", dim, heads);
+  if (head_size < 0) fail("the head size must be positive");
+  if (!head_size && dim % heads) fail("--dim ({}) must be a multiple of --heads ({})", dim, heads);
+  if (positions == 0) positions = context;
+  if (positions < context) fail("a context of {} needs {} position embeddings, the model has {}", context, context, positions);
   if (kv_heads < 1) kv_heads = heads;
   if (heads % kv_heads) fail("--heads ({}) must be a multiple of --kv-heads ({})", heads, kv_heads);
   if (arch == Arch::Gpt2) {
     if (kv_heads != heads) fail("GPT-2 has no grouped key/value heads: use --arch llama for --kv-heads");
     if (!tied) fail("a GPT-2 checkpoint ties the output head to the token embedding: use --arch llama for --untied");
     if (ffn == 0) ffn = 4 * dim;
+    if (head_size && head_size * heads != dim) fail("GPT-2's heads split the width: head size {} x {} heads != {}", head_size, heads, dim);
+    if (qkv_bias || qk_norm) fail("q/k/v biases and q/k norms are options of the Llama-style architecture");
   } else {
     if (head_dim() % 2) fail("RoPE needs an even head dimension, got {} (--dim / --heads)", head_dim());
     // SwiGLU has three matrices where GELU's MLP has two: 8/3 * dim keeps the parameter count,
@@ -55,14 +60,18 @@ ParamLayout make_layout(const ModelShape& s) {
   };
   const bool gpt2 = s.arch == Arch::Gpt2;
   L.wte = add("wte", {s.vocab, C}, std_);
-  if (gpt2) L.wpe = add("wpe", {s.context, C}, std_);
+  if (gpt2) L.wpe = add("wpe", {s.positions, C}, std_);
   for (int64_t l = 0; l < s.layers; l++) {
     std::string p = "h." + std::to_string(l) + ".";
     LayerParams lp;
     lp.ln1_w = add(p + "ln_1.weight", {C}, -1);
     if (gpt2) lp.ln1_b = add(p + "ln_1.bias", {C}, 0);
     lp.qkv_w = add(p + "attn.qkv.weight", {s.qkv_dim(), C}, std_);
-    if (gpt2) lp.qkv_b = add(p + "attn.qkv.bias", {s.qkv_dim()}, 0);
+    if (gpt2 || s.qkv_bias) lp.qkv_b = add(p + "attn.qkv.bias", {s.qkv_dim()}, 0);
+    if (s.qk_norm) {
+      lp.q_norm = add(p + "attn.q_norm.weight", {s.head_dim()}, -1);
+      lp.k_norm = add(p + "attn.k_norm.weight", {s.head_dim()}, -1);
+    }
     lp.proj_w = add(p + "attn.proj.weight", {C, s.q_dim()}, std_out);
     if (gpt2) lp.proj_b = add(p + "attn.proj.bias", {C}, 0);
     lp.ln2_w = add(p + "ln_2.weight", {C}, -1);
@@ -83,13 +92,14 @@ ParamLayout make_layout(const ModelShape& s) {
 template <typename T>
 struct Model<T>::Acts {
   struct Layer {
-    T *ln1, *ln1_mean, *ln1_rstd, *qkv, *probs, *atty, *res_mid, *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_act;
+    T *ln1, *ln1_mean, *ln1_rstd, *qkv, *qk_in, *qk_rstd, *probs, *atty, *res_mid, *ln2, *ln2_mean, *ln2_rstd, *fch,
+        *fch_act;
   };
   std::vector<T> buf;
   std::vector<T*> res;  // residual stream entering block l (res[layers] = after the last block)
   std::vector<Layer> layer;
   T *lnf, *lnf_mean, *lnf_rstd, *logits, *losses;
-  T *dres, *dln, *dqkv, *datty, *dfch, *dfch_act;
+  T *dres, *dln, *dqkv, *datty, *dfch, *dfch_act, *qk_scratch;
 
   // Lays the buffers out (or, with base == nullptr, only counts them).
   static int64_t plan(const ModelShape& s, int64_t max_batch, Acts* a) {
@@ -106,6 +116,8 @@ struct Model<T>::Acts {
       Layer tmp, &L = a ? a->layer[(size_t)l] : tmp;
       take(&L.ln1, BT * C), take(&L.ln1_mean, BT), take(&L.ln1_rstd, BT);
       take(&L.qkv, BT * s.qkv_dim()), take(&L.probs, max_batch * s.heads * s.context * s.context);
+      const int64_t qk_heads = s.qk_norm ? s.heads + s.kv_heads : 0;
+      take(&L.qk_in, BT * qk_heads * s.head_dim()), take(&L.qk_rstd, BT * qk_heads);
       take(&L.atty, BT * s.q_dim()), take(&L.res_mid, BT * C);
       take(&L.ln2, BT * C), take(&L.ln2_mean, BT), take(&L.ln2_rstd, BT);
       take(&L.fch, BT * s.ffn_in()), take(&L.fch_act, BT * s.ffn);
@@ -115,6 +127,7 @@ struct Model<T>::Acts {
     take(&A.logits, BT * s.vocab), take(&A.losses, BT);
     take(&A.dres, BT * C), take(&A.dln, BT * C), take(&A.dqkv, BT * s.qkv_dim());
     take(&A.datty, BT * s.q_dim()), take(&A.dfch, BT * s.ffn_in()), take(&A.dfch_act, BT * s.ffn);
+    take(&A.qk_scratch, s.qk_norm ? 2 * BT * (s.heads + s.kv_heads) * s.head_dim() : 0);
     return n;
   }
 };
@@ -137,7 +150,7 @@ Model<T>::Model(const ModelShape& shape, int64_t max_batch) : shape_(shape), max
   acts_->buf.assign((size_t)Acts::plan(shape_, max_batch, nullptr), T(0));
   Acts::plan(shape_, max_batch, acts_.get());
   if (shape_.arch == Arch::Llama)
-    rope_ = std::make_unique<RopeTables<T>>(shape_.context, shape_.head_dim(), shape_.rope_theta);
+    rope_ = std::make_unique<RopeTables<T>>(shape_.context, shape_.head_dim(), shape_.rope_theta, shape_.rope_inv_freq);
 }
 
 template <typename T>
@@ -189,6 +202,7 @@ double Model<T>::forward(const int32_t* tokens, const int32_t* targets, int64_t 
     {
       PhaseTimer t("fwd qkv");
       linear_fwd(A.qkv, A.ln1, P(w.qkv_w), P(w.qkv_b), BT, C, s.qkv_dim());
+      if (s.qk_norm) qk_norm_fwd(A.qkv, A.qk_in, A.qk_rstd, a.qk_scratch, P(w.q_norm), P(w.k_norm), as, (T)s.norm_eps);
       if (!gpt2) rope_qk(A.qkv, *rope_, as, false);
     }
     {
@@ -282,6 +296,8 @@ void Model<T>::backward() {
     {
       PhaseTimer t("bwd qkv");
       if (!gpt2) rope_qk(a.dqkv, *rope_, as, true);
+      if (s.qk_norm) qk_norm_bwd(a.dqkv, G(w.q_norm), G(w.k_norm), a.qk_scratch, A.qk_in, A.qk_rstd, P(w.q_norm),
+                                 P(w.k_norm), as);
       linear_bwd(a.dln, G(w.qkv_w), G(w.qkv_b), a.dqkv, A.ln1, P(w.qkv_w), BT, C, s.qkv_dim());
     }
     {
@@ -292,8 +308,8 @@ void Model<T>::backward() {
   PhaseTimer t("bwd embedding");
   // Embeddings: the tied table already holds the head's gradient; a separate one starts at zero.
   if (L.head >= 0) std::memset(G(L.wte), 0, sizeof(T) * (size_t)(s.vocab * C));
-  if (L.wpe >= 0 && Tn < s.context)  // positions this batch did not reach get no gradient
-    std::memset(G(L.wpe) + Tn * C, 0, sizeof(T) * (size_t)((s.context - Tn) * C));
+  if (L.wpe >= 0 && Tn < s.positions)  // positions this batch did not reach get no gradient
+    std::memset(G(L.wpe) + Tn * C, 0, sizeof(T) * (size_t)((s.positions - Tn) * C));
   embedding_bwd(G(L.wte), G(L.wpe), a.dres, tokens_.data(), B, Tn, C);
 }
 

@@ -5,7 +5,10 @@
 //   GPT-2  x = wte[tok] + wpe[t];  per block: x += proj(attn(LN(x))); x += fc2(gelu(fc1(LN(x))))
 //   Llama  x = wte[tok];           per block: x += o(attn(rope(q,k), v of RMSNorm(x)));
 //                                             x += down(silu(gate(h)) * up(h)), h = RMSNorm(x)
+//          Qwen2 adds biases to q, k, v; Qwen3 RMS-normalises each head of q and k before rope.
 //   logits = head(norm(x)), head tied to wte or separate; loss = cross-entropy.
+// The same model fine-tunes a Hugging Face base (base.h) with its weights frozen: then only a
+// LoRA adapter's side paths (lora.h) learn, and the base's parameters get no gradients.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -26,8 +29,13 @@ struct ModelShape {
   int64_t context = 128;
   bool tied = true;     // output head = token embedding
   double norm_eps = 1e-5, rope_theta = 10000;
+  int64_t head_size = 0;   // 0 = dim / heads (Qwen3 sets it apart: 16 heads of 128 on a dim of 1024)
+  int64_t positions = 0;   // GPT-2's learned position table rows; 0 = context (a base keeps its own)
+  bool qkv_bias = false;   // Llama-style with q/k/v biases (Qwen2); GPT-2 always has biases
+  bool qk_norm = false;    // per-head RMSNorm of q and k (Qwen3)
+  std::vector<double> rope_inv_freq;  // a base's scaled rope frequencies [head_dim / 2]; empty = theta's
 
-  int64_t head_dim() const { return dim / heads; }
+  int64_t head_dim() const { return head_size ? head_size : dim / heads; }
   int64_t q_dim() const { return heads * head_dim(); }
   int64_t kv_dim() const { return kv_heads * head_dim(); }
   int64_t qkv_dim() const { return q_dim() + 2 * kv_dim(); }
@@ -47,7 +55,7 @@ struct ParamInfo {
 };
 
 struct LayerParams {  // offsets of one block's tensors; -1 when the architecture has none
-  int64_t ln1_w = -1, ln1_b = -1, qkv_w = -1, qkv_b = -1, proj_w = -1, proj_b = -1;
+  int64_t ln1_w = -1, ln1_b = -1, qkv_w = -1, qkv_b = -1, q_norm = -1, k_norm = -1, proj_w = -1, proj_b = -1;
   int64_t ln2_w = -1, ln2_b = -1, fc_w = -1, fc_b = -1, fc2_w = -1, fc2_b = -1;
 };
 

@@ -3,6 +3,7 @@
 // depend on x, so its backward is the inverse rotation applied to the gradient.
 #include <cmath>
 
+#include "core/error.h"
 #include "core/threads.h"
 #include "train/layers.h"
 #include "train/rowops.h"
@@ -10,13 +11,16 @@
 namespace kvad::train {
 
 template <typename T>
-RopeTables<T>::RopeTables(int64_t T_, int64_t hd, double theta) : half(hd / 2) {
+RopeTables<T>::RopeTables(int64_t T_, int64_t hd, double theta, const std::vector<double>& inv_freq) : half(hd / 2) {
+  if (!inv_freq.empty() && (int64_t)inv_freq.size() != half)
+    fail("rope frequencies: {} given for a head of {}", inv_freq.size(), hd);
   cos.resize((size_t)(T_ * half));
   sin.resize((size_t)(T_ * half));
   for (int64_t p = 0; p < T_; p++)
     for (int64_t i = 0; i < half; i++) {
       // The engine's tables (models/rope.cpp): the angle in double, rounded once.
-      double a = (double)p * (1.0 / std::pow(theta, (double)(2 * i) / (double)hd));
+      double f = inv_freq.empty() ? 1.0 / std::pow(theta, (double)(2 * i) / (double)hd) : inv_freq[(size_t)i];
+      double a = (double)p * f;
       cos[(size_t)(p * half + i)] = (T)std::cos(a);
       sin[(size_t)(p * half + i)] = (T)std::sin(a);
     }

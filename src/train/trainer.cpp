@@ -65,7 +65,8 @@ void apply_config_json(TrainOptions& o, const Json& j) {
 Json shape_json(const ModelShape& s) {
   return {{"arch", arch_name(s.arch)}, {"vocab", s.vocab},       {"layers", s.layers},     {"dim", s.dim},
           {"heads", s.heads},          {"kv_heads", s.kv_heads}, {"ffn", s.ffn},           {"context", s.context},
-          {"tied", s.tied},            {"norm_eps", s.norm_eps}, {"rope_theta", s.rope_theta}};
+          {"tied", s.tied},            {"norm_eps", s.norm_eps}, {"rope_theta", s.rope_theta},
+          {"head_size", s.head_size},  {"positions", s.positions}, {"qkv_bias", s.qkv_bias}, {"qk_norm", s.qk_norm}};
 }
 
 std::string hex64(uint64_t v) { return fmt::format("{:016x}", v); }
