@@ -21,7 +21,8 @@ void gemm_t(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, bool ta, c
 // ---- linear.cpp: y = x Wᵀ + b, W [out, in]
 template <typename T>
 void linear_fwd(T* y, const T* x, const T* w, const T* b, int64_t rows, int64_t in, int64_t out);
-// dx (= or += when accumulate_dx), dw =, db = (db may be null: no bias). dx may be null (not needed).
+// dx (= or += when accumulate_dx), dw =, db = (db may be null: no bias). dx may be null (not needed);
+// dw may be null (a frozen weight, as the base is when training a LoRA adapter: half the work).
 template <typename T>
 void linear_bwd(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, int64_t rows, int64_t in, int64_t out,
                 bool accumulate_dx = false);

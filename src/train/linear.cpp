@@ -47,7 +47,7 @@ template <typename T>
 void linear_bwd(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, int64_t rows, int64_t in, int64_t out,
                 bool accumulate_dx) {
   if (dx) gemm_t<T>(rows, in, out, dy, out, false, w, in, false, dx, in, accumulate_dx, nullptr);
-  gemm_t<T>(out, in, rows, dy, out, true, x, in, false, dw, in, false, nullptr);
+  if (dw) gemm_t<T>(out, in, rows, dy, out, true, x, in, false, dw, in, false, nullptr);
   if (db) column_sums(db, dy, rows, out);
 }
 
