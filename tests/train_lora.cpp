@@ -1,5 +1,5 @@
 // The trainer's LoRA side path (train/lora.h): its backward against central differences in
-// float64 (the bound of train_gradcheck.cpp), float against float64, the layout on GPT-2 and
+// float64 (grad_check.h), float against float64, the layout on GPT-2 and
 // Llama shapes against the checkpoint's Hugging Face slices, PEFT's initialisation, the merge,
 // and the PEFT folder written and read back. (That the engine runs a saved adapter as the merged
 // model: tests/cli_lora.cpp.) KVAD_LORA_BENCH=1 also times the side path against the base linear.
@@ -20,6 +20,7 @@
 #include "core/rng.h"
 #include "core/threads.h"
 #include "io/safetensors.h"
+#include "grad_check.h"
 #include "test_support.h"
 #include "train/checkpoint.h"
 #include "train/layers.h"
@@ -28,37 +29,16 @@
 using namespace kvad;
 using namespace kvad::train;
 namespace fs = std::filesystem;
+using test::error_of;
+using test::grad_check;
 
 namespace {
-
-constexpr double kH = 1e-5, kBound = 1e-6, kFloor = 1e-3;
 
 template <typename T>
 std::vector<T> randn(Rng& r, int64_t n, double scale = 1.0) {
   std::vector<T> v((size_t)n);
   for (T& x : v) x = (T)(scale * r.normal());
   return v;
-}
-
-// Central differences of loss() in each x[i] against analytic[i]; returns the worst error.
-double check(const char* what, std::vector<double>& x, const std::vector<double>& analytic,
-             const std::function<double()>& loss) {
-  EXPECT_EQ(x.size(), analytic.size()) << what;
-  double worst = 0;
-  for (size_t i = 0; i < x.size(); i++) {
-    double keep = x[i];
-    x[i] = keep + kH;
-    double up = loss();
-    x[i] = keep - kH;
-    double down = loss();
-    x[i] = keep;
-    double num = (up - down) / (2 * kH), an = analytic[i];
-    double err = std::fabs(an - num) / std::max({std::fabs(an), std::fabs(num), kFloor});
-    worst = std::max(worst, err);
-    EXPECT_LT(err, kBound) << what << "[" << i << "]: analytic " << an << " numeric " << num;
-    if (err >= kBound) break;
-  }
-  return worst;
 }
 
 // A piece in the middle of a wider site output: columns [out0, out0 + out) of rows of ldy.
@@ -88,15 +68,6 @@ LoraConfig config(std::vector<std::string> targets, int64_t rank = 4, double alp
 
 int64_t site_weight(const LayerParams& w, LoraSite s) {
   return s == LoraSite::Qkv ? w.qkv_w : s == LoraSite::Proj ? w.proj_w : s == LoraSite::Fc ? w.fc_w : w.fc2_w;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 }  // namespace
@@ -132,9 +103,9 @@ TEST(TrainLora, GradientsMatchCentralDifferences) {
     lora_bwd(dx.data(), dA.data(), dB.data(), dt.data(), g.data() + s.out0, s.ldy, x.data(), t.data(), A.data(),
              B.data(), s.rows, s.in, s.out, s.r, scale);
     for (size_t i = 0; i < dx.size(); i++) dx[i] -= dx0[i];
-    check("dx", x, dx, loss);
-    check("dA", A, dA, loss);
-    check("dB", B, dB, loss);
+    grad_check("dx", x, dx, loss);
+    grad_check("dA", A, dA, loss);
+    grad_check("dB", B, dB, loss);
     // dx may be null (an input whose gradient is not needed).
     std::vector<double> dA2(A.size()), dB2(B.size());
     lora_bwd<double>(nullptr, dA2.data(), dB2.data(), dt.data(), g.data() + s.out0, s.ldy, x.data(), t.data(),
