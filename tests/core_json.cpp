@@ -9,22 +9,15 @@
 
 #include "core/error.h"
 #include "core/json.h"
+#include "test_support.h"
 
 using namespace kvad;
+using test::error_of;
 
 namespace {
 
 std::string nested_arrays(size_t depth, const std::string& inner = "1") {
   return std::string(depth, '[') + inner + std::string(depth, ']');
-}
-
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no kvad::Error)";
 }
 
 // A value nested `depth` levels, built without recursion (as a hostile caller could).
@@ -42,7 +35,7 @@ Json deep_value(size_t depth) {
 
 TEST(CoreJson, DeepNestingIsRefusedAtParseTime) {
   for (size_t depth : {129ul, 5000ul, 200000ul}) {
-    std::string msg = message_of([&] { parse_json(nested_arrays(depth), "deep.json"); });
+    std::string msg = error_of([&] { parse_json(nested_arrays(depth), "deep.json"); });
     EXPECT_NE(msg.find("deep.json"), std::string::npos) << msg;
     EXPECT_NE(msg.find("nesting deeper than 128"), std::string::npos) << msg;
     EXPECT_LT(msg.size(), 600u) << "the message must not echo the input";
@@ -50,8 +43,8 @@ TEST(CoreJson, DeepNestingIsRefusedAtParseTime) {
   std::string objects;
   for (int i = 0; i < 100000; i++) objects += "{\"a\":";
   objects += "1" + std::string(100000, '}');
-  EXPECT_NE(message_of([&] { parse_json(objects, "obj.json"); }).find("nesting deeper"), std::string::npos);
-  EXPECT_NE(message_of([&] { parse_ordered_json(nested_arrays(100000), "req"); }).find("nesting deeper"),
+  EXPECT_NE(error_of([&] { parse_json(objects, "obj.json"); }).find("nesting deeper"), std::string::npos);
+  EXPECT_NE(error_of([&] { parse_ordered_json(nested_arrays(100000), "req"); }).find("nesting deeper"),
             std::string::npos);
   // At the bound it parses, and the limit is configurable.
   EXPECT_NO_THROW(parse_json(nested_arrays(128), "ok"));
@@ -59,25 +52,25 @@ TEST(CoreJson, DeepNestingIsRefusedAtParseTime) {
 }
 
 TEST(CoreJson, ErrorsNameThePathAndDoNotEchoTheInput) {
-  std::string msg = message_of([] { parse_json(R"({"messages":[{"a":1},{"max_tokens":1e999}]})", "body"); });
+  std::string msg = error_of([] { parse_json(R"({"messages":[{"a":1},{"max_tokens":1e999}]})", "body"); });
   EXPECT_NE(msg.find("number overflow"), std::string::npos) << msg;
   EXPECT_NE(msg.find("messages[1].max_tokens"), std::string::npos) << msg;
   // A syntax error after a huge string token: the message stays short.
   std::string big = "{\"k\": \"" + std::string(1 << 20, 'x') + "\" oops}";
-  msg = message_of([&] { parse_json(big, "big"); });
+  msg = error_of([&] { parse_json(big, "big"); });
   EXPECT_NE(msg.find("big: invalid JSON"), std::string::npos) << msg;
   EXPECT_LT(msg.size(), 600u);
 }
 
 TEST(CoreJson, SizeIsBoundedBeforeReading) {
-  EXPECT_NE(message_of([] { parse_json("[1,2,3]", "small", JsonLimits{128, 4}); }).find("more than the 4"),
+  EXPECT_NE(error_of([] { parse_json("[1,2,3]", "small", JsonLimits{128, 4}); }).find("more than the 4"),
             std::string::npos);
   std::string path = ::testing::TempDir() + "/kvad_core_json_big.json";
   {
     std::ofstream f(path);
     f << "[" << std::string(1000, ' ') << "]";
   }
-  std::string msg = message_of([&] { read_json_file(path, JsonLimits{128, 100}); });
+  std::string msg = error_of([&] { read_json_file(path, JsonLimits{128, 100}); });
   EXPECT_NE(msg.find(path), std::string::npos) << msg;
   EXPECT_NE(msg.find("1002 bytes"), std::string::npos) << msg;
   std::remove(path.c_str());
@@ -105,17 +98,17 @@ TEST(CoreJson, SnippetIsShortAndIterativeOnAnyValue) {
 TEST(CoreJson, FieldErrorsQuoteAPrefix) {
   Json j = Json::object();
   j["n"] = deep_value(500000);
-  std::string msg = message_of([&] { json_int(j, "n", "config.json"); });
+  std::string msg = error_of([&] { json_int(j, "n", "config.json"); });
   EXPECT_NE(msg.find("config.json: field 'n' must be an integer"), std::string::npos) << msg;
   EXPECT_LT(msg.size(), 200u);
   j["s"] = std::string(1 << 20, 'z');
-  EXPECT_LT(message_of([&] { json_bool_or(j, "s", false, "config.json"); }).size(), 200u);
+  EXPECT_LT(error_of([&] { json_bool_or(j, "s", false, "config.json"); }).size(), 200u);
 }
 
 TEST(CoreJson, IntegersOutOfRangeAreErrorsNotWraps) {
   Json j = Json::parse(R"({"big":18446744073709551615,"f":1e300,"frac":2.5,"ok":7.0,"neg":-3})");
-  EXPECT_NE(message_of([&] { json_int(j, "big", "c"); }).find("out of range"), std::string::npos);
-  EXPECT_NE(message_of([&] { json_int(j, "f", "c"); }).find("must be an integer"), std::string::npos);
+  EXPECT_NE(error_of([&] { json_int(j, "big", "c"); }).find("out of range"), std::string::npos);
+  EXPECT_NE(error_of([&] { json_int(j, "f", "c"); }).find("must be an integer"), std::string::npos);
   EXPECT_THROW(json_int(j, "frac", "c"), Error);
   EXPECT_EQ(json_int(j, "ok", "c"), 7);
   EXPECT_EQ(json_int(j, "neg", "c"), -3);
@@ -126,7 +119,7 @@ TEST(CoreJson, MemoryAmplificationIsBounded) {
   std::string empties = "[";
   for (int i = 0; i < 3000000; i++) empties += "{},";
   empties.back() = ']';
-  std::string msg = message_of([&] { parse_json(empties, "header"); });
+  std::string msg = error_of([&] { parse_json(empties, "header"); });
   EXPECT_NE(msg.find("header: invalid JSON"), std::string::npos) << msg;
   EXPECT_NE(msg.find("MB of memory"), std::string::npos) << msg;
   // A realistic document of the same size parses (a safetensors header: ~6x its text).

@@ -14,17 +14,9 @@
 using namespace kvad;
 using namespace kvad::hf;
 namespace fs = std::filesystem;
+using test::error_of;
 
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 TEST(HubNames, ParsesTheFormsUsersWrite) {
   RepoRef r = parse_repo_ref("Qwen/Qwen2.5-0.5B-Instruct");

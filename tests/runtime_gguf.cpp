@@ -21,19 +21,11 @@
 
 using namespace kvad;
 using kvad::test::GgufWriter;
+using test::error_of;
 
 namespace {
 
 std::string fixture(const std::string& name) { return test::source_path("tests/fixtures/gguf/" + name + ".gguf"); }
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // What to_gguf.py (like convert_hf_to_gguf.py) writes for a tokenizer.json + tokenizer_config.json.
 std::string gguf_of_tokenizer(const std::string& family, const std::string& pre) {

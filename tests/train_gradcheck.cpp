@@ -1,8 +1,6 @@
 // Gradient checks: every layer's backward, and the whole model's, against central differences,
-// all in float64 (the reference kernels), so the bounds can be tight:
-//   per entry  err = |analytic - numeric| / max(|analytic|, |numeric|, 1e-3)
-//   bound      err < 1e-6 for every entry checked (step h = 1e-5; central differences are exact to
-//              O(h²) ~ 1e-10 here, far below the bound, and a wrong formula is off by O(1)).
+// all in float64 (the reference kernels), so the bounds can be tight (grad_check.h: every entry
+// checked within 1e-6 relative).
 // Then the float model (SIMD kernels, threads) against the float64 one.
 #include <gtest/gtest.h>
 
@@ -12,15 +10,15 @@
 
 #include "core/rng.h"
 #include "core/threads.h"
+#include "grad_check.h"
 #include "train/layers.h"
 #include "train/model.h"
 
 using namespace kvad;
 using namespace kvad::train;
+using kvad::test::grad_check;
 
 namespace {
-
-constexpr double kH = 1e-5, kBound = 1e-6, kFloor = 1e-3;
 
 // The float64 checks run thousands of tiny forwards: one thread, so a busy machine cannot stall
 // them on the pool (FloatModelMatchesDouble runs the float model on all cores).
@@ -39,29 +37,6 @@ double dot(const std::vector<double>& a, const std::vector<double>& b) {
   return s;
 }
 
-// Checks analytic[i] against the central difference of loss() in x[i], for every i (or `limit`
-// evenly spaced ones). Returns the worst error.
-double check(const char* what, std::vector<double>& x, const std::vector<double>& analytic,
-             const std::function<double()>& loss, size_t limit = 0) {
-  EXPECT_EQ(x.size(), analytic.size()) << what;
-  size_t stride = limit && x.size() > limit ? x.size() / limit : 1;
-  double worst = 0;
-  for (size_t i = 0; i < x.size(); i += stride) {
-    double keep = x[i];
-    x[i] = keep + kH;
-    double up = loss();
-    x[i] = keep - kH;
-    double down = loss();
-    x[i] = keep;
-    double num = (up - down) / (2 * kH), an = analytic[i];
-    double err = std::fabs(an - num) / std::max({std::fabs(an), std::fabs(num), kFloor});
-    worst = std::max(worst, err);
-    EXPECT_LT(err, kBound) << what << "[" << i << "]: analytic " << an << " numeric " << num;
-    if (err >= kBound) break;  // one message per tensor is enough
-  }
-  return worst;
-}
-
 }  // namespace
 
 TEST(GradCheck, Linear) {
@@ -75,9 +50,9 @@ TEST(GradCheck, Linear) {
   };
   std::vector<double> dx(rows * in), dw(out * in), db(out);
   linear_bwd(dx.data(), dw.data(), db.data(), g.data(), x.data(), w.data(), rows, in, out);
-  check("dx", x, dx, loss);
-  check("dw", w, dw, loss);
-  check("db", b, db, loss);
+  grad_check("dx", x, dx, loss);
+  grad_check("dw", w, dw, loss);
+  grad_check("db", b, db, loss);
 }
 
 TEST(GradCheck, LayerNormAndRmsNorm) {
@@ -95,9 +70,9 @@ TEST(GradCheck, LayerNormAndRmsNorm) {
     norm_bwd(dx.data(), dw.data(), layernorm ? db.data() : nullptr, g.data(), x.data(),
              layernorm ? mean.data() : nullptr, rstd.data(), w.data(), rows, C);
     SCOPED_TRACE(layernorm ? "layernorm" : "rmsnorm");
-    check("dx", x, dx, loss);
-    check("dw", w, dw, loss);
-    if (layernorm) check("db", b, db, loss);
+    grad_check("dx", x, dx, loss);
+    grad_check("dw", w, dw, loss);
+    if (layernorm) grad_check("db", b, db, loss);
   }
 }
 
@@ -127,7 +102,7 @@ TEST(GradCheck, CausalAttentionWithGroupedHeads) {
     std::vector<double> dqkv(qkv.size());
     attention_bwd(dqkv.data(), g.data(), qkv.data(), probs.data(), s);
     SCOPED_TRACE("H=" + std::to_string(H) + " KV=" + std::to_string(KV));
-    check("dqkv", qkv, dqkv, loss);
+    grad_check("dqkv", qkv, dqkv, loss);
   }
   // Longer than one causal block (48 rows), with a ragged last block: a sample of the entries.
   Rng r(33);
@@ -141,7 +116,7 @@ TEST(GradCheck, CausalAttentionWithGroupedHeads) {
   loss();
   std::vector<double> dqkv(qkv.size());
   attention_bwd(dqkv.data(), g.data(), qkv.data(), probs.data(), s);
-  check("dqkv (T=100)", qkv, dqkv, loss, 150);
+  grad_check("dqkv (T=100)", qkv, dqkv, loss, 150);
 }
 
 TEST(GradCheck, Rope) {
@@ -156,7 +131,7 @@ TEST(GradCheck, Rope) {
   };
   std::vector<double> d = g;
   rope_qk(d.data(), tab, s, true);
-  check("dx", qkv, d, loss);
+  grad_check("dx", qkv, d, loss);
   // v is untouched, and a rotation keeps lengths.
   std::vector<double> y = qkv;
   rope_qk(y.data(), tab, s, false);
@@ -178,7 +153,7 @@ TEST(GradCheck, GeluAndSwiglu) {
   };
   std::vector<double> dx(x.size());
   gelu_bwd(dx.data(), x.data(), g.data(), (int64_t)x.size());
-  check("gelu", x, dx, gelu_loss);
+  grad_check("gelu", x, dx, gelu_loss);
 
   auto gu = randn(r, rows * 2 * I, 2.0);
   auto swiglu_loss = [&] {
@@ -188,7 +163,7 @@ TEST(GradCheck, GeluAndSwiglu) {
   };
   std::vector<double> dgu(gu.size());
   swiglu_bwd(dgu.data(), gu.data(), g.data(), rows, I);
-  check("swiglu", gu, dgu, swiglu_loss);
+  grad_check("swiglu", gu, dgu, swiglu_loss);
 }
 
 TEST(GradCheck, EmbeddingWithPositions) {
@@ -203,8 +178,8 @@ TEST(GradCheck, EmbeddingWithPositions) {
   };
   std::vector<double> dwte(V * C, 0.0), dwpe(T * C);
   embedding_bwd(dwte.data(), dwpe.data(), g.data(), tok.data(), B, T, C);
-  check("dwte", wte, dwte, loss);
-  check("dwpe", wpe, dwpe, loss);
+  grad_check("dwte", wte, dwte, loss);
+  grad_check("dwpe", wpe, dwpe, loss);
 }
 
 TEST(GradCheck, CrossEntropy) {
@@ -225,7 +200,7 @@ TEST(GradCheck, CrossEntropy) {
     direct += std::log(z) - logits[(size_t)(i * V + tgt[(size_t)i])];
   }
   EXPECT_NEAR(mean, direct / rows, 1e-12);
-  check("dlogits", logits, d, loss);
+  grad_check("dlogits", logits, d, loss);
 }
 
 namespace {
@@ -288,7 +263,7 @@ TEST(GradCheck, WholeModel) {
         std::copy(sub.begin(), sub.end(), params.begin() + p.offset);
         return loss();
       };
-      check(p.name.c_str(), sub, an, sub_loss, 24);
+      grad_check(p.name.c_str(), sub, an, sub_loss, 24);
       std::copy(sub.begin(), sub.end(), params.begin() + p.offset);
     }
   }

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>  // renameat2
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -122,6 +123,30 @@ void atomic_write_file(const std::string& path, std::string_view bytes) {
   AtomicFile f(path);
   f.write(bytes);
   f.commit();
+}
+
+void write_directory_atomically(const std::string& dir, const std::function<void(const std::string& tmp)>& fill) {
+  namespace fs = std::filesystem;
+  const fs::path p(dir);
+  const std::string tmp = (p.parent_path() / ("." + p.filename().string() + ".tmp-" + std::to_string(::getpid()))).string();
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  try {
+    make_directories(tmp);
+    fill(tmp);
+    fsync_directory(tmp);
+    if (is_directory(dir)) {
+      if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) != 0)
+        fail("cannot replace {}: {}", dir, std::strerror(errno));
+      fs::remove_all(tmp, ec);  // now the old folder
+    } else if (::rename(tmp.c_str(), dir.c_str()) != 0) {
+      fail("cannot create {}: {}", dir, std::strerror(errno));
+    }
+    fsync_directory(p.parent_path().string());
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
 }
 
 void make_directories(const std::string& path) {

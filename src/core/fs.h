@@ -1,5 +1,6 @@
 // File helpers. Writes that matter go through atomic_write_file: temp name, fsync, rename.
 #pragma once
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -31,6 +32,12 @@ class AtomicFile {
 size_t remove_stale_temp_files(const std::string& path);
 
 void fsync_directory(const std::string& dir);
+// Writes the folder `dir` whole: `fill(tmp)` writes its files into the sibling ".NAME.tmp-PID",
+// which is fsynced and swapped in with one rename (renameat2 RENAME_EXCHANGE over an existing
+// folder, which is then removed), so a crash leaves the old folder or the new one, never a mix.
+// When fill or the swap throws, the temporary is removed and `dir` is as it was. A temporary of a
+// process that died mid-save is train::remove_stale_temporaries' to clear (same naming).
+void write_directory_atomically(const std::string& dir, const std::function<void(const std::string& tmp)>& fill);
 void make_directories(const std::string& path);
 std::string join_path(const std::string& a, const std::string& b);
 

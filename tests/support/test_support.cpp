@@ -12,6 +12,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "core/error.h"
+
 namespace kvad::test {
 
 std::string source_path(const std::string& rel) { return std::string(KVAD_SOURCE_DIR) + "/" + rel; }
@@ -63,6 +65,15 @@ std::string temp_dir(const std::string& tag) {
   std::string p = root().path + "/" + tag + "-" + std::to_string(counter++);
   std::filesystem::create_directories(p);
   return p;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
 }
 
 RunResult run_kvad(const std::string& args, const std::string& stdin_text) {

@@ -1,5 +1,6 @@
 // Shared helpers for the tests: paths to fixtures, temporary directories, running the kvad binary.
 #pragma once
+#include <functional>
 #include <string>
 
 namespace kvad::test {
@@ -10,6 +11,9 @@ std::string source_path(const std::string& rel);
 std::string read_gzip_file(const std::string& path);
 // A fresh empty directory under the build's temp area; removed at process exit.
 std::string temp_dir(const std::string& tag);
+
+// The message of the kvad::Error f() throws, or "(no error)".
+std::string error_of(const std::function<void()>& f);
 
 struct RunResult {
   int exit_code = -1;
