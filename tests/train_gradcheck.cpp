@@ -183,10 +183,12 @@ TEST(GradCheck, EmbeddingWithPositions) {
 }
 
 TEST(GradCheck, CrossEntropy) {
+  // Rows 2 and 5 are not scored (target < 0: padding, a user token of a chat): the mean is over
+  // the four scored rows, and the ignored rows' loss and dlogits are exactly 0.
   Rng r(7);
   const int64_t rows = 6, V = 11;
   auto logits = randn(r, rows * V, 3.0);
-  std::vector<int32_t> tgt = {0, 10, 5, 5, 3, 7};
+  std::vector<int32_t> tgt = {0, 10, -1, 5, 3, -1};
   auto loss = [&] {
     std::vector<double> l = logits, per(rows);
     return cross_entropy(l.data(), per.data(), tgt.data(), rows, V);
@@ -194,13 +196,79 @@ TEST(GradCheck, CrossEntropy) {
   std::vector<double> d = logits, per(rows);
   double mean = cross_entropy(d.data(), per.data(), tgt.data(), rows, V);
   double direct = 0;  // -log softmax by the definition
+  int scored = 0;
   for (int64_t i = 0; i < rows; i++) {
+    if (tgt[(size_t)i] < 0) continue;
     double z = 0;
     for (int64_t j = 0; j < V; j++) z += std::exp(logits[(size_t)(i * V + j)]);
     direct += std::log(z) - logits[(size_t)(i * V + tgt[(size_t)i])];
+    scored++;
   }
-  EXPECT_NEAR(mean, direct / rows, 1e-12);
+  EXPECT_EQ(scored, 4);
+  EXPECT_NEAR(mean, direct / scored, 1e-12);
+  for (int64_t i : {2, 5}) {
+    EXPECT_EQ(per[(size_t)i], 0.0);
+    for (int64_t j = 0; j < V; j++) EXPECT_EQ(d[(size_t)(i * V + j)], 0.0) << i << "," << j;
+  }
   grad_check("dlogits", logits, d, loss);
+}
+
+namespace {
+
+// The loss and dlogits of a batch with unscored rows, and of the same batch with those rows
+// removed: equal bit for bit (the scored rows' values), in T.
+template <typename T>
+void expect_ignored_rows_are_removed_rows(int threads) {
+  set_threads(threads);
+  Rng r(17);
+  const int64_t rows = 40, V = 37;  // more rows than one thread's block of 16
+  std::vector<T> logits((size_t)(rows * V));
+  for (T& v : logits) v = (T)(3.0 * r.normal());
+  std::vector<int32_t> tgt((size_t)rows);
+  for (int32_t& t : tgt) t = r.uniform() < 0.4 ? -1 : (int32_t)r.below(V);
+  tgt[0] = -1, tgt[rows - 1] = -1;
+  std::vector<T> kept_logits;
+  std::vector<int32_t> kept_tgt;
+  for (int64_t i = 0; i < rows; i++)
+    if (tgt[(size_t)i] >= 0) {
+      kept_logits.insert(kept_logits.end(), logits.begin() + i * V, logits.begin() + (i + 1) * V);
+      kept_tgt.push_back(tgt[(size_t)i]);
+    }
+  const int64_t kept = (int64_t)kept_tgt.size();
+  ASSERT_GT(kept, 0);
+  ASSERT_LT(kept, rows);
+  std::vector<T> per((size_t)rows), kept_per((size_t)kept);
+  double all = cross_entropy(logits.data(), per.data(), tgt.data(), rows, V);
+  double removed = cross_entropy(kept_logits.data(), kept_per.data(), kept_tgt.data(), kept, V);
+  EXPECT_EQ(all, removed);
+  for (int64_t i = 0, k = 0; i < rows; i++) {
+    const T* d = logits.data() + i * V;
+    if (tgt[(size_t)i] < 0) {
+      EXPECT_EQ(per[(size_t)i], (T)0);
+      for (int64_t j = 0; j < V; j++) ASSERT_EQ(d[j], (T)0) << "row " << i;
+      continue;
+    }
+    EXPECT_EQ(per[(size_t)i], kept_per[(size_t)k]);
+    for (int64_t j = 0; j < V; j++) ASSERT_EQ(d[j], kept_logits[(size_t)(k * V + j)]) << "row " << i << "," << j;
+    k++;
+  }
+  // No scored row at all: 0, no NaN, every dlogit 0.
+  std::vector<int32_t> none((size_t)rows, -1);
+  std::vector<T> l2((size_t)(rows * V), (T)1.5);
+  EXPECT_EQ(cross_entropy(l2.data(), per.data(), none.data(), rows, V), 0.0);
+  for (T v : l2) ASSERT_EQ(v, (T)0);
+  for (T v : per) ASSERT_EQ(v, (T)0);
+  set_threads(1);
+}
+
+}  // namespace
+
+TEST(GradCheck, IgnoredTargetsEqualRemovedRows) {
+  for (int threads : {1, 3}) {
+    SCOPED_TRACE(threads);
+    expect_ignored_rows_are_removed_rows<double>(threads);
+    expect_ignored_rows_are_removed_rows<float>(threads);
+  }
 }
 
 namespace {

@@ -77,8 +77,10 @@ void embedding_fwd(T* x, const int32_t* tokens, const T* wte, const T* wpe, int6
 template <typename T>
 void embedding_bwd(T* dwte, T* dwpe, const T* dx, const int32_t* tokens, int64_t B, int64_t Tn, int64_t C);
 
-// ---- loss.cpp: softmax cross-entropy of logits [rows, V]. Writes loss per row and replaces the
-// logits by dlogits = (softmax - onehot) / rows (the gradient of the mean loss). Returns the mean.
+// ---- loss.cpp: softmax cross-entropy of logits [rows, V]. A row whose target is < 0 is not scored
+// (padding, non-assistant tokens): its loss and dlogits are 0. Writes loss per row and replaces the
+// logits by dlogits = (softmax - onehot) / n, n = the number of scored rows (the gradient of the
+// mean loss over them). Returns that mean; 0 when no row is scored.
 template <typename T>
 double cross_entropy(T* logits, T* loss, const int32_t* targets, int64_t rows, int64_t V);
 

@@ -1,7 +1,11 @@
-// Softmax cross-entropy, the loss of next-token prediction:
-//   forward   loss = mean_r ( logsumexp(logits[r]) - logits[r, target[r]] )
-//   backward  dlogits[r] = (softmax(logits[r]) - onehot(target[r])) / rows
-// computed in one pass per row (rowops cross_entropy); the mean is summed in row order in double.
+// Softmax cross-entropy, the loss of next-token prediction, over the scored rows only:
+//   a row whose target is < 0 is not scored (padding, the user and system tokens of a chat): its
+//   loss is 0 and its dlogits row is 0. With n = the number of rows whose target is >= 0,
+//   forward   loss = (1/n) Σ_scored ( logsumexp(logits[r]) - logits[r, target[r]] )
+//   backward  dlogits[r] = (softmax(logits[r]) - onehot(target[r])) / n      (scored rows)
+// computed in one pass per row (rowops cross_entropy); the mean is summed in row order in double,
+// skipping unscored rows, so a batch gives exactly the loss and gradients it would give with its
+// unscored rows removed, on any number of threads. No scored row: loss 0, every dlogit 0.
 #include "core/threads.h"
 #include "train/layers.h"
 #include "train/rowops.h"
@@ -11,13 +15,17 @@ namespace kvad::train {
 template <typename T>
 double cross_entropy(T* logits, T* loss, const int32_t* targets, int64_t rows, int64_t V) {
   const RowOps<T>& ops = rowops<T>();
-  const T scale = (T)(1.0 / (double)rows);
+  int64_t scored = 0;
+  for (int64_t r = 0; r < rows; r++) scored += targets[r] >= 0;
+  const T scale = scored ? (T)(1.0 / (double)scored) : (T)0;
   pool().parallel_for(rows, 16, [&](int64_t r0, int64_t r1) {
     ops.cross_entropy(logits + r0 * V, loss + r0, targets + r0, r1 - r0, V, scale);
   });
+  if (!scored) return 0;
   double sum = 0;
-  for (int64_t r = 0; r < rows; r++) sum += (double)loss[r];
-  return sum / (double)rows;
+  for (int64_t r = 0; r < rows; r++)
+    if (targets[r] >= 0) sum += (double)loss[r];
+  return sum / (double)scored;
 }
 
 template double cross_entropy<float>(float*, float*, const int32_t*, int64_t, int64_t);

@@ -1,6 +1,7 @@
 // The reference kernels: the formulas written out once, in plain loops, for float and double.
 #include "train/rowops.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace kvad::train {
@@ -157,6 +158,11 @@ template <typename T>
 void cross_entropy(T* logits, T* loss, const int32_t* targets, int64_t rows, int64_t V, T grad_scale) {
   for (int64_t r = 0; r < rows; r++) {
     T* l = logits + r * V;
+    if (targets[r] < 0) {  // not scored
+      loss[r] = 0;
+      std::fill(l, l + V, (T)0);
+      continue;
+    }
     T mx = l[0];
     for (int64_t j = 1; j < V; j++) mx = std::max(mx, l[j]);
     T sum = 0;

@@ -43,7 +43,8 @@ struct RowOps {
   void (*rope)(T* x, int64_t heads, int64_t hd, const T* cos, const T* sin, bool inverse);
 
   // Softmax cross-entropy per row of logits [rows, V]: loss[r] = -log softmax(logits[r])[target[r]];
-  // logits are replaced by dlogits = (softmax - onehot) * grad_scale.
+  // logits are replaced by dlogits = (softmax - onehot) * grad_scale. A row whose target is < 0 is
+  // not scored: loss[r] = 0 and its dlogits are 0.
   void (*cross_entropy)(T* logits, T* loss, const int32_t* targets, int64_t rows, int64_t V, T grad_scale);
 
   // AdamW (decoupled weight decay), PyTorch's formula, on the gradient g * gscale (the clipping):

@@ -7,6 +7,7 @@
 // A row's ragged end is loaded into a padded vector and computed like the rest, so every element
 // goes through the same arithmetic wherever it sits.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -237,13 +238,18 @@ void cross_entropy(float* logits, float* loss, const int32_t* targets, int64_t r
   const float neg_inf = -INFINITY;
   for (int64_t r = 0; r < rows; r++) {
     float* l = logits + r * V_;
+    int32_t t = targets[r];
+    if (t < 0) {  // not scored
+      loss[r] = 0;
+      std::fill(l, l + V_, 0.0f);
+      continue;
+    }
     V mx = splat(neg_inf);
     for (int64_t j = 0; j < V_; j += W) mx = vmax(mx, ld(l + j, V_ - j, neg_inf));
     float m = hmax(mx);
     V sum = {};
     for (int64_t j = 0; j < V_; j += W) sum += lanes_below(V_ - j) ? vexp(ld(l + j, V_ - j) - m) : V{};
     float lse = m + std::log(hsum(sum));
-    int32_t t = targets[r];
     loss[r] = lse - l[t];
     for (int64_t j = 0; j < V_; j += W) st(l + j, vexp(ld(l + j, V_ - j) - lse) * grad_scale, V_ - j);
     l[t] -= grad_scale;
