@@ -4,13 +4,12 @@
 
 #include "core/error.h"
 #include "core/fs.h"
-#include "core/rng.h"
 #include "core/utf8.h"
 #include "tokenizer/byte_level.h"
 
 namespace kvad::train {
 
-Corpus load_corpus(const std::string& path, bool all_bytes) {
+std::string read_training_text(const std::string& path) {
   if (!file_exists(path)) fail("--data {}: no such file", path);
   if (is_directory(path)) fail("--data {}: is a folder; give a text file", path);
   std::string text = read_file(path);
@@ -23,7 +22,16 @@ Corpus load_corpus(const std::string& path, bool all_bytes) {
   for (unsigned char ch : text) control += ch < 0x20 && ch != '\n' && ch != '\r' && ch != '\t';
   if (control * 10 > (int64_t)text.size())
     fail("--data {}: {} of {} bytes are control characters; this does not look like text", path, control, text.size());
+  return text;
+}
 
+uint64_t fnv1a(std::string_view bytes, uint64_t h) {
+  for (unsigned char ch : bytes) h = (h ^ ch) * 1099511628211ull;
+  return h;
+}
+
+Corpus load_corpus(const std::string& path, bool all_bytes) {
+  std::string text = read_training_text(path);
   Corpus c;
   c.path = path;
   bool present[256] = {};
@@ -32,34 +40,40 @@ Corpus load_corpus(const std::string& path, bool all_bytes) {
   for (int b = 0; b < 256; b++)
     if (all_bytes || present[b]) c.id_of[b] = (int32_t)c.vocab.size(), c.vocab.push_back((uint8_t)b);
   c.ids.resize(text.size());
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < text.size(); i++) {
-    unsigned char ch = (unsigned char)text[i];
-    c.ids[i] = c.id_of[ch];
-    h = (h ^ ch) * 1099511628211ull;
-  }
-  c.hash = h;
+  for (size_t i = 0; i < text.size(); i++) c.ids[i] = c.id_of[(unsigned char)text[i]];
+  c.hash = fnv1a(text);
   c.n_train = (int64_t)(0.9 * (double)c.ids.size());  // as the peer: int(0.9 * len)
   return c;
 }
 
-void check_corpus_fits(const Corpus& c, int64_t context) {
-  if (c.n_train < context + 2 || c.n_val() < context + 1)
-    fail("--data {}: {} bytes is too short for a context of {}: the 90% training part needs more than {} bytes "
+void check_split_fits(const std::string& path, int64_t n, int64_t n_train, int64_t context, const char* unit) {
+  if (n_train < context + 2 || n - n_train < context + 1)
+    fail("--data {}: {} {} is too short for a context of {}: the 90% training part needs more than {} {} "
          "and the 10% validation part at least {} (give more text or a smaller --context)",
-         c.path, c.size(), context, context + 1, context + 1);
+         path, n, unit, context, context + 1, unit, context + 1);
+}
+
+void check_corpus_fits(const Corpus& c, int64_t context) { check_split_fits(c.path, c.size(), c.n_train, context, "bytes"); }
+
+Rng batch_rng(uint64_t seed, int64_t step) {
+  uint64_t s = seed ^ 0x5851f42d4c957f2dull;
+  uint64_t mixed = Rng::splitmix(s) ^ (uint64_t)step;
+  return Rng(Rng::splitmix(mixed));
+}
+
+void sample_windows(const int32_t* ids, int64_t n, uint64_t seed, int64_t step, int64_t B, int64_t T, int32_t* x,
+                    int32_t* y) {
+  Rng rng = batch_rng(seed, step);
+  uint64_t span = (uint64_t)(n - T - 1);  // as the peer: randint(len(train) - block - 1)
+  for (int64_t b = 0; b < B; b++) {
+    int64_t o = (int64_t)rng.below(span);
+    std::copy(ids + o, ids + o + T, x + b * T);
+    std::copy(ids + o + 1, ids + o + T + 1, y + b * T);
+  }
 }
 
 void sample_batch(const Corpus& c, uint64_t seed, int64_t step, int64_t B, int64_t T, int32_t* x, int32_t* y) {
-  uint64_t s = seed ^ 0x5851f42d4c957f2dull;
-  uint64_t mixed = Rng::splitmix(s) ^ (uint64_t)step;
-  Rng rng(Rng::splitmix(mixed));
-  uint64_t span = (uint64_t)(c.n_train - T - 1);  // as the peer: randint(len(train) - block - 1)
-  for (int64_t b = 0; b < B; b++) {
-    int64_t o = (int64_t)rng.below(span);
-    std::copy(c.ids.begin() + o, c.ids.begin() + o + T, x + b * T);
-    std::copy(c.ids.begin() + o + 1, c.ids.begin() + o + T + 1, y + b * T);
-  }
+  sample_windows(c.ids.data(), c.n_train, seed, step, B, T, x, y);
 }
 
 int64_t val_windows(const Corpus& c, int64_t T) { return (c.n_val() - 1) / T; }

@@ -5,9 +5,11 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/json.h"
+#include "core/rng.h"
 
 namespace kvad::train {
 
@@ -36,6 +38,24 @@ void sample_batch(const Corpus& c, uint64_t seed, int64_t step, int64_t B, int64
 // Validation: non-overlapping T-long windows of the validation part (as the peer scores it).
 int64_t val_windows(const Corpus& c, int64_t T);
 void val_window(const Corpus& c, int64_t w, int64_t T, int32_t* x, int32_t* y);
+
+// ---- the pieces shared with token_data.cpp (the same checks and batches for a base model's tokens)
+
+// The text of a --data file, checked: it exists, is a file, is not empty, has no NUL byte, is
+// UTF-8 and is not mostly control characters. Errors say `--data PATH: why`.
+std::string read_training_text(const std::string& path);
+// FNV-1a (64-bit) of bytes, continuing from h: the hash a resumed run compares.
+constexpr uint64_t kFnv1aBasis = 1469598103934665603ull;
+uint64_t fnv1a(std::string_view bytes, uint64_t h = kFnv1aBasis);
+// Fails unless a text of n units (bytes, tokens) split at n_train leaves more than one context
+// window (+1 for the shifted targets) in the training part and one in the validation part.
+void check_split_fits(const std::string& path, int64_t n, int64_t n_train, int64_t context, const char* unit);
+// The generator of step `step`'s batch, seeded by (seed, step) only.
+Rng batch_rng(uint64_t seed, int64_t step);
+// B windows of T+1 ids at uniform random offsets in ids[0, n) (drawn from batch_rng(seed, step)):
+// x = window[0, T), y = window[1, T], each [B*T].
+void sample_windows(const int32_t* ids, int64_t n, uint64_t seed, int64_t step, int64_t B, int64_t T, int32_t* x,
+                    int32_t* y);
 
 // tokenizer.json for a byte vocabulary: byte-level BPE without merges, ByteLevel pre-tokenizer
 // without the regex, so each byte is its own token. A byte outside the vocabulary becomes the
