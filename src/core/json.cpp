@@ -209,17 +209,20 @@ Json read_json_file(const std::string& path, const JsonLimits& limits) {
 std::string json_snippet(const Json& v, size_t max_chars) { return snippet(v, max_chars); }
 std::string json_snippet(const OrderedJson& v, size_t max_chars) { return snippet(v, max_chars); }
 
-const char* json_type_name(const Json& v) {
+template <class J>
+static const char* type_name(const J& v) {
   switch (v.type()) {
-    case Json::value_t::null: return "null";
-    case Json::value_t::boolean: return "a boolean";
-    case Json::value_t::string: return "a string";
-    case Json::value_t::array: return "an array";
-    case Json::value_t::object: return "an object";
-    case Json::value_t::binary: return "binary data";
+    case J::value_t::null: return "null";
+    case J::value_t::boolean: return "a boolean";
+    case J::value_t::string: return "a string";
+    case J::value_t::array: return "an array";
+    case J::value_t::object: return "an object";
+    case J::value_t::binary: return "binary data";
     default: return "a number";
   }
 }
+const char* json_type_name(const Json& v) { return type_name(v); }
+const char* json_type_name(const OrderedJson& v) { return type_name(v); }
 
 static const Json* field(const Json& j, const char* key, const std::string& what) {
   if (!j.is_object()) fail("{}: expected a JSON object, got {}", what, json_type_name(j));

@@ -45,6 +45,7 @@ std::string json_snippet(const Json& v, size_t max_chars = 60);
 std::string json_snippet(const OrderedJson& v, size_t max_chars = 60);
 // "a string", "an object", ... for messages.
 const char* json_type_name(const Json& v);
+const char* json_type_name(const OrderedJson& v);
 
 // Typed field access that reports "<what>: field 'k' ..." on a missing or mistyped field.
 int64_t json_int(const Json& j, const char* key, const std::string& what);
