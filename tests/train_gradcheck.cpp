@@ -12,6 +12,7 @@
 #include "core/threads.h"
 #include "grad_check.h"
 #include "train/layers.h"
+#include "train/lora.h"
 #include "train/model.h"
 
 using namespace kvad;
@@ -365,5 +366,73 @@ TEST(GradCheck, FloatModelMatchesDouble) {
         worst = std::max(worst, std::fabs(mf.grads()[p.offset + i] - md.grads()[p.offset + i]));
       EXPECT_LE(worst, 2e-3 * mx + 1e-7) << p.name << " max|g| " << mx;
     }
+  }
+}
+
+// The adapted model: a LoRA pair on every projection of every case (fused q/k/v and gate/up
+// slices, GPT-2's c_attn and both c_proj, Qwen2's biased and Qwen3's normed q/k), with some targets
+// ignored (-1, as chat masks make them): the adapter's gradients against central differences,
+// and the frozen base gets none.
+TEST(GradCheck, WholeAdaptedModel) {
+  for (const Case& c : model_cases()) {
+    SCOPED_TRACE(c.name);
+    const int64_t B = 2, T = 5;
+    LoraConfig cfg;
+    cfg.rank = 2, cfg.alpha = 3, cfg.targets = {"all-linear"};
+    LoraLayout lora = make_lora_layout(c.shape, cfg);
+    Model<double> m(c.shape, B, &lora);
+    m.init(42);
+    Rng r(9);
+    for (int64_t i = 0; i < m.num_params(); i++) m.params()[i] += 0.3 * r.normal();
+    EXPECT_EQ(m.num_trainable(), lora.total());
+    EXPECT_EQ(m.grads(), nullptr);  // no gradient buffer for the frozen base
+    // Non-zero A and B: a fresh adapter (B = 0) would leave A's gradient zero.
+    for (int64_t i = 0; i < lora.total(); i++) m.trainable()[i] = 0.5 * r.normal();
+    std::vector<int32_t> x, y;
+    batch(r, B, T, c.shape.vocab, x, y);
+    y[1] = y[7] = -1;  // not scored
+    m.forward(x.data(), y.data(), B, T);
+    m.backward();
+    std::vector<double> grads(m.trainable_grads(), m.trainable_grads() + lora.total());
+    std::vector<double> adapter(m.trainable(), m.trainable() + lora.total());
+    std::vector<double> base(m.params(), m.params() + m.num_params());
+    auto loss = [&] {
+      std::copy(adapter.begin(), adapter.end(), m.trainable());
+      return m.forward(x.data(), y.data(), B, T);
+    };
+    for (const ParamInfo& p : lora.params.tensors) {
+      std::vector<double> sub(adapter.begin() + p.offset, adapter.begin() + p.offset + p.size);
+      std::vector<double> an(grads.begin() + p.offset, grads.begin() + p.offset + p.size);
+      auto sub_loss = [&] {
+        std::copy(sub.begin(), sub.end(), adapter.begin() + p.offset);
+        return loss();
+      };
+      grad_check(p.name.c_str(), sub, an, sub_loss, 12);
+      std::copy(sub.begin(), sub.end(), adapter.begin() + p.offset);
+    }
+    EXPECT_TRUE(std::equal(base.begin(), base.end(), m.params())) << "the frozen base changed";
+  }
+}
+
+// An adapter changes the loss exactly as merging it into the base's weights does (lora_merge).
+TEST(GradCheck, AdaptedModelEqualsMergedBase) {
+  for (const Case& c : model_cases()) {
+    SCOPED_TRACE(c.name);
+    const int64_t B = 2, T = 6;
+    LoraConfig cfg;
+    cfg.rank = 3, cfg.alpha = 5, cfg.rslora = true, cfg.targets = {"all-linear"};
+    LoraLayout lora = make_lora_layout(c.shape, cfg);
+    Model<double> adapted(c.shape, B, &lora), merged(c.shape, B);
+    adapted.init(1);
+    Rng r(2);
+    for (int64_t i = 0; i < lora.total(); i++) adapted.trainable()[i] = 0.5 * r.normal();
+    std::copy(adapted.params(), adapted.params() + adapted.num_params(), merged.params());
+    lora_merge(merged.params(), merged.layout(), lora, adapted.trainable());
+    std::vector<int32_t> x, y;
+    batch(r, B, T, c.shape.vocab, x, y);
+    double la = adapted.forward(x.data(), y.data(), B, T), lm = merged.forward(x.data(), y.data(), B, T);
+    EXPECT_NEAR(la, lm, 1e-12 * std::fabs(lm));
+    double plain = Model<double>(c.shape, B).forward(x.data(), y.data(), B, T);  // zeros: a sanity floor
+    EXPECT_NE(la, plain);
   }
 }

@@ -1,5 +1,6 @@
 // kvad train: trains a character-level GPT-2- or Llama-style model on a text file and saves it in
-// kvad's store, where `kvad run --model NAME` finds it. The loop is src/train/trainer.cpp; this
+// kvad's store, where `kvad run --model NAME` finds it; with --lora, an adapter for a base model
+// (saved under adapters/, where `--lora NAME` finds it). The loop is src/train/trainer.cpp; this
 // file maps flags to its options and prints a sample from each checkpoint with the engine.
 #include <cstdio>
 #include <cstdlib>
@@ -10,6 +11,7 @@
 #include "core/fs.h"
 #include "io/store.h"
 #include "runtime/generate.h"
+#include "runtime/loader.h"
 #include "train/trainer.h"
 
 namespace kvad::cli {
@@ -40,6 +42,7 @@ void add_train(CLI::App& app) {
   struct Args {
     train::TrainOptions o;
     std::string name, arch = "gpt2", schedule = "cosine";
+    std::vector<std::string> targets = {"all-linear"};
     bool untied = false;
   };
   auto a = std::make_shared<Args>();
@@ -77,6 +80,16 @@ void add_train(CLI::App& app) {
   cmd->add_flag("--resume", o.resume, "continue training NAME from its last checkpoint");
   cmd->add_flag("--force", o.force, "replace an existing model NAME");
   cmd->add_option("--json-out", o.json_out, "write the final summary (params, chars_per_s_median, val_bpc, ...) here");
+  auto* lora_group = cmd->add_option_group("LoRA", "fine-tune an adapter on a frozen base (saved as a PEFT folder)");
+  lora_group->add_flag("--lora", o.lora, "train a LoRA adapter for --base instead of a model from scratch");
+  lora_group->add_option("--base", o.lora_opts.base_name, "the model to adapt: a name in kvad's store, a Hub name in the HF cache, or a folder (Llama, Qwen2, Qwen3, GPT-2)");
+  lora_group->add_option("--base-quant", o.lora_opts.base_quant, "q8: learn against the base rounded to kvad's q8 (what --quant q8 serves)")
+      ->check(CLI::IsMember({"q8"}));
+  lora_group->add_option("--rank", o.lora_opts.adapter.rank, "adapter rank r (default 16)")->check(CLI::Range(1, 4096));
+  lora_group->add_option("--alpha", o.lora_opts.adapter.alpha, "LoRA alpha: the side path is scaled by alpha / r (default 32)")->check(CLI::PositiveNumber);
+  lora_group->add_flag("--rslora", o.lora_opts.adapter.rslora, "scale by alpha / sqrt(r) (rank-stabilised LoRA)");
+  lora_group->add_option("--targets", a->targets, "modules to adapt, comma-separated (default all-linear = q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj; GPT-2: c_attn,c_proj,c_fc)")
+      ->delimiter(',');
   cmd->callback([a, cmd] {
     train::TrainOptions& o = a->o;
     const std::string& name = a->name;
@@ -84,12 +97,25 @@ void add_train(CLI::App& app) {
       fail("--name '{}': a model name is one folder name (letters, digits, - _ .), not a path", name);
     if (o.data.empty() && !o.resume) fail("train: --data FILE is required");
     if (o.resume && o.force) fail("train: --resume and --force contradict each other");
-    o.dir = join_path(store_models_dir(), name);
+    for (const char* only : {"--base", "--base-quant", "--rank", "--alpha", "--rslora", "--targets"})
+      if (!o.lora && cmd->count(only)) fail("train: {} is an option of --lora (fine-tuning an adapter)", only);
+    if (o.lora) {
+      for (const char* scratch : {"--arch", "--layers", "--dim", "--heads", "--kv-heads", "--ffn", "--untied", "--all-bytes"})
+        if (cmd->count(scratch)) fail("train --lora: {} is the base's; it cannot be chosen for an adapter", scratch);
+      if (o.lora_opts.base_name.empty() && !o.resume) fail("train --lora: --base MODEL is required (the model to adapt)");
+      if (!o.lora_opts.base_name.empty()) o.lora_opts.base = resolve_model_path(o.lora_opts.base_name);
+      o.lora_opts.adapter.targets = a->targets;
+      // PEFT's and transformers' Trainer's default: no weight decay on the adapter.
+      if (!cmd->count("--weight-decay")) o.adam.weight_decay = 0;
+      if (!cmd->count("--sample-chars")) o.sample_chars = 0;
+    }
+    o.dir = join_path(o.lora ? store_adapters_dir() : store_models_dir(), name);
     o.shape.arch = a->arch == "llama" ? train::Arch::Llama : train::Arch::Gpt2;
     o.shape.tied = !a->untied;
     o.lr.kind = train::parse_schedule(a->schedule);
     for (const CLI::Option* opt : cmd->get_options())
       if (opt->count() > 0 && !opt->get_lnames().empty()) o.given.insert(opt->get_lnames()[0]);
+    if (o.given.count("ctx")) o.given.insert("context");  // -c, --ctx, --context: the config calls it context
     install_interrupt_handler();
     train::TrainHooks hooks;
     hooks.stop = &g_interrupted;
@@ -99,8 +125,12 @@ void add_train(CLI::App& app) {
       std::fflush(stdout);
       std::exit(130);  // the conventional status of a run stopped by Ctrl-C; the checkpoint is saved
     }
-    std::fprintf(stderr, "model saved as %s (%s); try: kvad run --model %s --prompt \"...\"\n", name.c_str(),
-                 o.dir.c_str(), name.c_str());
+    if (o.lora)
+      std::fprintf(stderr, "adapter saved as %s (%s); try: kvad run --model %s --lora %s --prompt \"...\"\n",
+                   name.c_str(), o.dir.c_str(), o.lora_opts.base_name.c_str(), name.c_str());
+    else
+      std::fprintf(stderr, "model saved as %s (%s); try: kvad run --model %s --prompt \"...\"\n", name.c_str(),
+                   o.dir.c_str(), name.c_str());
   });
 }
 

@@ -17,11 +17,24 @@ std::string kvad_home() {
 std::string store_models_dir() { return join_path(kvad_home(), "models"); }
 std::string store_cache_dir() { return join_path(kvad_home(), "cache"); }
 
-std::optional<std::string> find_in_store(const std::string& name) {
+std::string store_adapters_dir() { return join_path(kvad_home(), "adapters"); }
+
+namespace {
+// NAME's folder under `root` when it holds `marker`; never a path out of the store.
+std::optional<std::string> find_under(const std::string& root, const std::string& name, const char* marker) {
   if (name.empty() || name.find("..") != std::string::npos || name[0] == '/') return std::nullopt;
-  std::string dir = join_path(store_models_dir(), name);
-  if (file_exists(join_path(dir, "config.json"))) return dir;
+  std::string dir = join_path(root, name);
+  if (file_exists(join_path(dir, marker))) return dir;
   return std::nullopt;
+}
+}  // namespace
+
+std::optional<std::string> find_in_store(const std::string& name) {
+  return find_under(store_models_dir(), name, "config.json");
+}
+
+std::optional<std::string> find_adapter_in_store(const std::string& name) {
+  return find_under(store_adapters_dir(), name, "adapter_config.json");
 }
 
 }  // namespace kvad

@@ -5,6 +5,8 @@
 #include <cstdlib>
 
 #include "core/error.h"
+#include "core/fs.h"
+#include "io/store.h"
 #include "models/lora.h"
 
 namespace kvad {
@@ -32,7 +34,11 @@ std::vector<LoadedLora> load_loras(const std::vector<std::string>& specs, const 
   std::vector<LoadedLora> out;
   for (const std::string& text : specs) {
     LoraSpec s = parse_lora_spec(text);
-    out.push_back({load_lora(s.path, model), s.path, s.scale});
+    // A name with no such file is looked up among the adapters kvad train --lora saved.
+    std::string path = s.path;
+    if (!file_exists(path) && !is_directory(path))
+      if (std::optional<std::string> stored = find_adapter_in_store(path)) path = *stored;
+    out.push_back({load_lora(path, model), s.path, s.scale});
   }
   return out;
 }

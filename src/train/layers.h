@@ -30,7 +30,8 @@ void linear_bwd(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, int64_
 // ---- norm.cpp: LayerNorm (w, b) and RMSNorm (w only; b == null), per row of C.
 template <typename T>
 void norm_fwd(T* out, T* mean, T* rstd, const T* x, const T* w, const T* b, int64_t rows, int64_t C, T eps);
-// dx +=, dw =, db =. For RMSNorm pass b == db == mean == null.
+// dx +=, dw =, db =. LayerNorm is told by its mean: for RMSNorm pass mean == db == null. dw == null:
+// only dx (a frozen norm; a frozen LayerNorm passes db == null too).
 template <typename T>
 void norm_bwd(T* dx, T* dw, T* db, const T* dout, const T* x, const T* mean, const T* rstd, const T* w,
               int64_t rows, int64_t C);
@@ -48,12 +49,23 @@ void attention_fwd(T* out, T* probs, const T* qkv, const AttnShape& s);
 template <typename T>
 void attention_bwd(T* dqkv, const T* dout, const T* qkv, const T* probs, const AttnShape& s);
 
+// ---- norm.cpp: Qwen3's q_norm / k_norm, an RMSNorm of each head of q and of k inside qkv rows
+// (one weight [hd] per kind, shared by the heads), in place. saved [B*T*(H+KV)*hd] keeps the
+// inputs, rstd [B*T*(H+KV)]; scratch holds 2 * B*T*(H+KV)*hd values.
+template <typename T>
+void qk_norm_fwd(T* qkv, T* saved, T* rstd, T* scratch, const T* wq, const T* wk, const AttnShape& s, T eps);
+// In place on dqkv's q and k parts; dwq, dwk = (null: frozen, not wanted).
+template <typename T>
+void qk_norm_bwd(T* dqkv, T* dwq, T* dwk, T* scratch, const T* saved, const T* rstd, const T* wq, const T* wk,
+                 const AttnShape& s);
+
 // ---- rope.cpp: rotary embedding of the q and k parts of qkv rows, position = row % T.
 template <typename T>
 struct RopeTables {
   std::vector<T> cos, sin;  // [T, hd/2]: angle pos * theta^(-2i/hd), computed in double
   int64_t half = 0;
-  RopeTables(int64_t Tn, int64_t hd, double theta);
+  // inv_freq: the frequencies of a scaled rope (a base's llama3 / linear scaling), else theta's.
+  RopeTables(int64_t Tn, int64_t hd, double theta, const std::vector<double>& inv_freq = {});
 };
 // In place on qkv (forward) or on dqkv (backward: the inverse rotation).
 template <typename T>

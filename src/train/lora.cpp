@@ -112,7 +112,8 @@ LoraLayout make_lora_layout(const ModelShape& shape, const LoraConfig& cfg) {
   LoraLayout L;
   L.config = cfg;
   L.shape = shape;
-  const std::vector<LoraPiece> all = all_projections(shape);
+  L.shape.finalize();  // the widths the model will have (ffn, kv_heads defaults)
+  const std::vector<LoraPiece> all = all_projections(L.shape);
   std::set<std::string> kinds;
   for (const LoraPiece& p : all) kinds.insert(last_component(p.module));
   L.valid_targets.assign(kinds.begin(), kinds.end());

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "train/lora.h"
 #include "train/profile.h"
 
 namespace kvad::train {
@@ -133,19 +134,35 @@ struct Model<T>::Acts {
 };
 
 template <typename T>
-uint64_t Model<T>::training_bytes(const ModelShape& shape, int64_t max_batch) {
+uint64_t Model<T>::training_bytes(const ModelShape& shape, int64_t max_batch, const LoraLayout* lora) {
   ModelShape s = shape;
   s.finalize();
-  return sizeof(T) * (4 * (uint64_t)make_layout(s).total + (uint64_t)Acts::plan(s, max_batch, nullptr));
+  const uint64_t base = (uint64_t)make_layout(s).total, acts = (uint64_t)Acts::plan(s, max_batch, nullptr);
+  if (!lora) return sizeof(T) * (4 * base + acts);  // parameters, gradients, AdamW's two moments
+  // A frozen base: its parameters only; the adapter's four copies and its kept products.
+  const uint64_t rows = (uint64_t)(max_batch * s.context), r = (uint64_t)lora->config.rank;
+  return sizeof(T) * (base + 4 * (uint64_t)lora->total() + acts + (lora->pieces.size() + 1) * rows * r);
 }
 
 template <typename T>
-Model<T>::Model(const ModelShape& shape, int64_t max_batch) : shape_(shape), max_batch_(max_batch) {
+Model<T>::Model(const ModelShape& shape, int64_t max_batch, const LoraLayout* lora)
+    : shape_(shape), max_batch_(max_batch), lora_(lora) {
   shape_.finalize();
   if (max_batch < 1) fail("the batch must hold at least one sequence");
   layout_ = make_layout(shape_);
   params_.assign((size_t)layout_.total, T(0));
-  grads_.assign((size_t)layout_.total, T(0));
+  if (lora_) {
+    if (lora_->shape.dim != shape_.dim || lora_->shape.layers != shape_.layers || lora_->shape.qkv_dim() != shape_.qkv_dim() ||
+        lora_->shape.ffn != shape_.ffn)
+      fail("the adapter's layout was made for another model shape");
+    const int64_t rows = max_batch * shape_.context, r = lora_->config.rank;
+    adapter_.assign((size_t)lora_->total(), T(0));
+    adapter_grads_.assign((size_t)lora_->total(), T(0));
+    lora_t_.assign(lora_->pieces.size() * (size_t)(rows * r), T(0));
+    lora_dt_.assign((size_t)(rows * r), T(0));
+  } else {
+    grads_.assign((size_t)layout_.total, T(0));
+  }
   acts_ = std::make_unique<Acts>();
   acts_->buf.assign((size_t)Acts::plan(shape_, max_batch, nullptr), T(0));
   Acts::plan(shape_, max_batch, acts_.get());
@@ -172,12 +189,42 @@ const T* Model<T>::logits() const {
 }
 
 template <typename T>
+const ParamLayout& Model<T>::trainable_layout() const {
+  return lora_ ? lora_->params : layout_;
+}
+
+// The adapter's side paths of one site (LoraSite) of a layer, after the site's base product:
+// y [rows, site width] += s (x Aᵀ) Bᵀ on each adapted module's columns.
+template <typename T>
+void Model<T>::lora_forward(int64_t layer, int site, T* y, const T* x) {
+  if (!lora_) return;
+  const int64_t rows = B_ * T_, r = lora_->config.rank;
+  for (const LoraPiece& p : lora_->at(layer, (LoraSite)site)) {
+    T* t = lora_t_.data() + (size_t)(&p - lora_->pieces.data()) * (size_t)(max_batch_ * shape_.context * r);
+    lora_fwd<T>(y + p.out0, p.ldy, t, x, adapter_.data() + p.a, adapter_.data() + p.b, rows, p.in, p.out, r,
+                (T)lora_->scale());
+  }
+}
+
+// Their backward: the adapter's gradients, and dx += what flows back through them.
+template <typename T>
+void Model<T>::lora_backward(int64_t layer, int site, T* dx, const T* dy, const T* x) {
+  if (!lora_) return;
+  const int64_t rows = B_ * T_, r = lora_->config.rank;
+  for (const LoraPiece& p : lora_->at(layer, (LoraSite)site)) {
+    const T* t = lora_t_.data() + (size_t)(&p - lora_->pieces.data()) * (size_t)(max_batch_ * shape_.context * r);
+    lora_bwd<T>(dx, adapter_grads_.data() + p.a, adapter_grads_.data() + p.b, lora_dt_.data(), dy + p.out0, p.ldy,
+                x, t, adapter_.data() + p.a, adapter_.data() + p.b, rows, p.in, p.out, r, (T)lora_->scale());
+  }
+}
+
+template <typename T>
 double Model<T>::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t Tn) {
   const ModelShape& s = shape_;
   if (B < 1 || B > max_batch_ || Tn < 1 || Tn > s.context)
     fail("forward of {} x {} tokens does not fit the model's {} x {}", B, Tn, max_batch_, s.context);
   for (int64_t i = 0; i < B * Tn; i++)
-    if (tokens[i] < 0 || tokens[i] >= s.vocab || (targets && (targets[i] < 0 || targets[i] >= s.vocab)))
+    if (tokens[i] < 0 || tokens[i] >= s.vocab || (targets && (targets[i] < -1 || targets[i] >= s.vocab)))
       fail("token id out of range for the vocabulary of {}", s.vocab);
   B_ = B, T_ = Tn;
   tokens_.assign(tokens, tokens + B * Tn);
@@ -202,6 +249,7 @@ double Model<T>::forward(const int32_t* tokens, const int32_t* targets, int64_t 
     {
       PhaseTimer t("fwd qkv");
       linear_fwd(A.qkv, A.ln1, P(w.qkv_w), P(w.qkv_b), BT, C, s.qkv_dim());
+      lora_forward(l, (int)LoraSite::Qkv, A.qkv, A.ln1);
       if (s.qk_norm) qk_norm_fwd(A.qkv, A.qk_in, A.qk_rstd, a.qk_scratch, P(w.q_norm), P(w.k_norm), as, (T)s.norm_eps);
       if (!gpt2) rope_qk(A.qkv, *rope_, as, false);
     }
@@ -215,6 +263,7 @@ double Model<T>::forward(const int32_t* tokens, const int32_t* targets, int64_t 
       std::memcpy(A.res_mid, a.res[l], sizeof(T) * (size_t)(BT * C));
       gemm_t<T>(BT, C, s.q_dim(), A.atty, s.q_dim(), false, P(w.proj_w), s.q_dim(), true, A.res_mid, C, true,
                 P(w.proj_b));
+      lora_forward(l, (int)LoraSite::Proj, A.res_mid, A.atty);
     }
     {
       PhaseTimer t("fwd norm");
@@ -223,6 +272,7 @@ double Model<T>::forward(const int32_t* tokens, const int32_t* targets, int64_t 
     {
       PhaseTimer t("fwd fc");
       linear_fwd(A.fch, A.ln2, P(w.fc_w), P(w.fc_b), BT, C, s.ffn_in());
+      lora_forward(l, (int)LoraSite::Fc, A.fch, A.ln2);
     }
     {
       PhaseTimer t("fwd activation");
@@ -233,6 +283,7 @@ double Model<T>::forward(const int32_t* tokens, const int32_t* targets, int64_t 
       PhaseTimer t("fwd fc2");
       std::memcpy(a.res[l + 1], A.res_mid, sizeof(T) * (size_t)(BT * C));
       gemm_t<T>(BT, C, s.ffn, A.fch_act, s.ffn, false, P(w.fc2_w), s.ffn, true, a.res[l + 1], C, true, P(w.fc2_b));
+      lora_forward(l, (int)LoraSite::Fc2, a.res[l + 1], A.fch_act);
     }
   }
   PhaseTimer t("fwd head+loss");
@@ -249,7 +300,10 @@ void Model<T>::backward() {
   Acts& a = *acts_;
   const ParamLayout& L = layout_;
   auto P = [&](int64_t off) -> const T* { return off < 0 ? nullptr : params_.data() + off; };
-  auto G = [&](int64_t off) -> T* { return off < 0 ? nullptr : grads_.data() + off; };
+  // A frozen base (under LoRA) has no gradients: every null G skips a parameter gradient.
+  auto G = [&](int64_t off) -> T* { return off < 0 || lora_ ? nullptr : grads_.data() + off; };
+  // LayerNorm keeps its means; RMSNorm (Llama) has none, and norm_bwd tells them apart by that.
+  auto mean = [&](const T* m) -> const T* { return s.arch == Arch::Gpt2 ? m : nullptr; };
   const int64_t B = B_, Tn = T_, BT = B * Tn, C = s.dim;
   const AttnShape as{B, Tn, s.heads, s.kv_heads, s.head_dim()};
   const bool gpt2 = s.arch == Arch::Gpt2;
@@ -260,7 +314,7 @@ void Model<T>::backward() {
     // Head and final norm. a.logits holds dlogits (cross_entropy replaced them).
     linear_bwd<T>(a.dln, G(head), nullptr, a.logits, a.lnf, P(head), BT, C, s.vocab);
     std::memset(a.dres, 0, sizeof(T) * (size_t)(BT * C));
-    norm_bwd(a.dres, G(L.lnf_w), G(L.lnf_b), a.dln, a.res[s.layers], a.lnf_mean, a.lnf_rstd, P(L.lnf_w), BT, C);
+    norm_bwd(a.dres, G(L.lnf_w), G(L.lnf_b), a.dln, a.res[s.layers], mean(a.lnf_mean), a.lnf_rstd, P(L.lnf_w), BT, C);
   }
 
   for (int64_t l = s.layers - 1; l >= 0; l--) {
@@ -270,6 +324,7 @@ void Model<T>::backward() {
     {
       PhaseTimer t("bwd fc2");
       linear_bwd(a.dfch_act, G(w.fc2_w), G(w.fc2_b), a.dres, A.fch_act, P(w.fc2_w), BT, s.ffn, C);
+      lora_backward(l, (int)LoraSite::Fc2, a.dfch_act, a.dres, A.fch_act);
     }
     {
       PhaseTimer t("bwd activation");
@@ -279,15 +334,17 @@ void Model<T>::backward() {
     {
       PhaseTimer t("bwd fc");
       linear_bwd(a.dln, G(w.fc_w), G(w.fc_b), a.dfch, A.ln2, P(w.fc_w), BT, C, s.ffn_in());
+      lora_backward(l, (int)LoraSite::Fc, a.dln, a.dfch, A.ln2);
     }
     {
       PhaseTimer t("bwd norm");
-      norm_bwd(a.dres, G(w.ln2_w), G(w.ln2_b), a.dln, A.res_mid, A.ln2_mean, A.ln2_rstd, P(w.ln2_w), BT, C);
+      norm_bwd(a.dres, G(w.ln2_w), G(w.ln2_b), a.dln, A.res_mid, mean(A.ln2_mean), A.ln2_rstd, P(w.ln2_w), BT, C);
     }
     {
       PhaseTimer t("bwd proj");
       // Attention branch: res_mid = res[l] + proj(attn(ln1(res[l]))).
       linear_bwd(a.datty, G(w.proj_w), G(w.proj_b), a.dres, A.atty, P(w.proj_w), BT, s.q_dim(), C);
+      lora_backward(l, (int)LoraSite::Proj, a.datty, a.dres, A.atty);
     }
     {
       PhaseTimer t("bwd attention");
@@ -299,12 +356,14 @@ void Model<T>::backward() {
       if (s.qk_norm) qk_norm_bwd(a.dqkv, G(w.q_norm), G(w.k_norm), a.qk_scratch, A.qk_in, A.qk_rstd, P(w.q_norm),
                                  P(w.k_norm), as);
       linear_bwd(a.dln, G(w.qkv_w), G(w.qkv_b), a.dqkv, A.ln1, P(w.qkv_w), BT, C, s.qkv_dim());
+      lora_backward(l, (int)LoraSite::Qkv, a.dln, a.dqkv, A.ln1);
     }
     {
       PhaseTimer t("bwd norm");
-      norm_bwd(a.dres, G(w.ln1_w), G(w.ln1_b), a.dln, a.res[l], A.ln1_mean, A.ln1_rstd, P(w.ln1_w), BT, C);
+      norm_bwd(a.dres, G(w.ln1_w), G(w.ln1_b), a.dln, a.res[l], mean(A.ln1_mean), A.ln1_rstd, P(w.ln1_w), BT, C);
     }
   }
+  if (lora_) return;  // the embedding is frozen: nothing below it learns
   PhaseTimer t("bwd embedding");
   // Embeddings: the tied table already holds the head's gradient; a separate one starts at zero.
   if (L.head >= 0) std::memset(G(L.wte), 0, sizeof(T) * (size_t)(s.vocab * C));

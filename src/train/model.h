@@ -68,25 +68,37 @@ struct ParamLayout {
 };
 ParamLayout make_layout(const ModelShape& s);
 
+struct LoraLayout;
+
 template <typename T>
 class Model {
  public:
   // Activations are sized for batches of up to max_batch sequences of up to shape.context tokens.
-  Model(const ModelShape& shape, int64_t max_batch);
+  // With `lora`: the base is frozen (no gradients, no optimiser state) and the adapter's side
+  // paths are what trains; the layout must outlive the model.
+  Model(const ModelShape& shape, int64_t max_batch, const LoraLayout* lora = nullptr);
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
   // Bytes a model of this shape needs while training (parameters, gradients, AdamW's two moments,
   // activations), for refusing up front what cannot fit.
-  static uint64_t training_bytes(const ModelShape& shape, int64_t max_batch);
+  static uint64_t training_bytes(const ModelShape& shape, int64_t max_batch, const LoraLayout* lora = nullptr);
 
   const ModelShape& shape() const { return shape_; }
   const ParamLayout& layout() const { return layout_; }
   int64_t num_params() const { return layout_.total; }
   T* params() { return params_.data(); }
   const T* params() const { return params_.data(); }
-  T* grads() { return grads_.data(); }
+  T* grads() { return grads_.data(); }  // empty when the base is frozen
+
+  // What the optimiser updates: the adapter under LoRA, else every parameter.
+  const LoraLayout* lora() const { return lora_; }
+  const ParamLayout& trainable_layout() const;
+  int64_t num_trainable() const { return trainable_layout().total; }
+  T* trainable() { return lora_ ? adapter_.data() : params_.data(); }
+  const T* trainable() const { return lora_ ? adapter_.data() : params_.data(); }
+  T* trainable_grads() { return lora_ ? adapter_grads_.data() : grads_.data(); }
 
   // The nanoGPT initialisation from `seed`: N(0, 0.02), residual output projections
   // N(0, 0.02/sqrt(2 * layers)), biases 0, norm weights 1.
@@ -96,15 +108,20 @@ class Model {
   // backward() needs. Without: returns 0 and logits() holds [B*Tn, vocab].
   double forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t Tn);
   const T* logits() const;
-  // Gradients of the last forward's mean loss into grads() (every entry written).
+  // Gradients of the last forward's mean loss into trainable_grads() (every entry written).
   void backward();
 
  private:
   struct Acts;
+  void lora_forward(int64_t layer, int site, T* y, const T* x);
+  void lora_backward(int64_t layer, int site, T* dx, const T* dy, const T* x);
   ModelShape shape_;
   ParamLayout layout_;
   int64_t max_batch_;
   std::vector<T> params_, grads_;
+  const LoraLayout* lora_ = nullptr;
+  std::vector<T> adapter_, adapter_grads_;
+  std::vector<T> lora_t_, lora_dt_;  // per piece [max_batch * context, r] (t = s x Aᵀ); the backward's dt
   std::unique_ptr<Acts> acts_;
   std::unique_ptr<RopeTables<T>> rope_;
   std::vector<int32_t> tokens_;

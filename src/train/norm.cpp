@@ -35,7 +35,8 @@ void norm_bwd(T* dx, T* dw, T* db, const T* dout, const T* x, const T* mean, con
     for (int64_t blk = b0; blk < b1; blk++) {
       int64_t r0 = blk * kBlock, n = std::min(rows, r0 + kBlock) - r0;
       T *pw = &part[(size_t)(blk * 2 * C)], *pb = pw + C;
-      if (db) ops.layernorm_bwd(dx + r0 * C, pw, pb, dout + r0 * C, x + r0 * C, mean + r0, rstd + r0, w, n, C);
+      // LayerNorm is told by its mean (db is null for a frozen LayerNorm too).
+      if (mean) ops.layernorm_bwd(dx + r0 * C, pw, pb, dout + r0 * C, x + r0 * C, mean + r0, rstd + r0, w, n, C);
       else ops.rmsnorm_bwd(dx + r0 * C, pw, dout + r0 * C, x + r0 * C, rstd + r0, w, n, C);
     }
   });

@@ -7,16 +7,24 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <functional>
 
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/threads.h"
+#include "train/base.h"
 #include "train/checkpoint.h"
 #include "train/data.h"
+#include "tokenizer/tokenizer.h"
+#include "train/token_data.h"
 #include "train/profile.h"
 #include "train/progress.h"
 
 namespace kvad::train {
+
+// A fine-tune's context when --context is not given: the base's, up to this (a base's own is
+// often 32k+, whose attention probabilities alone would not fit a batch).
+constexpr int64_t kDefaultLoraContext = 512;
 
 uint64_t available_memory_bytes() {
   std::ifstream f("/proc/meminfo");
@@ -50,12 +58,32 @@ Json config_json(const TrainOptions& o) {
           {"save-every", o.save_every}};
 }
 
+// A fine-tune's configuration adds the base and the adapter's shape; its model shape is the base's.
+Json lora_config_json(const TrainOptions& o) {
+  Json j = config_json(o);
+  for (const char* key : {"arch", "layers", "dim", "heads", "kv-heads", "ffn", "untied", "all-bytes"}) j.erase(key);
+  const LoraTrainOptions& l = o.lora_opts;
+  j.update({{"lora", true}, {"base", l.base}, {"base-name", l.base_name}, {"base-quant", l.base_quant},
+            {"rank", l.adapter.rank}, {"alpha", l.adapter.alpha}, {"rslora", l.adapter.rslora},
+            {"targets", l.adapter.targets}});
+  return j;
+}
+
 void apply_config_json(TrainOptions& o, const Json& j) {
   ModelShape& s = o.shape;
-  s.arch = j.at("arch").get<std::string>() == "llama" ? Arch::Llama : Arch::Gpt2;
-  s.layers = j.at("layers"), s.dim = j.at("dim"), s.heads = j.at("heads"), s.kv_heads = j.at("kv-heads");
-  s.ffn = j.at("ffn"), s.context = j.at("context"), s.tied = !j.at("untied").get<bool>();
-  o.all_bytes = j.at("all-bytes"), o.batch = j.at("batch"), o.steps = j.at("steps");
+  s.context = j.at("context");
+  if (j.value("lora", false)) {
+    LoraTrainOptions& l = o.lora_opts;
+    l.base = j.at("base"), l.base_name = j.at("base-name"), l.base_quant = j.at("base-quant");
+    l.adapter.rank = j.at("rank"), l.adapter.alpha = j.at("alpha"), l.adapter.rslora = j.at("rslora");
+    l.adapter.targets = j.at("targets").get<std::vector<std::string>>();
+  } else {
+    s.arch = j.at("arch").get<std::string>() == "llama" ? Arch::Llama : Arch::Gpt2;
+    s.layers = j.at("layers"), s.dim = j.at("dim"), s.heads = j.at("heads"), s.kv_heads = j.at("kv-heads");
+    s.ffn = j.at("ffn"), s.tied = !j.at("untied").get<bool>();
+    o.all_bytes = j.at("all-bytes");
+  }
+  o.batch = j.at("batch"), o.steps = j.at("steps");
   o.lr.lr = j.at("lr"), o.lr.min_lr = j.at("min-lr"), o.lr.warmup = j.at("warmup");
   o.lr.kind = parse_schedule(j.at("schedule").get<std::string>());
   o.adam.weight_decay = j.at("weight-decay"), o.adam.grad_clip = j.at("grad-clip"), o.seed = j.at("seed");
@@ -71,19 +99,71 @@ Json shape_json(const ModelShape& s) {
 
 std::string hex64(uint64_t v) { return fmt::format("{:016x}", v); }
 
-// Mean cross-entropy over the first `max_windows` (0 = all) validation windows, in batches.
-std::pair<double, int64_t> evaluate(Model<float>& m, const Corpus& c, int64_t B, int64_t max_windows) {
-  const int64_t T = m.shape().context;
-  int64_t n = val_windows(c, T);
-  if (max_windows > 0) n = std::min(n, max_windows);
-  std::vector<int32_t> x((size_t)(B * T)), y((size_t)(B * T));
-  double total = 0;
-  for (int64_t w = 0; w < n; w += B) {
-    int64_t nb = std::min(B, n - w);
-    for (int64_t b = 0; b < nb; b++) val_window(c, w + b, T, &x[(size_t)(b * T)], &y[(size_t)(b * T)]);
-    total += m.forward(x.data(), y.data(), nb, T) * (double)(nb * T);
+// What the loop asks of its data, for characters (data.h) and for a base's tokens (token_data.h).
+struct LoopData {
+  std::function<int64_t(int64_t step, int32_t* x, int32_t* y)> batch;  // returns T
+  int64_t val_batches = 0;
+  std::function<int64_t(int64_t i, int32_t* x, int32_t* y, int64_t* rows)> val;  // returns T
+  std::function<int64_t(const int32_t* y, int64_t n)> target_bytes;  // text behind the scored targets
+};
+
+LoopData char_data(const Corpus& c, uint64_t seed, int64_t B, int64_t T) {
+  LoopData d;
+  d.batch = [&c, seed, B, T](int64_t step, int32_t* x, int32_t* y) {
+    sample_batch(c, seed, step, B, T, x, y);
+    return T;
+  };
+  const int64_t windows = val_windows(c, T);
+  d.val_batches = (windows + B - 1) / B;
+  d.val = [&c, B, T, windows](int64_t i, int32_t* x, int32_t* y, int64_t* rows) {
+    *rows = std::min(B, windows - i * B);
+    for (int64_t b = 0; b < *rows; b++) val_window(c, i * B + b, T, x + b * T, y + b * T);
+    return T;
+  };
+  d.target_bytes = [](const int32_t*, int64_t n) { return n; };  // a token is a character
+  return d;
+}
+
+LoopData token_data(const TokenData& t, const Tokenizer& tok, uint64_t seed, int64_t B, int64_t context) {
+  LoopData d;
+  d.batch = [&t, seed, B, context](int64_t step, int32_t* x, int32_t* y) {
+    return token_batch(t, seed, step, B, context, x, y);
+  };
+  d.val_batches = token_val_batches(t, B, context);
+  d.val = [&t, B, context](int64_t i, int32_t* x, int32_t* y, int64_t* rows) {
+    return token_val_batch(t, i, B, context, x, y, rows);
+  };
+  d.target_bytes = [&tok](const int32_t* y, int64_t n) { return target_bytes(tok, y, n); };
+  return d;
+}
+
+struct Eval {
+  double loss = 0;      // mean cross-entropy per scored token (nats)
+  double bpc = 0;       // bits per character (byte) of the text behind them
+  int64_t scored = 0, bytes = 0;
+};
+
+// Validation over the first `max_rows` (0 = all) sequences, in the data's batches.
+Eval evaluate(Model<float>& m, const LoopData& d, int64_t B, int64_t max_rows) {
+  const int64_t ctx = m.shape().context;
+  std::vector<int32_t> x((size_t)(B * ctx)), y((size_t)(B * ctx));
+  double nats = 0;
+  Eval e;
+  for (int64_t i = 0, done = 0; i < d.val_batches && (max_rows <= 0 || done < max_rows); i++) {
+    int64_t rows = 0, T = d.val(i, x.data(), y.data(), &rows);
+    if (max_rows > 0) rows = std::min(rows, max_rows - done);
+    done += rows;
+    int64_t scored = 0;
+    for (int64_t k = 0; k < rows * T; k++) scored += y[(size_t)k] >= 0;
+    if (scored == 0) continue;
+    nats += m.forward(x.data(), y.data(), rows, T) * (double)scored;
+    e.scored += scored;
+    e.bytes += d.target_bytes(y.data(), rows * T);
   }
-  return {total / (double)(n * T), n * T};
+  if (e.scored == 0) return e;
+  e.loss = nats / (double)e.scored;
+  e.bpc = nats / std::log(2.0) / (double)std::max<int64_t>(1, e.bytes);
+  return e;
 }
 
 double median(std::vector<double> v) {
@@ -101,13 +181,23 @@ TrainResult run_training(TrainOptions o, const TrainHooks& hooks) {
 
   // ---- configuration: fresh, or the checkpoint's with the few flags a resumed run may change.
   LoadedCheckpoint ck;
+  Json resumed_state;  // a fine-tune's trainer_state.json (its adapter is read once the layout is known)
   int64_t start = 0;
   Json losses = Json::array(), val_history = Json::array();
   double trained_seconds = 0;
   if (o.resume) {
     if (!is_directory(dir)) fail("--resume: there is no model {} to resume", dir);
-    ck = load_checkpoint(dir);
-    Json stored = ck.state.at("config"), now = config_json(o);
+    if (o.lora) {
+      std::string state_path = join_path(dir, "trainer_state.json");
+      if (!file_exists(state_path)) fail("{}: no trainer_state.json, so there is nothing to resume", dir);
+      resumed_state = read_json_file(state_path);
+      if (!resumed_state.at("config").value("lora", false))
+        fail("--resume --lora: {} is a model trained by kvad train, not an adapter", dir);
+    } else {
+      ck = load_checkpoint(dir);
+      resumed_state = ck.state;
+    }
+    Json stored = resumed_state.at("config"), now = o.lora ? lora_config_json(o) : config_json(o);
     static const std::set<std::string> may_change = {"steps", "eval-every", "eval-windows", "save-every"};
     for (const std::string& key : o.given)
       if (stored.contains(key) && !may_change.count(key) && now[key] != stored[key])
@@ -116,11 +206,11 @@ TrainResult run_training(TrainOptions o, const TrainHooks& hooks) {
     for (const std::string& key : may_change)
       if (o.given.count(key)) stored[key] = now[key];
     apply_config_json(o, stored);
-    if (o.data.empty()) o.data = ck.state.at("corpus").at("path").get<std::string>();
-    start = ck.state.at("step");
-    losses = ck.state.at("losses");
-    val_history = ck.state.at("val");
-    trained_seconds = ck.state.value("train_seconds", 0.0);
+    if (o.data.empty()) o.data = resumed_state.at("corpus").at("path").get<std::string>();
+    start = resumed_state.at("step");
+    losses = resumed_state.at("losses");
+    val_history = resumed_state.at("val");
+    trained_seconds = resumed_state.value("train_seconds", 0.0);
     if (start >= o.steps) fail("{} is already trained to step {}; give a larger --steps to continue", dir, start);
   } else if (is_directory(dir) || file_exists(dir)) {
     if (!o.force)
@@ -131,22 +221,41 @@ TrainResult run_training(TrainOptions o, const TrainHooks& hooks) {
   o.lr.total = o.steps;
   if (o.batch < 1 || o.steps < 1) fail("--batch and --steps must be positive");
 
-  // ---- data and model shape
-  Corpus corpus = load_corpus(o.data, o.all_bytes);
+  // ---- model shape and data: characters of the corpus, or a base and its tokenizer's tokens
+  BaseModel base;
+  std::unique_ptr<Tokenizer> tokenizer;
+  Corpus corpus;
+  TokenData tokens;
+  if (o.lora) {
+    const LoraTrainOptions& l = o.lora_opts;
+    base = load_base_model(l.base, o.given.count("context") || o.resume ? o.shape.context : 0, kDefaultLoraContext,
+                           l.base_quant);
+    o.shape = base.shape;
+    tokenizer = std::make_unique<Tokenizer>(
+        Tokenizer::load(join_path(l.base, "tokenizer.json"), join_path(l.base, "tokenizer_config.json")));
+    tokens = load_token_data(o.data, *tokenizer, o.shape.context);
+  } else {
+    corpus = load_corpus(o.data, o.all_bytes);
+    o.shape.vocab = (int64_t)corpus.vocab.size();
+    o.shape.finalize();
+    check_corpus_fits(corpus, o.shape.context);
+  }
+  const int64_t data_bytes = o.lora ? tokens.bytes : corpus.size();
+  const uint64_t data_hash = o.lora ? tokens.hash : corpus.hash;
   if (o.resume) {
-    const Json& cj = ck.state.at("corpus");
-    if (cj.at("bytes").get<int64_t>() != corpus.size() || cj.at("fnv1a").get<std::string>() != hex64(corpus.hash))
+    const Json& cj = resumed_state.at("corpus");
+    if (cj.at("bytes").get<int64_t>() != data_bytes || cj.at("fnv1a").get<std::string>() != hex64(data_hash))
       fail("--data {} is not the text {} was trained on ({} bytes, fnv1a {}; this file has {} bytes, fnv1a {}): "
            "a resumed run must see the same corpus",
-           o.data, dir, cj.at("bytes").get<int64_t>(), cj.at("fnv1a").get<std::string>(), corpus.size(),
-           hex64(corpus.hash));
+           o.data, dir, cj.at("bytes").get<int64_t>(), cj.at("fnv1a").get<std::string>(), data_bytes,
+           hex64(data_hash));
   }
-  o.shape.vocab = (int64_t)corpus.vocab.size();
-  o.shape.finalize();
-  check_corpus_fits(corpus, o.shape.context);
+  std::optional<LoraLayout> lora;
+  if (o.lora) lora = make_lora_layout(o.shape, o.lora_opts.adapter);
+  const LoraLayout* lora_ptr = lora ? &*lora : nullptr;
 
   // ---- refuse up front what cannot fit or cannot be written
-  uint64_t need = Model<float>::training_bytes(o.shape, o.batch), have = available_memory_bytes();
+  uint64_t need = Model<float>::training_bytes(o.shape, o.batch, lora_ptr), have = available_memory_bytes();
   if (have && need > have / 10 * 9)
     fail("this configuration needs about {:.1f} GB (parameters, gradients, AdamW state and activations for batch {} x "
          "context {}) but only {:.1f} GB is available; use a smaller --dim, --layers, --batch or --context",
@@ -166,9 +275,21 @@ TrainResult run_training(TrainOptions o, const TrainHooks& hooks) {
       fail("--json-out {}: cannot write in {}", o.json_out, jp.string());
   }
 
-  Model<float> model(o.shape, o.batch);
-  AdamW opt(model.layout(), o.adam);
-  if (o.resume) {
+  Model<float> model(o.shape, o.batch, lora_ptr);
+  AdamW opt(model.trainable_layout(), o.adam);
+  if (o.lora) {
+    std::copy(base.params.begin(), base.params.end(), model.params());
+    base.params = {};
+    if (o.resume) {
+      LoadedAdapter ad = load_peft_adapter(dir, *lora);
+      if (ad.adam_m.empty()) fail("{}: no optimizer.safetensors, so there is nothing to resume", dir);
+      std::copy(ad.adapter.begin(), ad.adapter.end(), model.trainable());
+      opt.m() = std::move(ad.adam_m);
+      opt.v() = std::move(ad.adam_v);
+    } else {
+      lora_init(model.trainable(), *lora, o.seed);
+    }
+  } else if (o.resume) {
     std::copy(ck.params.begin(), ck.params.end(), model.params());
     opt.m() = std::move(ck.adam_m);
     opt.v() = std::move(ck.adam_v);
@@ -176,25 +297,45 @@ TrainResult run_training(TrainOptions o, const TrainHooks& hooks) {
     model.init(o.seed);
   }
   ck = LoadedCheckpoint{};
+  const LoopData data = o.lora ? token_data(tokens, *tokenizer, o.seed, o.batch, o.shape.context)
+                               : char_data(corpus, o.seed, o.batch, o.shape.context);
 
   const int64_t B = o.batch, T = o.shape.context;
   Progress progress(hooks.progress, o.steps, o.log_every);
-  progress.message(hooks.out,
-                   fmt::format("{} {}: {} layers, dim {}, {} heads{}, context {}, vocab {} -> {:.2f}M parameters; "
-                               "{} train / {} validation chars; batch {}, steps {}{}, {} threads",
-                               o.resume ? "resuming" : "training", arch_name(o.shape.arch), o.shape.layers, o.shape.dim,
-                               o.shape.heads,
-                               o.shape.kv_heads != o.shape.heads ? fmt::format(" ({} kv)", o.shape.kv_heads) : "",
-                               T, o.shape.vocab, (double)model.num_params() / 1e6, corpus.n_train, corpus.n_val(), B,
-                               o.steps, o.resume ? fmt::format(" from {}", start) : "", pool().size()));
+  std::string what = o.lora ? fmt::format("a LoRA adapter (rank {}, alpha {}{}, on {}: {:.2f}M parameters) for {} "
+                                          "({}, {:.2f}M parameters{}, frozen); {}",
+                                          lora->config.rank, lora->config.alpha, lora->config.rslora ? ", rsLoRA" : "",
+                                          fmt::join(lora->config.targets, ","), (double)lora->total() / 1e6,
+                                          o.lora_opts.base_name, base.architecture, (double)model.num_params() / 1e6,
+                                          o.lora_opts.base_quant.empty() ? "" : ", rounded to q8",
+                                          describe(tokens, T))
+                            : fmt::format("{}: {} layers, dim {}, {} heads{}, context {}, vocab {} -> {:.2f}M "
+                                          "parameters; {} train / {} validation chars",
+                                          arch_name(o.shape.arch), o.shape.layers, o.shape.dim, o.shape.heads,
+                                          o.shape.kv_heads != o.shape.heads ? fmt::format(" ({} kv)", o.shape.kv_heads)
+                                                                            : "",
+                                          T, o.shape.vocab, (double)model.num_params() / 1e6, corpus.n_train,
+                                          corpus.n_val());
+  progress.message(hooks.out, fmt::format("{} {}; batch {}, steps {}{}, {} threads", o.resume ? "resuming" : "training",
+                                          what, B, o.steps, o.resume ? fmt::format(" from {}", start) : "",
+                                          pool().size()));
+
+  // A fine-tune starts by scoring the base as it is (the adapter adds nothing yet): the figure its
+  // validation loss is to beat.
+  Json base_val = o.resume ? resumed_state.value("base_val", Json(nullptr)) : Json(nullptr);
+  if (o.lora && !o.resume) {
+    Eval e = evaluate(model, data, B, o.eval_windows);
+    base_val = {{"loss", e.loss}, {"bpc", e.bpc}, {"tokens", e.scored}};
+    progress.message(hooks.out, fmt::format("step 0 (the base): val loss {:.4f}, {:.4f} bits/char ({} tokens)", e.loss,
+                                            e.bpc, e.scored));
+  }
 
   auto save = [&](int64_t step, const Json& val) {
     Json state = {{"format", "kvad-train/1"},
                   {"step", step},
                   {"shape", shape_json(o.shape)},
-                  {"config", config_json(o)},
-                  {"vocab", corpus.vocab},
-                  {"corpus", {{"path", o.data}, {"bytes", corpus.size()}, {"fnv1a", hex64(corpus.hash)}}},
+                  {"config", o.lora ? lora_config_json(o) : config_json(o)},
+                  {"corpus", {{"path", o.data}, {"bytes", data_bytes}, {"fnv1a", hex64(data_hash)}}},
                   {"losses", losses},
                   {"val", val_history},
                   {"train_seconds", trained_seconds}};
@@ -202,11 +343,24 @@ TrainResult run_training(TrainOptions o, const TrainHooks& hooks) {
                   {"corpus", std::filesystem::path(o.data).filename().string()},
                   {"step", step}};
     if (!val.is_null()) extra["val_bpc"] = val;
-    CheckpointData d;
-    d.shape = &o.shape, d.layout = &model.layout(), d.params = model.params();
-    d.vocab = corpus.vocab, d.config_extra = extra;
-    d.adam_m = opt.m().data(), d.adam_v = opt.v().data(), d.state = state;
-    save_checkpoint(dir, d);
+    if (o.lora) {
+      state["base_val"] = base_val;
+      if (!base_val.is_null()) extra["base_val_bpc"] = std::round(base_val["bpc"].get<double>() * 1e4) / 1e4;
+      // How it was trained goes beside the adapter, not into adapter_config.json: PEFT warns about
+      // (older versions refuse) keys it does not know there.
+      state["trained"] = extra;
+      AdapterSaveInfo info;
+      info.base_model = o.lora_opts.base_name;
+      info.adam_m = opt.m().data(), info.adam_v = opt.v().data(), info.state = state;
+      save_peft_adapter(dir, *lora, model.trainable(), info);
+    } else {
+      state["vocab"] = corpus.vocab;
+      CheckpointData d;
+      d.shape = &o.shape, d.layout = &model.layout(), d.params = model.params();
+      d.vocab = corpus.vocab, d.config_extra = extra;
+      d.adam_m = opt.m().data(), d.adam_v = opt.v().data(), d.state = state;
+      save_checkpoint(dir, d);
+    }
     progress.message(hooks.out, fmt::format("saved {} at step {}", dir, step));
     if (hooks.on_checkpoint) hooks.on_checkpoint(dir, step);
   };
@@ -214,20 +368,19 @@ TrainResult run_training(TrainOptions o, const TrainHooks& hooks) {
   // ---- the loop
   std::vector<int32_t> x((size_t)(B * T)), y((size_t)(B * T));
   std::vector<double> step_seconds;
-  std::vector<double> recent;  // for the progress line's chars/s and ETA
+  std::vector<double> recent;  // for the progress line's tokens/s and ETA
   double last_loss = 0;
   int64_t step = start;
   bool interrupted = false;
-  Json last_val = nullptr;
   while (step < o.steps) {
     step++;
     auto t0 = Clock::now();
-    sample_batch(corpus, o.seed, step, B, T, x.data(), y.data());
-    double loss = model.forward(x.data(), y.data(), B, T);
+    const int64_t Tn = data.batch(step, x.data(), y.data());
+    double loss = model.forward(x.data(), y.data(), B, Tn);
     model.backward();
     {
       PhaseTimer pt("adamw");
-      opt.update(model.params(), model.grads(), step, o.lr.at(step));
+      opt.update(model.trainable(), model.trainable_grads(), step, o.lr.at(step));
     }
     double dt = seconds_since(t0);
     if (!std::isfinite(loss)) fail("the loss became {} at step {}: lower --lr", loss, step);
@@ -240,14 +393,14 @@ TrainResult run_training(TrainOptions o, const TrainHooks& hooks) {
     double avg = 0;
     for (double r : recent) avg += r;
     avg /= (double)recent.size();
-    progress.step(step, loss, (double)(B * T) / avg, avg * (double)(o.steps - step));
+    progress.step(step, loss, (double)(B * Tn) / avg, avg * (double)(o.steps - step));
 
     bool stop = hooks.stop && hooks.stop->load();
     if (o.eval_every > 0 && step % o.eval_every == 0 && step < o.steps && !stop) {
-      auto [vl, n] = evaluate(model, corpus, B, o.eval_windows);
-      val_history.push_back({step, vl});
-      progress.message(hooks.out, fmt::format("step {}: val loss {:.4f}, {:.4f} bits/char ({} chars)", step, vl,
-                                              vl / std::log(2.0), n));
+      Eval e = evaluate(model, data, B, o.eval_windows);
+      val_history.push_back({step, e.loss});
+      progress.message(hooks.out, fmt::format("step {}: val loss {:.4f}, {:.4f} bits/char ({} {})", step, e.loss, e.bpc,
+                                              e.scored, o.lora ? "tokens" : "chars"));
     }
     if (stop) {
       interrupted = true;
@@ -268,11 +421,15 @@ TrainResult run_training(TrainOptions o, const TrainHooks& hooks) {
 
   // ---- final validation, the last checkpoint, the summary
   auto te = Clock::now();
-  auto [vl, n_val] = evaluate(model, corpus, B, o.final_eval_windows);
+  Eval fin = evaluate(model, data, B, o.final_eval_windows);
   double eval_s = seconds_since(te);
+  const double vl = fin.loss, bpc = fin.bpc;
   val_history.push_back({step, vl});
-  double bpc = vl / std::log(2.0);
-  progress.message(hooks.out, fmt::format("step {}: val loss {:.4f}, {:.4f} bits/char ({} chars)", step, vl, bpc, n_val));
+  progress.message(hooks.out, fmt::format("step {}: val loss {:.4f}, {:.4f} bits/char ({} {}{})", step, vl, bpc,
+                                          fin.scored, o.lora ? "tokens" : "chars",
+                                          base_val.is_null() ? ""
+                                                             : fmt::format("; the base: {:.4f}",
+                                                                           base_val["bpc"].get<double>())));
   save(step, std::round(bpc * 1e4) / 1e4);
 
   std::vector<double> timed(step_seconds.begin() + std::min<size_t>(step_seconds.size() - 1, (size_t)o.timing_warmup),
@@ -293,7 +450,7 @@ TrainResult run_training(TrainOptions o, const TrainHooks& hooks) {
                  {"train_loss_last10_mean", std::round(last10 / (double)nl * 1e4) / 1e4},
                  {"val_loss", std::round(vl * 1e4) / 1e4},
                  {"val_bpc", std::round(bpc * 1e4) / 1e4},
-                 {"val_chars_scored", n_val},
+                 {"val_chars_scored", fin.bytes},
                  {"eval_s", std::round(eval_s * 10) / 10},
                  {"maxrss_mb", std::round((double)ru.ru_maxrss / 1024 * 10) / 10},
                  {"threads", pool().size()},
@@ -301,6 +458,12 @@ TrainResult run_training(TrainOptions o, const TrainHooks& hooks) {
                  {"arch", arch_name(o.shape.arch)},
                  {"steps", step},
                  {"model", dir}};
+  if (o.lora) {
+    res.summary["params"] = lora->total();
+    res.summary["base_params"] = model.num_params();
+    res.summary["val_tokens_scored"] = fin.scored;
+    if (!base_val.is_null()) res.summary["base_val_bpc"] = std::round(base_val["bpc"].get<double>() * 1e4) / 1e4;
+  }
   progress.finish();
   profile_report(hooks.progress);
   std::string line = res.summary.dump();

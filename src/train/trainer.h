@@ -10,15 +10,28 @@
 #include <string>
 
 #include "core/json.h"
+#include "train/lora.h"
 #include "train/model.h"
 #include "train/optim.h"
 
 namespace kvad::train {
 
+// kvad train --lora: a Hugging Face base, frozen (base.h), and a LoRA adapter (lora.h) trained on
+// the base's own tokens of --data (token_data.h: plain text, or chat JSONL with the loss on the
+// assistant's turns), saved as a PEFT folder that `--lora` runs and PEFT loads.
+struct LoraTrainOptions {
+  std::string base;        // the base model's folder
+  std::string base_name;   // as the user named it (adapter_config.json base_model_name_or_path)
+  std::string base_quant;  // "" (as stored) or "q8" (QLoRA-style: learn against the q8 values)
+  LoraConfig adapter;      // rank, alpha, rsLoRA, targets
+};
+
 struct TrainOptions {
   std::string data;  // the corpus
-  std::string dir;   // the model folder to write (the CLI puts it in kvad's store)
-  ModelShape shape;  // vocab comes from the corpus
+  std::string dir;   // the model (or adapter) folder to write (the CLI puts it in kvad's store)
+  ModelShape shape;  // vocab comes from the corpus; under LoRA the shape is the base's (context from here)
+  bool lora = false;
+  LoraTrainOptions lora_opts;
   bool all_bytes = false;
   int64_t batch = 16, steps = 1000;
   LrSchedule lr;     // total = steps; min_lr < 0 means lr / 10
