@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/cpu.h"
+#include "core/dtype.h"
 #include "core/rng.h"
 #include "kernels/ops.h"
 
@@ -38,14 +39,23 @@ TEST(Ops, LowRankAddMatchesTheSumInDouble) {
       for (float& v : rows) v = (float)rng.normal();
       for (float& v : coef) v = (float)rng.normal();
       for (float& v : y) v = (float)rng.normal();
+      // The bf16 form reads the rows rounded to bf16: the same sum over the rounded values.
+      std::vector<uint16_t> rows16(rows.size());
+      std::vector<float> rounded(rows.size());
+      for (size_t i = 0; i < rows.size(); i++) rows16[i] = f32_to_bf16(rows[i]), rounded[i] = bf16_to_f32(rows16[i]);
       for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
         if (isa > best_isa()) continue;
-        std::vector<float> got = y;
-        kernels::lowrank_add(got.data(), coef.data(), rows.data(), r, n, isa);
-        for (int64_t i = 0; i < n; i++) {
-          double want = y[(size_t)i];
-          for (int64_t j = 0; j < r; j++) want += (double)coef[(size_t)j] * rows[(size_t)(j * n + i)];
-          ASSERT_NEAR(got[(size_t)i], want, 1e-5 * (1 + std::fabs(want))) << isa_name(isa) << " n " << n << " r " << r;
+        for (bool bf16 : {false, true}) {
+          std::vector<float> got = y;
+          const std::vector<float>& used = bf16 ? rounded : rows;
+          if (bf16) kernels::lowrank_add_bf16(got.data(), coef.data(), rows16.data(), r, n, isa);
+          else kernels::lowrank_add(got.data(), coef.data(), rows.data(), r, n, isa);
+          for (int64_t i = 0; i < n; i++) {
+            double want = y[(size_t)i];
+            for (int64_t j = 0; j < r; j++) want += (double)coef[(size_t)j] * used[(size_t)(j * n + i)];
+            ASSERT_NEAR(got[(size_t)i], want, 1e-5 * (1 + std::fabs(want)))
+                << isa_name(isa) << (bf16 ? " bf16" : "") << " n " << n << " r " << r;
+          }
         }
       }
     }

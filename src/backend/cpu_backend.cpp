@@ -331,7 +331,9 @@ class CpuBackend final : public Backend {
     // y += t B^T as a rank-r update of each row over B^T's rows: long vector FMAs, where B's own
     // rows would make dots of length r, each ending in a horizontal sum (27% slower prefill).
     auto rows = [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; i++) kernels::lowrank_add(y + i * out, t.data + i * r, p.bt.data(), r, out);
+      for (int64_t i = b; i < e; i++)
+        p.bt.empty() ? kernels::lowrank_add_bf16(y + i * out, t.data + i * r, p.bt_bf16.data(), r, out)
+                     : kernels::lowrank_add(y + i * out, t.data + i * r, p.bt.data(), r, out);
     };
     if (serial) rows(0, n);
     else pool().parallel_for(n, 1, rows);

@@ -18,7 +18,7 @@ int64_t LoraAdapter::max_rank() const {
 
 size_t LoraAdapter::bytes() const {
   size_t n = 0;
-  for (const auto& [w, p] : pairs_) n += p.a.bytes() + p.bt.size() * sizeof(float);
+  for (const auto& [w, p] : pairs_) n += p.a.bytes() + p.bt.size() * sizeof(float) + p.bt_bf16.size() * sizeof(uint16_t);
   return n;
 }
 

@@ -15,8 +15,12 @@
 namespace kvad {
 
 struct LoraPair {
-  Weight a;               // [rank, in]
-  std::vector<float> bt;  // B transposed, [rank, out]: the side path adds rank scaled rows of it
+  // A [rank, in] and B transposed [rank, out] (the side path adds rank scaled rows of it): f32
+  // beside an f32 base; bf16 beside any other (bf16, q8, q4, K-quants), whose own rounding is far
+  // larger, and then a decode step reads half the adapter's bytes.
+  Weight a;
+  std::vector<float> bt;         // f32 B^T, or empty when
+  std::vector<uint16_t> bt_bf16; // it is held here at bf16
   int64_t out = 0;
   float scale = 1;        // the adapter's own factor: alpha / rank (alpha / sqrt(rank) with rsLoRA)
 };

@@ -71,6 +71,7 @@ class Weight {
   const char* format_name() const;
   bool empty() const { return rows_ == 0; }
   bool quantized() const { return quantized_; }
+  bool is_f32() const { return !quantized_ && !kq_ && wt_ == kernels::WType::F32; }
   const QuantMatrix& quant() const { return q_; }
   const KQuantMatrix& kquant() const { return kq_; }  // empty unless a K-quant weight
 

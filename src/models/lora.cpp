@@ -120,7 +120,18 @@ LoraPair make_pair(const AdaptableMatrix& m, const TensorView& a, const TensorVi
   std::vector<float> bv = finite_values(b), bt(bv.size());
   for (int64_t o = 0; o < out; o++)
     for (int64_t j = 0; j < r; j++) bt[(size_t)(j * out + o)] = bv[(size_t)(o * r + j)];
-  return {Weight::from_f32(finite_values(a), r, in, WeightFormat::F32), std::move(bt), out, rule.of(r)};
+  // Beside a rounded base the pair is held at bf16 too (backend/lora.h): measured in docs/lora.md.
+  const bool f32 = m.weight->is_f32();
+  LoraPair p;
+  p.a = Weight::from_f32(finite_values(a), r, in, f32 ? WeightFormat::F32 : WeightFormat::BF16);
+  if (f32) {
+    p.bt = std::move(bt);
+  } else {
+    p.bt_bf16.resize(bt.size());
+    for (size_t i = 0; i < bt.size(); i++) p.bt_bf16[i] = f32_to_bf16(bt[i]);
+  }
+  p.out = out, p.scale = rule.of(r);
+  return p;
 }
 
 std::shared_ptr<const LoraAdapter> assemble(const std::string& path, const PairMap& pairs, int64_t want_rank,
