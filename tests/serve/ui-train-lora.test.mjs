@@ -30,6 +30,7 @@ test('training: fine-tune a LoRA adapter on a model from Models, then chat with 
   await waitUntil(page, () => !!document.querySelector('#train-use-adapter'), 'the job finished with its adapter loaded', 120000);
 
   const job = await page.evaluate(() => kvad.get('/kvad/train').then(t => t.current));
+  assert.equal(job.name, 'ui-adapter');
   assert.equal(job.kind, 'lora');
   assert.equal(job.state, 'finished');
   assert.equal(job.val[0][0], 0, "the base's own validation point first");
