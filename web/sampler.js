@@ -64,7 +64,7 @@ function samplerRequestFields() {
   return Object.assign(out, loraRequestField());
 }
 
-// The server's LoRA adapters (kvad serve --lora, GET /lora-adapters): the chat runs the server's
+// The server's LoRA adapters (kvad serve --lora, the Training page's LoRA jobs, GET /lora-adapters): the chat runs the server's
 // default scales, none, or one adapter at its listed scale (1 when the server has it at 0), sent
 // as the request's `lora` field. Hidden when the server has none.
 async function refreshAdapters() {
@@ -85,6 +85,9 @@ function loraRequestField() {
   if (sel.value === 'none') return {lora: []};
   return {lora: [{id: Number(sel.value), scale: Number(sel.selectedOptions[0].dataset.scale)}]};
 }
+// Refreshed when the model changes (info), when the chat is shown and after a training job ends.
 kvad.on('info', refreshAdapters);
+kvad.on('trained', refreshAdapters);
+kvad.on('page', p => { if (p === 'chat') refreshAdapters(); });
 
 document.addEventListener('DOMContentLoaded', buildSamplerPanel);

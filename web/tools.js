@@ -4,6 +4,54 @@
 // ---- Training
 const trainState = {file: null, timer: null, current: null};
 
+// "Train a model from scratch" or "Fine-tune an adapter (LoRA)": the form's fields for the one chosen.
+function trainMode() { return $('#train-mode-lora').checked ? 'lora' : 'model'; }
+function showTrainMode() {
+  const lora = trainMode() === 'lora';
+  for (const e of document.querySelectorAll('.train-lora-only')) e.classList.toggle('hidden', !lora);
+  for (const e of document.querySelectorAll('.train-model-only')) e.classList.toggle('hidden', lora);
+  if (lora) fillBasePicker();
+}
+
+// The LoRA base: a model the Models page lists (and kvad can run), the loaded one first.
+async function fillBasePicker() {
+  const sel = $('#train-base'), keep = sel.value;
+  try {
+    const r = await kvad.get('/kvad/models');
+    const ms = r.models.filter(m => m.supported).sort((a, b) => b.loaded - a.loaded);
+    sel.replaceChildren(...ms.map(m => el('option', {value: m.name}, `${m.loaded ? '● ' : ''}${m.name.split('/').pop()} (${m.architecture}, ${fmtCount(m.parameters)})`)));
+    if ([...sel.options].some(o => o.value === keep)) sel.value = keep;
+  } catch (e) { toast(e.message, true); }
+}
+
+// The store's adapters (GET /kvad/adapters): base, the validation bits per character of the base
+// and of the adapter, and whether the chat offers it now.
+async function renderStoreAdapters() {
+  const tbody = $('#train-adapters tbody');
+  let r;
+  try { r = await kvad.get('/kvad/adapters'); } catch (e) { return; }
+  tbody.replaceChildren();
+  if (!r.adapters.length) tbody.append(el('tr', {}, el('td', {colspan: 7, class: 'muted'}, 'None yet: fine-tune one above.')));
+  for (const a of r.adapters) {
+    tbody.append(el('tr', {},
+      el('td', {}, a.name), el('td', {class: 'small'}, a.base), el('td', {class: 'num'}, fmtInt(a.rank)),
+      el('td', {class: 'num'}, fmtInt(a.step)), el('td', {class: 'num'}, fmtNum(a.base_val_bpc, 3)),
+      el('td', {class: 'num'}, fmtNum(a.val_bpc, 3)),
+      el('td', {}, a.id === null ? el('span', {class: 'muted small'}, 'its base is not loaded')
+        : el('button', {class: 'secondary', onclick: () => useAdapter(a.id)}, 'Use in chat'))));
+  }
+}
+
+// Opens the chat with adapter `id` chosen in its picker.
+async function useAdapter(id) {
+  await refreshAdapters();
+  const sel = $('#chat-lora');
+  if (![...sel.options].some(o => o.value === String(id))) { toast(`Adapter ${id} is not loaded`, true); return; }
+  sel.value = String(id);
+  go('chat');
+  $('#chat-input').focus();
+}
+
 function renderTrainJob(j) {
   trainState.current = j;
   const running = j && j.state === 'running';
@@ -16,14 +64,22 @@ function renderTrainJob(j) {
   // so the train loss, the validation figure, the chart and the finished figure compare directly.
   const bpc = nats => nats / Math.LN2;
   const lastVal = j.val.length ? j.val[j.val.length - 1] : null;
+  const lora = j.kind === 'lora';
+  const what = lora ? `LoRA rank ${j.params.rank} on ${j.base.split('/').pop()}, ${fmtBytes(j.params.bytes)} of ${j.params.format === 'chat' ? 'chat JSONL' : 'text'}`
+    : `${j.params.size} ${j.params.arch}, ${fmtBytes(j.params.bytes)} of text`;
+  const baseVal = lora ? j.val.find(v => v[0] === 0) : null;
   c.append(
-    card(`Job ${j.id}: ${j.name}`, j.state, `${j.params.size} ${j.params.arch}, ${fmtBytes(j.params.bytes)} of text`),
+    card(`Job ${j.id}: ${j.name}`, j.state, what),
     card('Step', `${fmtInt(j.step)} / ${fmtInt(j.total_steps)}`, `${fmtNum(j.seconds, 0)} s`),
     card('Train loss', j.last_loss === null ? '–' : fmtNum(bpc(j.last_loss), 3) + ' bpc', 'bits per character, last step'),
     card('Validation loss', lastVal ? fmtNum(lastVal[2], 3) + ' bpc' : '–', lastVal ? `bits per character at step ${fmtInt(lastVal[0])}` : 'bits per character'),
   );
-  if (j.summary) c.append(card('Finished', `${fmtNum(j.summary.val_bpc, 3)} bpc`, `validation; ${fmtCount(j.summary.params)} params, ${fmtCount(j.summary.chars_per_s_median)} chars/s`));
-  if (j.state === 'finished') {
+  if (baseVal) c.append(card('The base (step 0)', fmtNum(baseVal[2], 3) + ' bpc', 'validation, before any training: the figure to beat'));
+  if (j.summary) c.append(card('Finished', `${fmtNum(j.summary.val_bpc, 3)} bpc`, `validation; ${fmtCount(j.summary.params)} ${lora ? 'adapter ' : ''}params, ${fmtCount(j.summary.chars_per_s_median)} chars/s`));
+  if (j.state === 'finished' && lora && j.adapter) {
+    c.append(el('div', {class: 'card card-action'}, el('div', {class: 'k'}, j.adapter.message),
+      j.adapter.loaded ? el('button', {id: 'train-use-adapter', onclick: () => useAdapter(j.adapter.id)}, 'Use in chat') : null));
+  } else if (j.state === 'finished') {
     c.append(el('div', {class: 'card card-action'}, el('div', {class: 'k'}, `${j.name} is in the store`),
       el('button', {id: 'train-chat', onclick: () => chatWith(j.name)}, 'Chat with it')));
   }
@@ -50,21 +106,21 @@ async function pollTrain() {
     const running = t.current && t.current.state === 'running';
     if (running && !trainState.timer) trainState.timer = setInterval(pollTrain, 1000);
     if (!running && trainState.timer) { clearInterval(trainState.timer); trainState.timer = null; kvad.emit('trained'); }
+    renderStoreAdapters();
   } catch (e) { toast(e.message, true); }
 }
 
 async function startTrain(ev) {
   ev.preventDefault();
-  if (!trainState.file) { toast('Choose a text file to train on.', true); return; }
+  const lora = trainMode() === 'lora';
+  const text = lora && $('#train-text').value.trim() ? $('#train-text').value : trainState.file;
+  if (!text) { toast(lora ? 'Choose a file or paste the text to fine-tune on.' : 'Choose a text file to train on.', true); return; }
+  const common = {name: $('#train-name').value.trim(), steps: parseInt($('#train-steps').value, 10), replace: $('#train-replace').checked, text};
+  const int = id => ($(id).value.trim() === '' ? undefined : parseInt($(id).value, 10));
   try {
-    const j = await kvad.post('/kvad/train', {
-      name: $('#train-name').value.trim(),
-      size: $('#train-size').value,
-      arch: $('#train-arch').value,
-      steps: parseInt($('#train-steps').value, 10),
-      replace: $('#train-replace').checked,
-      text: trainState.file,
-    });
+    const j = await kvad.post('/kvad/train', lora
+      ? {...common, kind: 'lora', base: $('#train-base').value, rank: int('#train-rank'), batch: int('#train-batch'), context: int('#train-context')}
+      : {...common, size: $('#train-size').value, arch: $('#train-arch').value});
     renderTrainJob(j);
     pollTrain();
   } catch (e) { toast(e.message, true); }
@@ -173,7 +229,7 @@ async function startServing(ev) {
   } catch (e) { toast(e.message, true); }
 }
 
-registerPage('train', pollTrain);
+registerPage('train', () => { pollTrain(); if (trainMode() === 'lora') fillBasePicker(); });
 registerPage('score', () => renderScore(recall('kvad_score_last')));
 registerPage('bench', async () => {
   renderModelBench(recall('kvad_bench_model_last'));
@@ -186,6 +242,7 @@ registerPage('bench', async () => {
 
 document.addEventListener('DOMContentLoaded', () => {
   $('#train-form').addEventListener('submit', startTrain);
+  for (const r of document.querySelectorAll('input[name="train-mode"]')) r.addEventListener('change', showTrainMode);
   $('#train-file').addEventListener('change', async ev => {
     const f = ev.target.files[0];
     trainState.file = f ? await f.text() : null;

@@ -70,7 +70,7 @@ Prepared prepare(Server::Impl& s, const GenRequest& r) {
   if (!r.ignore_eos) p.opts.stop_ids = m.eos_ids;
   p.opts.top_logprobs = r.logprobs ? r.top_logprobs : -1;
   if (r.constraint.grammar) p.opts.constraint = r.constraint;
-  p.loras = s.loras.uses(m, r.lora ? &*r.lora : nullptr);
+  p.loras = s.loras.uses(p.model, r.lora ? &*r.lora : nullptr);
   if (p.opts.constraint.grammar)  // the parsers refused ignore_eos with it: stop_ids are the vocabulary's EOS
     p.opts.constraint_vocab = s.grammar_vocab.get(p.model);
   return p;

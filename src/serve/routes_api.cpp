@@ -113,6 +113,23 @@ int64_t int_field(const Json& j, const char* k, int64_t dflt, int64_t lo, int64_
 
 }  // namespace
 
+std::string catalog_model_path(Server::Impl& s, const std::string& name, const char* field) {
+  auto m = s.sched.model();
+  if (m && (m->name == name || model_id(*m) == name)) return m->path;
+  for (const ModelEntry& e : list_models(s.opts.model_dirs))
+    if (e.name == name) {
+      if (!e.supported)
+        throw HttpError(400, fmt::format("'{}' {}: {}", field, name, e.problem.empty() ? "kvad cannot run it" : e.problem),
+                        "invalid_request_error", field);
+      return e.path;
+    }
+  throw HttpError(404,
+                  fmt::format("'{}': '{}' is not a model the Models page lists (GET /kvad/models names them: kvad's "
+                              "store, the Hugging Face cache, --models-dir folders and the loaded model)",
+                              field, name),
+                  "invalid_request_error", field, "model_not_found");
+}
+
 void add_api_routes(Server::Impl& s) {
   httplib::Server& h = s.http;
   h.Get("/kvad/info", [&s](const httplib::Request&, httplib::Response& res) {
@@ -158,6 +175,7 @@ void add_api_routes(Server::Impl& s) {
         } catch (const Error& x) {
           throw HttpError(400, x.what(), "invalid_request_error", "name");
         }
+        lm.loras = load_store_adapters(lm);  // the adapters kvad train --lora made for it, at scale 0
         e.set_model(std::make_shared<LoadedModel>(std::move(lm)));
         return Json::object();
       });
@@ -255,6 +273,20 @@ void add_api_routes(Server::Impl& s) {
     reply_json(res, s.serving_sweep.status());
   });
 
+  // The store's adapters (kvad train --lora, the Training page's LoRA jobs), each with its id in the
+  // loaded model's list when it is there.
+  h.Get("/kvad/adapters", [&s](const httplib::Request&, httplib::Response& res) {
+    guarded(res, [&] {
+      Json list = list_store_adapters(), loaded = Json::array();
+      if (auto m = s.sched.model()) loaded = s.loras.list(m);
+      for (Json& a : list) {
+        a["id"] = nullptr;
+        for (const Json& l : loaded)
+          if (same_folder(l["path"].get<std::string>(), a["path"].get<std::string>())) a["id"] = l["id"];
+      }
+      reply_json(res, {{"adapters", list}});
+    });
+  });
   h.Get("/kvad/train", [&s](const httplib::Request&, httplib::Response& res) { reply_json(res, s.train.status()); });
   h.Post("/kvad/train", [&s](const httplib::Request& req, httplib::Response& res) {
     guarded(res, [&] { reply_json(res, s.train.start(body_json(req))); });

@@ -48,7 +48,13 @@ static EngineConfig engine_config(const ServeOptions& o) {
 }
 
 Server::Impl::Impl(ServeOptions o)
-    : opts(std::move(o)), sched(engine_config(opts)), train(opts), pull(kvad_exe(opts.self_exe)) {}
+    : opts(std::move(o)), sched(engine_config(opts)), train(opts), pull(kvad_exe(opts.self_exe)) {
+  TrainJobs::LoraHooks hooks;
+  hooks.base_path = [this](const std::string& name) { return catalog_model_path(*this, name, "base"); };
+  hooks.attach = [this](const std::string& name, const std::string& dir, const std::string& base,
+                        const std::string& base_path) { return attach_trained_adapter(*this, name, dir, base, base_path); };
+  train.set_lora_hooks(std::move(hooks));
+}
 
 // Every route but the UI's files and /health: the APIs (OpenAI's, Ollama's, the UI's own,
 // llama-server's) all act or tell what the server holds.

@@ -25,9 +25,9 @@ struct Server::Impl {
   Metrics metrics;
   GuardedHttp http;
   ServingSweep serving_sweep;
+  LoraScales loras;  // the adapters and their scales (/lora-adapters); before train: a job adds to it
   TrainJobs train;
   PullJobs pull;
-  LoraScales loras;                 // --lora adapters' current scales (/lora-adapters)
   GrammarVocabCache grammar_vocab;  // structured outputs: the loaded model's, built on first use
   int port = 0;
   std::atomic<bool> stopping{false};
@@ -56,6 +56,15 @@ void guarded(httplib::Response& res, F&& f, Reply reply = reply_error) {
 std::shared_ptr<const LoadedModel> require_model(Server::Impl& s, const std::string& asked);
 // 429 (busy) / 503 (shutting down) for a refused job.
 HttpError refusal(Server::Impl& s, EngineThread::Admit a);
+
+// The folder of a model the Models page lists (GET /kvad/models: the catalog and the loaded model)
+// by its name there; else HttpError 404 naming `field`. Never a path the catalog does not list.
+std::string catalog_model_path(Server::Impl& s, const std::string& name, const char* field);
+// After a Training page job saved adapter `name` (store folder `dir`) for `base` (the catalog's
+// name; folder `base_path`): adds it to the server's adapters (at scale 0, on the engine thread)
+// when that base is loaded. {"loaded", "id"?, "message"}: what became of it, in words.
+Json attach_trained_adapter(Server::Impl& s, const std::string& name, const std::string& dir, const std::string& base,
+                            const std::string& base_path);
 
 void add_openai_routes(Server::Impl& s);
 void add_lora_routes(Server::Impl& s);  // GET / POST /lora-adapters (serve/lora_adapters.h)

@@ -55,7 +55,7 @@ case "$KIND" in
     start_server ui --ctx 512 --models-dir "$WORK"
     rm -rf "$WORK/screenshots"
     # One file at a time: each drives one browser against the one server.
-    KVAD_URL=$URL SHOTS=$WORK/screenshots node --test --test-concurrency=1 "$HERE/ui-chat.test.mjs" "$HERE/ui.test.mjs"
+    KVAD_URL=$URL SHOTS=$WORK/screenshots node --test --test-concurrency=1 "$HERE/ui-chat.test.mjs" "$HERE/ui.test.mjs" "$HERE/ui-train-lora.test.mjs"
     stop_server
     ;;
   load)

@@ -174,7 +174,9 @@ test('training: upload a text, watch the loss in bits per character, chat with t
   await page.selectOption('#train-size', 'tiny');
   await page.fill('#train-steps', '40');
   await page.click('#train-start');
-  await waitUntil(page, () => [...document.querySelectorAll('#train-cards .v')].some(v => v.textContent === 'finished'), 'training finished', 120000);
+  // This job's card: an earlier file's job (ui-train-lora.test.mjs) may show as finished until this one starts.
+  await waitUntil(page, () => [...document.querySelectorAll('#train-cards .card')].some(c => c.querySelector('.k').textContent.endsWith(': ui-trained')
+    && c.querySelector('.v')?.textContent === 'finished'), 'training finished', 120000);
   assert.ok((await page.$$('#train-samples .sample')).length >= 1, 'a sample at a checkpoint');
   assert.match(await page.textContent('#train-log'), /val loss/);
   // One unit for loss: the train loss card is the job's last loss (nats) in bits per character.
