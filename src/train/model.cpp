@@ -193,6 +193,13 @@ const ParamLayout& Model<T>::trainable_layout() const {
   return lora_ ? lora_->params : layout_;
 }
 
+// A piece's t = s x Aᵀ as the forward kept it for the backward: [max_batch * context, r] each.
+template <typename T>
+T* Model<T>::kept_product(const LoraPiece& p) {
+  const size_t piece = (size_t)(&p - lora_->pieces.data());
+  return lora_t_.data() + piece * (size_t)(max_batch_ * shape_.context * lora_->config.rank);
+}
+
 // The adapter's side paths of one site (LoraSite) of a layer, after the site's base product:
 // y [rows, site width] += s (x Aᵀ) Bᵀ on each adapted module's columns.
 template <typename T>
@@ -200,8 +207,7 @@ void Model<T>::lora_forward(int64_t layer, int site, T* y, const T* x) {
   if (!lora_) return;
   const int64_t rows = B_ * T_, r = lora_->config.rank;
   for (const LoraPiece& p : lora_->at(layer, (LoraSite)site)) {
-    T* t = lora_t_.data() + (size_t)(&p - lora_->pieces.data()) * (size_t)(max_batch_ * shape_.context * r);
-    lora_fwd<T>(y + p.out0, p.ldy, t, x, adapter_.data() + p.a, adapter_.data() + p.b, rows, p.in, p.out, r,
+    lora_fwd<T>(y + p.out0, p.ldy, kept_product(p), x, adapter_.data() + p.a, adapter_.data() + p.b, rows, p.in, p.out, r,
                 (T)lora_->scale());
   }
 }
@@ -212,9 +218,8 @@ void Model<T>::lora_backward(int64_t layer, int site, T* dx, const T* dy, const 
   if (!lora_) return;
   const int64_t rows = B_ * T_, r = lora_->config.rank;
   for (const LoraPiece& p : lora_->at(layer, (LoraSite)site)) {
-    const T* t = lora_t_.data() + (size_t)(&p - lora_->pieces.data()) * (size_t)(max_batch_ * shape_.context * r);
     lora_bwd<T>(dx, adapter_grads_.data() + p.a, adapter_grads_.data() + p.b, lora_dt_.data(), dy + p.out0, p.ldy,
-                x, t, adapter_.data() + p.a, adapter_.data() + p.b, rows, p.in, p.out, r, (T)lora_->scale());
+                x, kept_product(p), adapter_.data() + p.a, adapter_.data() + p.b, rows, p.in, p.out, r, (T)lora_->scale());
   }
 }
 

@@ -69,6 +69,7 @@ struct ParamLayout {
 ParamLayout make_layout(const ModelShape& s);
 
 struct LoraLayout;
+struct LoraPiece;
 
 template <typename T>
 class Model {
@@ -115,6 +116,7 @@ class Model {
   struct Acts;
   void lora_forward(int64_t layer, int site, T* y, const T* x);
   void lora_backward(int64_t layer, int site, T* dx, const T* dy, const T* x);
+  T* kept_product(const LoraPiece& p);
   ModelShape shape_;
   ParamLayout layout_;
   int64_t max_batch_;
