@@ -29,6 +29,7 @@ TEST_PKGS=(
   chromium                     # tests: the web UI in headless Chromium (driven by npm's playwright-core)
   curl                         # tests: every error case of the server's API
   python3-jsonschema           # tests: an independent validator of grammar-constrained JSON
+  nginx libnginx-mod-http-js   # kvad cluster's front end (consistent hashing; njs reads the routing key)
 )
 if [ "${1:-}" != --run ]; then
   PKGS+=("${TEST_PKGS[@]}")

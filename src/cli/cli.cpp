@@ -89,6 +89,7 @@ int main(int argc, char** argv) {
   add_bench(app);
   add_cache(app);
   add_serve(app);
+  add_cluster(app);
   if (std::string bad = precheck(app, argc, argv); !bad.empty()) {
     std::fprintf(stderr, "kvad: %s\n", bad.c_str());
     return 2;

@@ -102,11 +102,16 @@ static void add_bench_serve(CLI::App* bench) {
   cmd->add_option("--shared-prefix", a->p.shared_prefix, "tokens every prompt starts with (default 0)")->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--token-range", a->p.token_hi, "prompt token ids drawn from [100, N) (default 20000; keep under the vocabulary)")
       ->check(CLI::Range(101, 1 << 30));
+  cmd->add_option("--conversations", a->p.conversations, "multi-turn chats instead of --num-prompts: each sends --turns "
+                  "requests carrying its whole history, and the prefix-cache hit rate is reported")
+      ->check(CLI::Range(1, 100000));
+  cmd->add_option("--turns", a->p.turns, "requests per conversation (default 4)")->check(CLI::Range(1, 1000));
   cmd->add_option("--seed", a->p.seed, "prompts' seed (default 0)");
   cmd->add_flag("!--no-ignore-eos", a->p.ignore_eos, "stop at the model's end-of-sequence token (default: exactly --output-len)");
   cmd->add_flag("--json", a->json, "one JSON object per concurrency level (vLLM's keys)");
   cmd->add_option("--json-out", a->json_out, "also write all results to this file (atomically)");
   cmd->callback([a] {
+    if (a->p.conversations > 0) a->p.endpoint = "/v1/chat/completions";  // a conversation is a chat
     std::string rest = a->url;
     if (rest.rfind("http://", 0) == 0) rest = rest.substr(7);
     else if (rest.find("://") != std::string::npos) fail("--url {}: only http:// is supported", a->url);

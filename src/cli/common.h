@@ -84,6 +84,7 @@ void add_score(CLI::App& app);
 void add_bench(CLI::App& app);
 void add_cache(CLI::App& app);
 void add_serve(CLI::App& app);
+void add_cluster(CLI::App& app);
 void add_show(CLI::App& app);
 void add_tui(CLI::App& app);
 

@@ -1,6 +1,6 @@
-// Child processes of this same binary (`kvad train`, `kvad pull`): started with default signal
-// dispositions (the server blocks SIGINT/SIGTERM in its threads and ignores SIGPIPE), stdin from
-// /dev/null, stdout and stderr on pipes the caller reads.
+// Child processes -- this same binary (`kvad train`, `kvad pull`, `kvad cluster`'s replicas) or
+// nginx: started with default signal dispositions (the server blocks SIGINT/SIGTERM in its threads
+// and ignores SIGPIPE), stdin from /dev/null, stdout and stderr on pipes the caller reads or a log.
 #pragma once
 #include <sys/types.h>
 
@@ -18,6 +18,8 @@ struct Child {
 std::string kvad_exe(const std::string& given = "");
 // Starts args[0] with args; throws kvad::Error naming what failed.
 Child spawn_child(const std::vector<std::string>& args);
+// Starts args[0] with stdout and stderr appended to log_path (a long-running service).
+pid_t spawn_logged(const std::vector<std::string>& args, const std::string& log_path);
 // Reads both pipes line by line until they close (on_line(line, from_stdout)), then reaps the
 // child; returns its exit status (128 + signal when killed).
 template <typename F>

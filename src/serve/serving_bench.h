@@ -36,6 +36,11 @@ struct ServingBenchParams {
   int shared_prefix = 0;              // tokens every prompt starts with (prefix caching)
   uint64_t seed = 0;
   bool ignore_eos = true;             // exactly output_len tokens per request
+  // Multi-turn conversations (chat endpoint): each of `conversations` sends `turns` requests in
+  // order, every one carrying the whole history (its system prompt, earlier questions and the
+  // answers the server gave) plus a new question of ~input_len words. Replaces num_prompts. The
+  // result's prefix-cache hit rate says how much of those histories the server found cached.
+  int conversations = 0, turns = 4;
   double timeout_s = 600;
   const std::atomic<bool>* cancel = nullptr;  // when set: no new requests, streams in flight are cut
 };
@@ -51,6 +56,8 @@ struct ServingBenchResult {
   std::string first_error;
   double duration_s = 0;
   int64_t total_input = 0, total_output = 0;
+  int64_t cached_input = 0;  // prompt tokens the server reported as cached (usage.prompt_tokens_details)
+  double prefix_cache_hit_rate() const { return total_input ? (double)cached_input / (double)total_input : 0; }
   double request_throughput = 0, output_throughput = 0, total_token_throughput = 0, peak_output_throughput = 0;
   LatencyStats ttft, tpot, itl, e2el;
   Json to_json() const;
