@@ -169,7 +169,9 @@ int run_cluster(const ClusterArgs& a, std::vector<Process>& procs) {
   for (int i = 0; i < args.replicas; i++) {
     Process p{fmt::format("replica {} (port {})", i + 1, args.first_port + i), fmt::format("{}/replica-{}.log", dir, i + 1),
               args.first_port + i};
-    std::vector<std::string> cmd = {exe, "serve", "--host", "127.0.0.1", "--port", std::to_string(p.port)};
+    // nginx reaches the replicas from 127.0.0.1; the client it names in X-Forwarded-For keeps
+    // each client's cached prefixes its own, as without the front end.
+    std::vector<std::string> cmd = {exe, "serve", "--host", "127.0.0.1", "--port", std::to_string(p.port), "--trusted-proxy", "127.0.0.1"};
     if (!given(args.serve_args, "--threads", "-t")) cmd.insert(cmd.end(), {"--threads", std::to_string(threads)});
     if (!given(args.serve_args, "--max-body")) cmd.insert(cmd.end(), {"--max-body", std::to_string(conf.max_body)});
     if (!args.model.empty()) cmd.insert(cmd.end(), {"--model", args.model});

@@ -71,6 +71,8 @@ void add_serve(CLI::App& app) {
   cmd->add_flag("--shared-prefix-cache", a->o.shared_prefix_cache,
                "let every client reuse every other client's cached prompt prefixes (default: per client address and "
                "API key, or per the request's cache_salt; cached_tokens would otherwise tell one client about another's prompts)");
+  cmd->add_option("--trusted-proxy", a->o.trusted_proxies, "the address of a front end (nginx) whose X-Forwarded-For names "
+                  "the real client, whose cached prefixes are then its own (repeatable; kvad cluster sets it)");
   cmd->add_option("--shutdown-grace", a->o.shutdown_grace, "seconds in-flight answers get to finish on SIGTERM (default 3)");
   cmd->add_option("-t,--threads", a->threads, "threads to compute with (default: all cores)")->check(CLI::Range(0, 1024));
   cmd->add_option("--log-level", a->log_level, "what stderr gets: error, warn, info (default: start and stop summaries, "

@@ -110,7 +110,7 @@ void account(Server::Impl& s, const GenerateResult& r) {
 uint64_t cache_scope(Server::Impl& s, const httplib::Request& req, const GenRequest& r) {
   std::string scope = req.get_header_value("Authorization") + "\n";
   if (!r.cache_salt.empty()) scope += "salt:" + r.cache_salt;
-  else if (!s.opts.shared_prefix_cache) scope += "addr:" + req.remote_addr;
+  else if (!s.opts.shared_prefix_cache) scope += "addr:" + client_address(s.opts, req);
   if (scope == "\n") return 0;
   return std::hash<std::string>{}(scope) | 1;  // never 0: 0 is the shared scope
 }

@@ -20,6 +20,17 @@ namespace kvad::serve {
 
 std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
+std::string client_address(const ServeOptions& o, const httplib::Request& req) {
+  if (std::find(o.trusted_proxies.begin(), o.trusted_proxies.end(), req.remote_addr) == o.trusted_proxies.end())
+    return req.remote_addr;
+  std::string xff = req.get_header_value("X-Forwarded-For");
+  size_t comma = xff.rfind(',');
+  std::string last = comma == std::string::npos ? xff : xff.substr(comma + 1);
+  size_t b = last.find_first_not_of(" \t"), e = last.find_last_not_of(" \t");
+  if (b == std::string::npos || e - b + 1 > 64) return req.remote_addr;  // no (or no plausible) address
+  return last.substr(b, e - b + 1);
+}
+
 void reply_json(httplib::Response& res, const Json& j, int status) {
   res.status = status;
   res.set_content(dump(j), "application/json");

@@ -34,6 +34,10 @@ struct ServeOptions {
   int64_t snapshot_every = -1, snapshots = -1;     // recurrent models' state snapshots (EngineOptions)
   std::vector<std::string> loras;  // --lora PATH[:SCALE]: adapters for the model loaded at start
   bool shared_prefix_cache = false;    // reuse cached prefixes across clients (default: per client address / cache_salt)
+  // Addresses of front ends (nginx under `kvad cluster`) whose requests carry the real client in
+  // X-Forwarded-For: from these, the client address is that header's last entry (the one the
+  // proxy itself appended; the client can only write the entries before it).
+  std::vector<std::string> trusted_proxies;
   double shutdown_grace = 3.0;         // seconds in-flight generations get to finish on SIGTERM
   std::string self_exe;                // the kvad binary (training jobs run it); "" = /proc/self/exe
   LogLevel log_level = LogLevel::Info; // stderr: info = start/stop + a line per request; debug adds polling

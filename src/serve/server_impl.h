@@ -37,6 +37,8 @@ struct Server::Impl {
 // JSON text for the wire (invalid UTF-8 replaced rather than thrown on).
 std::string dump(const Json& j);
 void reply_json(httplib::Response& res, const Json& j, int status = 200);
+// The client's address: the connection's, or behind a --trusted-proxy the last X-Forwarded-For entry.
+std::string client_address(const ServeOptions& o, const httplib::Request& req);
 void reply_error(httplib::Response& res, const HttpError& e);
 // An error in Ollama's shape ({"error": ...}), with the status (and Retry-After) OpenAI's replies have.
 void reply_ollama_error(httplib::Response& res, const HttpError& e);

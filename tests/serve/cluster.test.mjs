@@ -87,6 +87,26 @@ test('a hostile body reaches a replica and gets its 4xx; nginx stays up', async 
   assert.equal(ok.status, 200);
 });
 
+test("behind nginx each client's cached prefixes stay its own, and X-Forwarded-For cannot be forged", async () => {
+  const messages = [{ role: 'system', content: 'Private preamble of one client. '.repeat(12) }, { role: 'user', content: 'hello' }];
+  const body = JSON.stringify({ model, messages, max_tokens: 2, temperature: 0 });
+  const post = async (url, headers = {}) => {
+    const r = await fetch(url + '/v1/chat/completions', { method: 'POST', body, headers: { 'content-type': 'application/json', ...headers } });
+    assert.equal(r.status, 200);
+    return { replica: r.headers.get('x-kvad-replica'), cached: (await r.json()).usage.prompt_tokens_details.cached_tokens };
+  };
+  const first = await post(process.env.KVAD_URL);  // through nginx: cached for client 127.0.0.1
+  assert.equal(first.cached, 0);
+  const direct = `http://127.0.0.1:${cluster.replicas[Number(first.replica) - 1].port}`;
+  // Straight to that replica as nginx would send another client's request: not 127.0.0.1's cache.
+  assert.equal((await post(direct, { 'X-Forwarded-For': '10.0.0.7' })).cached, 0, 'another client sees no cached prefix');
+  assert.ok((await post(direct, { 'X-Forwarded-For': '10.0.0.7' })).cached > 0, 'that client reuses its own');
+  // A client claiming to be 10.0.0.8 through nginx is still 127.0.0.1 (nginx appends the real address).
+  const forged = await post(process.env.KVAD_URL, { 'X-Forwarded-For': '10.0.0.8' });
+  assert.equal(forged.replica, first.replica);
+  assert.ok(forged.cached > 0, 'the forged header did not change who the client is');
+});
+
 test("a killed replica: its stream fails cleanly, its conversations move, the others stay", async () => {
   const victim = conversations[0];
   const dead = victim.replicas[0];

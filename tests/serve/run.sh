@@ -91,6 +91,7 @@ for _ in range(200):
     grep -q "behind nginx" "$WORK/cluster.out" || { echo "FAIL: kvad cluster did not start in 60 s"; cat "$WORK/cluster.err"; exit 1; }
     pids=$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(" ".join(str(r["pid"]) for r in j["replicas"]), j["nginx"]["pid"])' "$DIR/cluster.json")
     KVAD_URL=http://127.0.0.1:$BASE CLUSTER_JSON=$DIR/cluster.json node --test "$HERE/cluster.test.mjs" || { tail -5 "$DIR"/*.log; exit 1; }
+    for _ in $(seq 1 20); do grep -q "was killed by signal 9" "$WORK/cluster.err" && break; sleep 0.1; done
     grep -q "was killed by signal 9" "$WORK/cluster.err" || { echo "FAIL: kvad cluster did not report the killed replica"; cat "$WORK/cluster.err"; exit 1; }
     kill -TERM "$PID"
     rc=0; wait "$PID" || rc=$?
