@@ -270,6 +270,36 @@ TEST(ServeTrainLora, AJobOnTheLoadedModelAddsItsAdapter) {
   list = Json::parse(c.Get("/lora-adapters")->body);
   ASSERT_EQ(list.size(), 1u) << list.dump();
   EXPECT_EQ(chat_logprobs(c, {{{"id", 0}, {"scale", 1}}}), adapted);
+
+  // Retrained under its name (replace), with the form's other fields: the new adapter takes the
+  // old one's place -- same id, the scale it was given -- and is what runs.
+  ASSERT_EQ(send(c, "/lora-adapters", {{{"id", 0}, {"scale", 0.5}}}, &status).dump(), R"({"success":true})");
+  Json again = lora_job("kjv-style", kKjv);
+  again["replace"] = true;
+  again["targets"] = "c_attn";
+  again["rslora"] = true;
+  again["lr"] = 0.003;
+  Json job2 = run_job(c, again);
+  ASSERT_EQ(job2["state"], "finished") << job2.dump(1);
+  EXPECT_EQ(job2["params"]["targets"], "c_attn");
+  EXPECT_EQ(job2["adapter"]["id"], 0) << job2["adapter"].dump();
+  list = Json::parse(c.Get("/lora-adapters")->body);
+  ASSERT_EQ(list.size(), 1u) << list.dump();
+  EXPECT_EQ(list[0]["scale"], 0.5);
+  EXPECT_NE(chat_logprobs(c, {{{"id", 0}, {"scale", 1}}}), adapted) << "the retrained adapter runs, not the old one";
+  Json config = read_json_file(join_path(join_path(join_path(t.home, "adapters"), "kjv-style"), "adapter_config.json"));
+  EXPECT_EQ(config["target_modules"], Json::array({"c_attn"})) << config.dump();
+  EXPECT_EQ(config["use_rslora"], true);
+
+  // A server started on the base with --model alone offers the store's adapter for it too, off.
+  serve::ServeOptions o = options({});
+  o.model = kKjv;
+  test::RunningServer other(o);
+  auto c2 = other.client();
+  list = Json::parse(c2.Get("/lora-adapters")->body);
+  ASSERT_EQ(list.size(), 1u) << list.dump();
+  EXPECT_EQ(list[0]["path"], join_path(join_path(t.home, "adapters"), "kjv-style"));
+  EXPECT_EQ(list[0]["scale"], 0.0);
 }
 
 TEST(ServeTrainLora, AnAdapterForAnotherBaseSaysHowToUseIt) {
@@ -311,6 +341,11 @@ TEST(ServeTrainLora, BadJobsAreRefusedNamingTheField) {
   refused(with("batch", 1000), 400, "batch");
   refused(with("context", 4), 400, "context");
   refused(with("replace", "yes"), 400, "replace");
+  refused(with("targets", "q_proj;rm -rf"), 400, "targets");
+  refused(with("targets", ""), 400, "targets");
+  refused(with("targets", "a,,b"), 400, "targets");
+  refused(with("lr", 5), 400, "lr");
+  refused(with("rslora", "on"), 400, "rslora");
   Json no_base = lora_job("x", kKjv);
   no_base.erase("base");
   refused(no_base, 400, "base");

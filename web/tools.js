@@ -65,7 +65,7 @@ function renderTrainJob(j) {
   const bpc = nats => nats / Math.LN2;
   const lastVal = j.val.length ? j.val[j.val.length - 1] : null;
   const lora = j.kind === 'lora';
-  const what = lora ? `LoRA rank ${j.params.rank} on ${j.base.split('/').pop()}, ${fmtBytes(j.params.bytes)} of ${j.params.format === 'chat' ? 'chat JSONL' : 'text'}`
+  const what = lora ? `LoRA rank ${j.params.rank}${j.params.targets && j.params.targets !== 'all-linear' ? ` (${j.params.targets})` : ''}${j.params.rslora ? ', rsLoRA' : ''} on ${j.base.split('/').pop()}, ${fmtBytes(j.params.bytes)} of ${j.params.format === 'chat' ? 'chat JSONL' : 'text'}`
     : `${j.params.size} ${j.params.arch}, ${fmtBytes(j.params.bytes)} of text`;
   const baseVal = lora ? j.val.find(v => v[0] === 0) : null;
   c.append(
@@ -117,9 +117,11 @@ async function startTrain(ev) {
   if (!text) { toast(lora ? 'Choose a file or paste the text to fine-tune on.' : 'Choose a text file to train on.', true); return; }
   const common = {name: $('#train-name').value.trim(), steps: parseInt($('#train-steps').value, 10), replace: $('#train-replace').checked, text};
   const int = id => ($(id).value.trim() === '' ? undefined : parseInt($(id).value, 10));
+  const num = id => ($(id).value.trim() === '' ? undefined : parseFloat($(id).value));
   try {
     const j = await kvad.post('/kvad/train', lora
-      ? {...common, kind: 'lora', base: $('#train-base').value, rank: int('#train-rank'), batch: int('#train-batch'), context: int('#train-context')}
+      ? {...common, kind: 'lora', base: $('#train-base').value, rank: int('#train-rank'), batch: int('#train-batch'), context: int('#train-context'),
+         targets: $('#train-targets').value.trim() || undefined, lr: num('#train-lr'), rslora: $('#train-rslora').checked}
       : {...common, size: $('#train-size').value, arch: $('#train-arch').value});
     renderTrainJob(j);
     pollTrain();

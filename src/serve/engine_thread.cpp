@@ -1,5 +1,7 @@
 #include "serve/engine_thread.h"
 
+#include "serve/lora_adapters.h"
+
 #include <algorithm>
 #include <chrono>
 
@@ -89,6 +91,8 @@ void EngineThread::load_now(const std::string& name, const std::string& alias) {
   auto m = std::make_shared<LoadedModel>(load_model(name, cfg_.load));
   m->served_as = alias;
   m->loras = load_loras(cfg_.loras, *m->model);
+  // As a model loaded from the Models page: the store's adapters made for it join, at scale 0.
+  for (LoadedLora& l : load_store_adapters(*m)) m->loras.push_back(std::move(l));
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (running_ || !jobs_.empty() || generations_ > 0) fail("load_now: the engine is busy");

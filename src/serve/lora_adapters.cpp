@@ -91,6 +91,12 @@ std::vector<LoraUse> LoraScales::uses(const ModelPtr& m, const std::vector<LoraC
 int64_t LoraScales::add(const ModelPtr& m, LoadedLora l) {
   std::lock_guard<std::mutex> lk(mu_);
   PerModel& p = of(m);
+  for (size_t i = 0; i < p.adapters.size(); i++)
+    if (same_folder(p.adapters[i].path, l.path)) {
+      p.replaced.push_back(std::move(p.adapters[i].adapter));
+      p.adapters[i] = std::move(l);
+      return (int64_t)i;
+    }
   if (p.adapters.size() >= kMaxLoras)
     throw HttpError(409, fmt::format("the model already has {} LoRA adapters, the most a server holds", kMaxLoras),
                     "invalid_request_error");
@@ -153,6 +159,7 @@ std::vector<LoadedLora> load_store_adapters(const LoadedModel& m) {
   std::vector<LoadedLora> out;
   for (const std::string& dir : store_adapters_for(m.path)) {
     if (out.size() + m.loras.size() >= kMaxLoras) break;
+    if (std::any_of(m.loras.begin(), m.loras.end(), [&](const LoadedLora& l) { return same_folder(l.path, dir); })) continue;
     try {
       out.push_back({load_lora(dir, *m.model), dir, 0.0f});
     } catch (const Error& e) {

@@ -38,7 +38,9 @@ class LoraScales {
   void set(const ModelPtr& m, const std::vector<LoraChoice>& choices);
   // What a request runs with: its own list when it gave one, else the current defaults.
   std::vector<LoraUse> uses(const ModelPtr& m, const std::vector<LoraChoice>* asked);
-  // Adds an adapter loaded for m (at l.scale); returns its id. Throws HttpError(409) past kMaxLoras.
+  // Adds an adapter loaded for m (at l.scale); returns its id. One from a folder m already has an
+  // adapter from (a retrained adapter saved over the old) takes that adapter's place: same id,
+  // same scale. Throws HttpError(409) past kMaxLoras.
   int64_t add(const ModelPtr& m, LoadedLora l);
 
  private:
@@ -46,6 +48,9 @@ class LoraScales {
     std::weak_ptr<const LoadedModel> model;
     std::vector<LoadedLora> adapters;
     std::vector<float> scales;
+    // Adapters replaced by a retrained one, kept while the model is: sequences still running hold
+    // their address, and prefix blocks are salted by it (runtime/lora.h), so it must not be reused.
+    std::vector<std::shared_ptr<const LoraAdapter>> replaced;
   };
   PerModel& of(const ModelPtr& m);  // mu_ held; drops the entries of freed models
   static std::vector<float> chosen(const PerModel& p, const std::vector<LoraChoice>& choices);
@@ -57,7 +62,8 @@ class LoraScales {
 // their adapter_config.json's base_model_name_or_path names that folder (a path, a store or a Hub
 // name). Their folders, sorted by name.
 std::vector<std::string> store_adapters_for(const std::string& dir);
-// Each of those loaded for m at scale 0; one that does not load is left out with a warning.
+// Each of those loaded for m at scale 0, but for those m already runs (its --lora ones); one that
+// does not load is left out with a warning.
 std::vector<LoadedLora> load_store_adapters(const LoadedModel& m);
 // The store's adapters for the Training page: [{name, path, base, rank, alpha, step, val_bpc,
 // base_val_bpc}] from adapter_config.json and trainer_state.json's "trained" section.

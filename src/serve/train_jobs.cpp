@@ -1,5 +1,8 @@
 #include "serve/train_jobs.h"
 
+#include <algorithm>
+#include <cctype>
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -67,6 +70,19 @@ bool looks_like_chat_jsonl(const std::string& text) {
   return first.is_object() && first.contains("messages");
 }
 
+// "targets": all-linear or module names (q_proj,v_proj; GPT-2's c_attn), comma-separated. Only the
+// shape is checked here; kvad train names a module the base lacks, in the job's log.
+std::string lora_targets_field(const Json& b) {
+  std::string t = get_string(b, "targets");
+  int names = 1;
+  for (char c : t) names += c == ',';
+  bool ok = !t.empty() && t.size() <= 200 && names <= 16 && t.front() != ',' && t.back() != ',' &&
+            t.find(",,") == std::string::npos &&
+            std::all_of(t.begin(), t.end(), [](unsigned char c) { return std::isalnum(c) || c == '_' || c == '-' || c == '.' || c == ','; });
+  if (!ok) bad("targets", "'targets' must be all-linear or module names separated by commas (q_proj,v_proj), at most 16");
+  return t;
+}
+
 }  // namespace
 
 Json TrainJobs::start(const Json& b) {
@@ -120,6 +136,9 @@ TrainJobs::Plan TrainJobs::lora_plan(const Json& b) const {
   const int64_t batch = has(b, "batch") ? get_int(b, "batch", 1, 64) : 8;
   const int64_t context = has(b, "context") ? get_int(b, "context", 16, 4096) : 0;  // 0: the base's, up to 512
   const bool replace = has(b, "replace") && get_bool(b, "replace");
+  const bool rslora = has(b, "rslora") && get_bool(b, "rslora");
+  const double lr = has(b, "lr") ? get_number(b, "lr", 1e-6, 1.0) : 0;  // 0: kvad train's default
+  const std::string targets = has(b, "targets") ? lora_targets_field(b) : "all-linear";
   if (!hooks_.base_path) throw HttpError(501, "LoRA jobs need the server's model list", "not_implemented");
   std::string base_path = hooks_.base_path(base);  // 404 unless the Models page lists it
   Plan p;
@@ -136,9 +155,13 @@ TrainJobs::Plan TrainJobs::lora_plan(const Json& b) const {
             "--log-every", std::to_string(std::max<int64_t>(1, steps / 100)), "--eval-every", std::to_string(every),
             "--save-every", std::to_string(every)};
   if (context > 0) p.args.insert(p.args.end(), {"--context", std::to_string(context)});
+  if (lr > 0) p.args.insert(p.args.end(), {"--lr", fmt::format("{}", lr)});
+  if (rslora) p.args.push_back("--rslora");
+  p.args.insert(p.args.end(), {"--targets", targets});
   if (replace) p.args.push_back("--force");
   p.job->params = {{"name", name}, {"base", base}, {"rank", rank}, {"alpha", alpha}, {"steps", steps},
                    {"batch", batch}, {"context", context > 0 ? Json(context) : Json(nullptr)},
+                   {"lr", lr > 0 ? Json(lr) : Json(nullptr)}, {"rslora", rslora}, {"targets", targets},
                    {"format", chat ? "chat" : "text"}, {"bytes", p.text.size()}};
   return p;
 }

@@ -26,6 +26,9 @@ test('training: fine-tune a LoRA adapter on a model from Models, then chat with 
   await page.fill('#train-steps', '12');
   await page.fill('#train-batch', '4');
   await page.fill('#train-context', '32');
+  await page.fill('#train-targets', 'q_proj,v_proj');
+  await page.fill('#train-lr', '0.002');
+  await page.check('#train-rslora');
   await page.click('#train-start');
   await waitUntil(page, () => !!document.querySelector('#train-use-adapter'), 'the job finished with its adapter loaded', 120000);
 
@@ -33,6 +36,10 @@ test('training: fine-tune a LoRA adapter on a model from Models, then chat with 
   assert.equal(job.name, 'ui-adapter');
   assert.equal(job.kind, 'lora');
   assert.equal(job.state, 'finished');
+  assert.equal(job.params.targets, 'q_proj,v_proj', "the form's modules reach kvad train");
+  assert.equal(job.params.lr, 0.002);
+  assert.equal(job.params.rslora, true);
+  assert.match(await page.textContent('#train-cards'), /\(q_proj,v_proj\), rsLoRA/);
   assert.equal(job.val[0][0], 0, "the base's own validation point first");
   const cards = await page.$$eval('#train-cards .card', cs => Object.fromEntries(cs.map(c => [c.querySelector('.k').textContent, c.querySelector('.v')?.textContent])));
   assert.equal(cards['The base (step 0)'], `${job.val[0][2].toFixed(3)} bpc`);
