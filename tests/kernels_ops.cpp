@@ -43,20 +43,25 @@ TEST(Ops, LowRankAddMatchesTheSumInDouble) {
       std::vector<uint16_t> rows16(rows.size());
       std::vector<float> rounded(rows.size());
       for (size_t i = 0; i < rows.size(); i++) rows16[i] = f32_to_bf16(rows[i]), rounded[i] = bf16_to_f32(rows16[i]);
+      // The whole row, and a slice of its columns (what one thread's share of a product updates).
+      std::vector<std::pair<int64_t, int64_t>> slices = {{0, n}};
+      if (n > 9) slices.push_back({3, n - 5});
       for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
         if (isa > best_isa()) continue;
-        for (bool bf16 : {false, true}) {
-          std::vector<float> got = y;
-          const std::vector<float>& used = bf16 ? rounded : rows;
-          if (bf16) kernels::lowrank_add_bf16(got.data(), coef.data(), rows16.data(), r, n, isa);
-          else kernels::lowrank_add(got.data(), coef.data(), rows.data(), r, n, isa);
-          for (int64_t i = 0; i < n; i++) {
-            double want = y[(size_t)i];
-            for (int64_t j = 0; j < r; j++) want += (double)coef[(size_t)j] * used[(size_t)(j * n + i)];
-            ASSERT_NEAR(got[(size_t)i], want, 1e-5 * (1 + std::fabs(want)))
-                << isa_name(isa) << (bf16 ? " bf16" : "") << " n " << n << " r " << r;
+        for (bool bf16 : {false, true})
+          for (auto [c0, len] : slices) {
+            std::vector<float> got = y;
+            const std::vector<float>& used = bf16 ? rounded : rows;
+            if (bf16) kernels::lowrank_add_bf16(got.data() + c0, coef.data(), rows16.data() + c0, r, len, n, isa);
+            else kernels::lowrank_add(got.data() + c0, coef.data(), rows.data() + c0, r, len, n, isa);
+            for (int64_t i = 0; i < n; i++) {
+              double want = y[(size_t)i];
+              if (i >= c0 && i < c0 + len)
+                for (int64_t j = 0; j < r; j++) want += (double)coef[(size_t)j] * used[(size_t)(j * n + i)];
+              ASSERT_NEAR(got[(size_t)i], want, 1e-5 * (1 + std::fabs(want)))
+                  << isa_name(isa) << (bf16 ? " bf16" : "") << " n " << n << " r " << r << " slice " << c0;
+            }
           }
-        }
       }
     }
 }

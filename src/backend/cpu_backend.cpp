@@ -66,6 +66,8 @@ class CpuBackend final : public Backend {
     need(x.cols == w.cols(), "linear", x, "input width differs from the weight's columns");
     need(y.rows == x.rows && y.cols == w.rows() && y.contiguous(), "linear", y, "output is not [n, weight rows] contiguous");
     const float* in = dense_input(x);
+    const Weight* ws[1] = {&w};
+    if (fused_loras(ws, 1, in, &y)) return;
     w.matmul(in, x.rows, y.data);
     add_loras(w, in, y);
   }
@@ -79,6 +81,13 @@ class CpuBackend final : public Backend {
       need(y.rows == x.rows && y.cols == w->rows() && y.contiguous(), "linear_group", y, "output is not [n, weight rows]");
       if (n == 4) fail("cpu backend linear_group: at most 4 weights");
       o[n++] = {w, y.data};
+    }
+    {
+      const Weight* ws[4];
+      Tensor ys[4];
+      size_t i = 0;
+      for (const auto& [w, y] : outs) ws[i] = w, ys[i++] = y;
+      if (fused_loras(ws, n, in, ys)) return;
     }
     if (n == 2) Weight::matmul_group(in, x.rows, {o[0], o[1]});
     else if (n == 3) Weight::matmul_group(in, x.rows, {o[0], o[1], o[2]});
@@ -319,21 +328,90 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void side_path(const LoraPair& p, float scale, const float* x, int64_t n, float* y) {
-    const int64_t r = p.a.rows(), out = p.out;
+  // A decode step's side paths are ~1/30 of its base work, in 2 x projections products: on the
+  // pool each would add a parallel region to the step (measured: 25% slower decode on a 2-core
+  // machine with other load), so small ones run their x A^T on the calling thread and their
+  // t B^T inside the base product's own region (fused_loras).
+  static bool small_side_path(const LoraPair& p, int64_t n) { return n * p.a.rows() * (p.a.cols() + p.out) < (int64_t{1} << 22); }
+
+  // t = scale * x A^T, [n, r], in the step's arena.
+  Tensor side_input(const LoraPair& p, float scale, const float* x, int64_t n, bool serial) {
+    const int64_t r = p.a.rows();
     Tensor t = tensor(n, r);
-    // A decode step's side paths are ~1/30 of its base work, in 2 x projections products: on the
-    // pool each would add a parallel region to the step (measured: 25% slower decode on a
-    // 2-core machine with other load), on this thread they add only their work.
-    const bool serial = n * r * (p.a.cols() + out) < (int64_t{1} << 22);
     serial ? p.a.matmul_serial(x, n, t.data) : p.a.matmul(x, n, t.data);
     for (int64_t i = 0; i < n * r; i++) t.data[i] *= scale;  // on the r-wide product: the cheapest place
+    return t;
+  }
+
+  // y[i, c0:c1] += t_i B^T[:, c0:c1] for each row of a side path.
+  struct SidePath {
+    const LoraPair* p;
+    const float* t;  // [n, r]
+    float* y;        // [n, out], the span's first row
+    int64_t n;
+  };
+  struct SidePaths {
+    const SidePath* paths;
+    size_t count;
+  };
+  static void add_side_paths(const void* ctx, int64_t c0, int64_t c1) {
+    const SidePaths& sp = *static_cast<const SidePaths*>(ctx);
+    for (size_t k = 0; k < sp.count; k++) {
+      const SidePath& s = sp.paths[k];
+      const int64_t r = s.p->a.rows(), out = s.p->out;
+      for (int64_t i = 0; i < s.n; i++)
+        s.p->bt.empty()
+            ? kernels::lowrank_add_bf16(s.y + i * out + c0, s.t + i * r, s.p->bt_bf16.data() + c0, r, c1 - c0, out)
+            : kernels::lowrank_add(s.y + i * out + c0, s.t + i * r, s.p->bt.data() + c0, r, c1 - c0, out);
+    }
+  }
+
+  // Products of weights (one, or a group sharing their input) whose adapters' side paths are all
+  // small: x A^T for each on this thread first, then one parallel region for the base products in
+  // which each thread adds t B^T to the output columns it has just computed. Returns false (and
+  // does nothing) when there are no side paths, or one too large for this, which add_loras runs.
+  bool fused_loras(const Weight* const* ws, size_t count, const float* x, const Tensor* ys) {
+    if (!batch_ || !batch_->has_lora()) return false;
+    const auto& spans = batch_->spans();
+    side_paths_.clear();
+    size_t first[5] = {0};
+    for (size_t k = 0; k < count; k++) {
+      for (size_t i = 0, j; i < spans.size(); i = j) {
+        for (j = i + 1; j < spans.size() && std::ranges::equal(spans[j].loras, spans[i].loras);) j++;
+        const int64_t row0 = spans[i].row0, n = spans[j - 1].row0 + spans[j - 1].n - row0;
+        for (const LoraUse& use : spans[i].loras) {
+          const LoraPair* p = use.adapter->find(ws[k]);
+          if (!p || use.scale == 0) continue;
+          if (!small_side_path(*p, n)) return false;
+          need(ys[k].rows == batch_->size(), "linear", ys[k], "an adapted weight's input rows are not the batch's rows");
+          side_paths_.push_back({p, nullptr, ys[k].data + row0 * ys[k].stride, n});
+          side_paths_.back().t = side_input(*p, use.scale * p->scale, x + row0 * ws[k]->cols(), n, true).data;
+        }
+      }
+      first[k + 1] = side_paths_.size();
+    }
+    if (side_paths_.empty()) return false;
+    SidePaths ctx[4];
+    Weight::Job jobs[4];
+    for (size_t k = 0; k < count; k++) {
+      ctx[k] = {side_paths_.data() + first[k], first[k + 1] - first[k]};
+      jobs[k] = {ws[k], x, ys[k].rows, ys[k].data};
+      if (ctx[k].count) jobs[k].then = add_side_paths, jobs[k].ctx = &ctx[k];
+    }
+    Weight::matmul_jobs(jobs, (int)count);
+    return true;
+  }
+
+  void side_path(const LoraPair& p, float scale, const float* x, int64_t n, float* y) {
+    const int64_t r = p.a.rows(), out = p.out;
+    const bool serial = small_side_path(p, n);
+    Tensor t = side_input(p, scale, x, n, serial);
     // y += t B^T as a rank-r update of each row over B^T's rows: long vector FMAs, where B's own
     // rows would make dots of length r, each ending in a horizontal sum (27% slower prefill).
     auto rows = [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; i++)
-        p.bt.empty() ? kernels::lowrank_add_bf16(y + i * out, t.data + i * r, p.bt_bf16.data(), r, out)
-                     : kernels::lowrank_add(y + i * out, t.data + i * r, p.bt.data(), r, out);
+        p.bt.empty() ? kernels::lowrank_add_bf16(y + i * out, t.data + i * r, p.bt_bf16.data(), r, out, out)
+                     : kernels::lowrank_add(y + i * out, t.data + i * r, p.bt.data(), r, out, out);
     };
     if (serial) rows(0, n);
     else pool().parallel_for(n, 1, rows);
@@ -343,6 +421,7 @@ class CpuBackend final : public Backend {
   std::vector<kernels::DeltaNetSpan> spans_;  // gated_delta_net's, reused
   const Batch* batch_ = nullptr;
   std::vector<Weight::Job> jobs_;  // moe's products; grows to the most experts a step has run, then reused
+  std::vector<SidePath> side_paths_;  // fused_loras'; grows to the most a product has had, then reused
 };
 
 }  // namespace

@@ -63,6 +63,11 @@ class Weight {
     const float* x;  // [n, w->cols()] contiguous
     int64_t n;
     float* y;        // [n, w->rows()]
+    // Called on the thread that computed them, once output columns [c0, c1) of every row of y
+    // are done: work on those columns alone joins the product's parallel region (a LoRA pair's
+    // t B^T) instead of running after it on one thread.
+    void (*then)(const void* ctx, int64_t c0, int64_t c1) = nullptr;
+    const void* ctx = nullptr;
   };
   static void matmul_jobs(const Job* jobs, int count);
   // out[cols] = W[i, :]

@@ -87,38 +87,38 @@ void add(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; i++) y[i] += x[i];
 }
 
-void lowrank_add_avx512(float* y, const float* coef, const float* rows, int64_t r, int64_t n);
-void lowrank_add_avx2(float* y, const float* coef, const float* rows, int64_t r, int64_t n);
+void lowrank_add_avx512(float* y, const float* coef, const float* rows, int64_t r, int64_t n, int64_t stride);
+void lowrank_add_avx2(float* y, const float* coef, const float* rows, int64_t r, int64_t n, int64_t stride);
 
-static void lowrank_add_scalar(float* y, const float* coef, const float* rows, int64_t r, int64_t n) {
+static void lowrank_add_scalar(float* y, const float* coef, const float* rows, int64_t r, int64_t n, int64_t stride) {
   for (int64_t i = 0; i < n; i++) {
     float s = y[i];
-    for (int64_t j = 0; j < r; j++) s += coef[j] * rows[j * n + i];
+    for (int64_t j = 0; j < r; j++) s += coef[j] * rows[j * stride + i];
     y[i] = s;
   }
 }
 
-void lowrank_add(float* y, const float* coef, const float* rows, int64_t r, int64_t n, Isa isa) {
+void lowrank_add(float* y, const float* coef, const float* rows, int64_t r, int64_t n, int64_t stride, Isa isa) {
 #if defined(__x86_64__)
   auto fn = isa == Isa::Avx512 ? lowrank_add_avx512 : isa == Isa::Avx2 ? lowrank_add_avx2 : lowrank_add_scalar;
 #else
   auto fn = lowrank_add_scalar;
 #endif
-  fn(y, coef, rows, r, n);
+  fn(y, coef, rows, r, n, stride);
 }
 
-void lowrank_add_bf16_avx512(float* y, const float* coef, const uint16_t* rows, int64_t r, int64_t n);
-void lowrank_add_bf16_avx2(float* y, const float* coef, const uint16_t* rows, int64_t r, int64_t n);
+void lowrank_add_bf16_avx512(float* y, const float* coef, const uint16_t* rows, int64_t r, int64_t n, int64_t stride);
+void lowrank_add_bf16_avx2(float* y, const float* coef, const uint16_t* rows, int64_t r, int64_t n, int64_t stride);
 
-static void lowrank_add_bf16_scalar(float* y, const float* coef, const uint16_t* rows, int64_t r, int64_t n) {
+static void lowrank_add_bf16_scalar(float* y, const float* coef, const uint16_t* rows, int64_t r, int64_t n, int64_t stride) {
   for (int64_t i = 0; i < n; i++) {
     float s = y[i];
-    for (int64_t j = 0; j < r; j++) s += coef[j] * bf16_to_f32(rows[j * n + i]);
+    for (int64_t j = 0; j < r; j++) s += coef[j] * bf16_to_f32(rows[j * stride + i]);
     y[i] = s;
   }
 }
 
-void lowrank_add_bf16(float* y, const float* coef, const uint16_t* rows, int64_t r, int64_t n, Isa isa) {
+void lowrank_add_bf16(float* y, const float* coef, const uint16_t* rows, int64_t r, int64_t n, int64_t stride, Isa isa) {
 #if defined(__x86_64__)
   auto fn = isa == Isa::Avx512 ? lowrank_add_bf16_avx512
             : isa == Isa::Avx2 ? lowrank_add_bf16_avx2
@@ -126,7 +126,7 @@ void lowrank_add_bf16(float* y, const float* coef, const uint16_t* rows, int64_t
 #else
   auto fn = lowrank_add_bf16_scalar;
 #endif
-  fn(y, coef, rows, r, n);
+  fn(y, coef, rows, r, n, stride);
 }
 
 void add_bias(float* y, const float* b, int64_t n, int64_t m) {

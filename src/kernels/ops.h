@@ -20,11 +20,13 @@ void silu_mul(float* gate, const float* up, int64_t n, Isa isa = best_isa());
 void gelu_tanh(float* x, int64_t n, Isa isa = best_isa());
 // y += x
 void add(float* y, const float* x, int64_t n);
-// y[i] += sum_j coef[j] * rows[j * n + i], j < r: a rank-r update of one row (the LoRA side
-// path's t B^T, with B^T as `rows` [r, n]); y is read and written once, whatever r is.
-void lowrank_add(float* y, const float* coef, const float* rows, int64_t r, int64_t n, Isa isa = best_isa());
+// y[i] += sum_j coef[j] * rows[j * stride + i], i < n, j < r: a rank-r update of one row (the LoRA
+// side path's t B^T, with B^T as `rows` [r, stride]; n < stride updates a slice of the row, with
+// `rows` pointing at the slice's first column); y is read and written once, whatever r is.
+void lowrank_add(float* y, const float* coef, const float* rows, int64_t r, int64_t n, int64_t stride, Isa isa = best_isa());
 // The same with `rows` in bf16 (a LoRA pair beside a bf16 or quantised base: half the bytes).
-void lowrank_add_bf16(float* y, const float* coef, const uint16_t* rows, int64_t r, int64_t n, Isa isa = best_isa());
+void lowrank_add_bf16(float* y, const float* coef, const uint16_t* rows, int64_t r, int64_t n, int64_t stride,
+                      Isa isa = best_isa());
 // y += b, for each of n rows of width m
 void add_bias(float* y, const float* b, int64_t n, int64_t m);
 

@@ -32,33 +32,33 @@ void gelu_tanh_avx2(float* x, int64_t n) {
   for (; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + std::tanh(0.7978845608028654f * (x[i] + 0.044715f * x[i] * x[i] * x[i])));
 }
 
-void lowrank_add_avx2(float* y, const float* coef, const float* rows, int64_t r, int64_t n) {
+void lowrank_add_avx2(float* y, const float* coef, const float* rows, int64_t r, int64_t n, int64_t stride) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     __m256 s = _mm256_loadu_ps(y + i);
-    for (int64_t j = 0; j < r; j++) s = _mm256_fmadd_ps(_mm256_set1_ps(coef[j]), _mm256_loadu_ps(rows + j * n + i), s);
+    for (int64_t j = 0; j < r; j++) s = _mm256_fmadd_ps(_mm256_set1_ps(coef[j]), _mm256_loadu_ps(rows + j * stride + i), s);
     _mm256_storeu_ps(y + i, s);
   }
   for (; i < n; i++) {
     float s = y[i];
-    for (int64_t j = 0; j < r; j++) s += coef[j] * rows[j * n + i];
+    for (int64_t j = 0; j < r; j++) s += coef[j] * rows[j * stride + i];
     y[i] = s;
   }
 }
 
-void lowrank_add_bf16_avx2(float* y, const float* coef, const uint16_t* rows, int64_t r, int64_t n) {
+void lowrank_add_bf16_avx2(float* y, const float* coef, const uint16_t* rows, int64_t r, int64_t n, int64_t stride) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     __m256 s = _mm256_loadu_ps(y + i);
     for (int64_t j = 0; j < r; j++) {
-      __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(rows + j * n + i)));
+      __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(rows + j * stride + i)));
       s = _mm256_fmadd_ps(_mm256_set1_ps(coef[j]), _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)), s);
     }
     _mm256_storeu_ps(y + i, s);
   }
   for (; i < n; i++) {
     float s = y[i];
-    for (int64_t j = 0; j < r; j++) s += coef[j] * bf16_to_f32(rows[j * n + i]);
+    for (int64_t j = 0; j < r; j++) s += coef[j] * bf16_to_f32(rows[j * stride + i]);
     y[i] = s;
   }
 }

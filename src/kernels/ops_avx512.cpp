@@ -30,22 +30,22 @@ void gelu_tanh_avx512(float* x, int64_t n) {
   }
 }
 
-void lowrank_add_avx512(float* y, const float* coef, const float* rows, int64_t r, int64_t n) {
+void lowrank_add_avx512(float* y, const float* coef, const float* rows, int64_t r, int64_t n, int64_t stride) {
   for (int64_t i = 0; i < n; i += 16) {
     __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
     __m512 s = _mm512_maskz_loadu_ps(m, y + i);
-    for (int64_t j = 0; j < r; j++) s = _mm512_fmadd_ps(_mm512_set1_ps(coef[j]), _mm512_maskz_loadu_ps(m, rows + j * n + i), s);
+    for (int64_t j = 0; j < r; j++) s = _mm512_fmadd_ps(_mm512_set1_ps(coef[j]), _mm512_maskz_loadu_ps(m, rows + j * stride + i), s);
     _mm512_mask_storeu_ps(y + i, m, s);
   }
 }
 
 // bf16 -> f32 is a 16-bit shift into the high half.
-void lowrank_add_bf16_avx512(float* y, const float* coef, const uint16_t* rows, int64_t r, int64_t n) {
+void lowrank_add_bf16_avx512(float* y, const float* coef, const uint16_t* rows, int64_t r, int64_t n, int64_t stride) {
   for (int64_t i = 0; i < n; i += 16) {
     __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
     __m512 s = _mm512_maskz_loadu_ps(m, y + i);
     for (int64_t j = 0; j < r; j++) {
-      __m512i h = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, rows + j * n + i));
+      __m512i h = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, rows + j * stride + i));
       s = _mm512_fmadd_ps(_mm512_set1_ps(coef[j]), _mm512_castsi512_ps(_mm512_slli_epi32(h, 16)), s);
     }
     _mm512_mask_storeu_ps(y + i, m, s);
