@@ -414,6 +414,61 @@ TEST(GradCheck, WholeAdaptedModel) {
   }
 }
 
+// Data-parallel training (distributed.h): ranks run contiguous shares of a batch's rows, each
+// loss divided by the whole batch's count of scored targets (forward's scored_total), and add their
+// gradients. The shares' losses and gradients sum to the whole batch's, in float64 to rounding,
+// for every model and for an adapter, with unscored targets spread unevenly between the shares
+// (as chat masks make them). Divided by each share's own count instead, they would not.
+TEST(GradCheck, SharesOfABatchSumToTheBatch) {
+  for (const Case& c : model_cases()) {
+    for (bool adapted : {false, true}) {
+      SCOPED_TRACE(std::string(c.name) + (adapted ? " + adapter" : ""));
+      const int64_t B = 4, T = 5, half = B / 2;
+      LoraConfig cfg;
+      cfg.rank = 2, cfg.alpha = 3, cfg.targets = {"all-linear"};
+      LoraLayout lora = make_lora_layout(c.shape, cfg);
+      Model<double> whole(c.shape, B, adapted ? &lora : nullptr), part(c.shape, half, adapted ? &lora : nullptr);
+      whole.init(42);
+      Rng r(13);
+      for (int64_t i = 0; i < whole.num_params(); i++) whole.params()[i] += 0.3 * r.normal();
+      if (adapted)
+        for (int64_t i = 0; i < whole.num_trainable(); i++) whole.trainable()[i] = 0.5 * r.normal();
+      std::copy(whole.params(), whole.params() + whole.num_params(), part.params());
+      std::copy(whole.trainable(), whole.trainable() + whole.num_trainable(), part.trainable());
+      std::vector<int32_t> x, y;
+      batch(r, B, T, c.shape.vocab, x, y);
+      y[0] = y[2] = y[3] = y[6] = -1;  // the first share scores 6 targets, the second 10
+      int64_t scored = 0;
+      for (int32_t t : y) scored += t >= 0;
+      const double loss = whole.forward(x.data(), y.data(), B, T);
+      whole.backward();
+      const int64_t n = whole.num_trainable();
+      std::vector<double> sum((size_t)n, 0.0), own((size_t)n, 0.0);
+      double loss_sum = 0, own_loss = 0;
+      for (int64_t share = 0; share < 2; share++) {
+        const int32_t* xs = x.data() + share * half * T;
+        const int32_t* ys = y.data() + share * half * T;
+        loss_sum += part.forward(xs, ys, half, T, scored);
+        part.backward();
+        for (int64_t i = 0; i < n; i++) sum[(size_t)i] += part.trainable_grads()[i];
+        own_loss += part.forward(xs, ys, half, T);  // each share's own count
+        part.backward();
+        for (int64_t i = 0; i < n; i++) own[(size_t)i] += part.trainable_grads()[i];
+      }
+      EXPECT_NEAR(loss_sum, loss, 1e-13 * loss);
+      double worst = 0, own_worst = 0, mx = 0;
+      for (int64_t i = 0; i < n; i++) {
+        mx = std::max(mx, std::fabs(whole.trainable_grads()[i]));
+        worst = std::max(worst, std::fabs(sum[(size_t)i] - whole.trainable_grads()[i]));
+        own_worst = std::max(own_worst, std::fabs(own[(size_t)i] - whole.trainable_grads()[i]));
+      }
+      EXPECT_LE(worst, 1e-13 * mx);
+      EXPECT_GT(own_worst, 0.1 * mx);  // the shares' own means: a different gradient
+      EXPECT_GT(std::fabs(own_loss - loss), 0.1 * loss);
+    }
+  }
+}
+
 // An adapter changes the loss exactly as merging it into the base's weights does (lora_merge).
 TEST(GradCheck, AdaptedModelEqualsMergedBase) {
   for (const Case& c : model_cases()) {

@@ -92,8 +92,11 @@ void embedding_bwd(T* dwte, T* dwpe, const T* dx, const int32_t* tokens, int64_t
 // ---- loss.cpp: softmax cross-entropy of logits [rows, V]. A row whose target is < 0 is not scored
 // (padding, non-assistant tokens): its loss and dlogits are 0. Writes loss per row and replaces the
 // logits by dlogits = (softmax - onehot) / n, n = the number of scored rows (the gradient of the
-// mean loss over them). Returns that mean; 0 when no row is scored.
+// mean loss over them). Returns that mean; 0 when no row is scored. With `scored_total` > 0 the
+// rows are one share of a larger batch that scores that many targets in all (a rank's share under
+// data-parallel training): n = scored_total, and the return is this share's loss sum / n, so the
+// shares' returns and gradients add up to the whole batch's.
 template <typename T>
-double cross_entropy(T* logits, T* loss, const int32_t* targets, int64_t rows, int64_t V);
+double cross_entropy(T* logits, T* loss, const int32_t* targets, int64_t rows, int64_t V, int64_t scored_total = 0);
 
 }  // namespace kvad::train

@@ -224,7 +224,7 @@ void Model<T>::lora_backward(int64_t layer, int site, T* dx, const T* dy, const 
 }
 
 template <typename T>
-double Model<T>::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t Tn) {
+double Model<T>::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t Tn, int64_t scored_total) {
   const ModelShape& s = shape_;
   if (B < 1 || B > max_batch_ || Tn < 1 || Tn > s.context)
     fail("forward of {} x {} tokens does not fit the model's {} x {}", B, Tn, max_batch_, s.context);
@@ -295,7 +295,7 @@ double Model<T>::forward(const int32_t* tokens, const int32_t* targets, int64_t 
   norm_fwd(a.lnf, a.lnf_mean, a.lnf_rstd, a.res[s.layers], P(L.lnf_w), P(L.lnf_b), BT, C, (T)s.norm_eps);
   linear_fwd<T>(a.logits, a.lnf, P(L.head >= 0 ? L.head : L.wte), nullptr, BT, C, s.vocab);
   if (!targets) return 0;
-  return cross_entropy(a.logits, a.losses, targets, BT, s.vocab);
+  return cross_entropy(a.logits, a.losses, targets, BT, s.vocab, scored_total);
 }
 
 template <typename T>

@@ -106,8 +106,10 @@ class Model {
   void init(uint64_t seed);
 
   // Runs B sequences of Tn tokens. With targets: returns the mean cross-entropy and keeps what
-  // backward() needs. Without: returns 0 and logits() holds [B*Tn, vocab].
-  double forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t Tn);
+  // backward() needs. Without: returns 0 and logits() holds [B*Tn, vocab]. `scored_total` > 0: the
+  // B rows are a share of a batch with that many scored targets, and the loss and its gradients are
+  // divided by it (cross_entropy), so the shares' gradients sum to the whole batch's.
+  double forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t Tn, int64_t scored_total = 0);
   const T* logits() const;
   // Gradients of the last forward's mean loss into trainable_grads() (every entry written).
   void backward();
