@@ -1,7 +1,8 @@
 // kvad train: trains a character-level GPT-2- or Llama-style model on a text file and saves it in
 // kvad's store, where `kvad run --model NAME` finds it; with --lora, an adapter for a base model
 // (saved under adapters/, where `--lora NAME` finds it). The loop is src/train/trainer.cpp; this
-// file maps flags to its options and prints a sample from each checkpoint with the engine.
+// file maps flags to its options and prints a sample from each checkpoint with the engine. Under
+// `mpirun -np N` it joins the job first (src/train/distributed.h, docs/scale-out.md).
 #include <cstdio>
 #include <cstdlib>
 
@@ -12,6 +13,7 @@
 #include "io/store.h"
 #include "runtime/generate.h"
 #include "runtime/loader.h"
+#include "train/distributed.h"
 #include "train/trainer.h"
 
 namespace kvad::cli {
@@ -120,11 +122,23 @@ void add_train(CLI::App& app) {
     train::TrainHooks hooks;
     hooks.stop = &g_interrupted;
     hooks.on_checkpoint = [&o](const std::string& dir, int64_t step) { print_sample(dir, step, o.sample_chars); };
-    train::TrainResult r = train::run_training(o, hooks);
+    // Under mpirun: one rank of a data-parallel job. An error on any rank ends the whole job, named
+    // by its rank, instead of leaving the others waiting for it in the next allreduce.
+    train::join_world();
+    const train::World& world = train::world();
+    train::TrainResult r;
+    try {
+      r = train::run_training(o, hooks);
+    } catch (const std::exception& e) {
+      if (!world.distributed()) throw;
+      train::abort_world(dynamic_cast<const std::bad_alloc*>(&e) ? "out of memory" : e.what());
+    }
+    train::leave_world();
     if (r.interrupted) {
       std::fflush(stdout);
       std::exit(130);  // the conventional status of a run stopped by Ctrl-C; the checkpoint is saved
     }
+    if (!world.root()) return;
     if (o.lora)
       std::fprintf(stderr, "adapter saved as %s (%s); try: kvad run --model %s --lora %s --prompt \"...\"\n",
                    name.c_str(), o.dir.c_str(), o.lora_opts.base_name.c_str(), name.c_str());

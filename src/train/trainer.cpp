@@ -1,5 +1,6 @@
 #include "train/trainer.h"
 
+#include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -9,12 +10,14 @@
 #include <fstream>
 #include <functional>
 
+#include "core/checksum.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/threads.h"
 #include "train/base.h"
 #include "train/checkpoint.h"
 #include "train/data.h"
+#include "train/distributed.h"
 #include "tokenizer/tokenizer.h"
 #include "train/token_data.h"
 #include "train/profile.h"
@@ -97,8 +100,6 @@ Json shape_json(const ModelShape& s) {
           {"head_size", s.head_size},  {"positions", s.positions}, {"qkv_bias", s.qkv_bias}, {"qk_norm", s.qk_norm}};
 }
 
-std::string hex64(uint64_t v) { return fmt::format("{:016x}", v); }
-
 // What the loop asks of its data, for characters (data.h) and for a base's tokens (token_data.h).
 struct LoopData {
   std::function<int64_t(int64_t step, int32_t* x, int32_t* y)> batch;  // returns T
@@ -143,26 +144,34 @@ struct Eval {
   int64_t scored = 0, bytes = 0;
 };
 
-// Validation over the first `max_rows` (0 = all) sequences, in the data's batches.
+// Validation over the first `max_rows` (0 = all) sequences, in the data's batches of B. Under
+// data-parallel training each rank scores its contiguous share of every batch's rows and the ranks'
+// sums are added (so every rank returns the whole figure).
 Eval evaluate(Model<float>& m, const LoopData& d, int64_t B, int64_t max_rows) {
+  const World& w = world();
   const int64_t ctx = m.shape().context;
   std::vector<int32_t> x((size_t)(B * ctx)), y((size_t)(B * ctx));
-  double nats = 0;
-  Eval e;
+  double sums[3] = {0, 0, 0};  // nats, scored targets, bytes behind them
   for (int64_t i = 0, done = 0; i < d.val_batches && (max_rows <= 0 || done < max_rows); i++) {
     int64_t rows = 0, T = d.val(i, x.data(), y.data(), &rows);
     if (max_rows > 0) rows = std::min(rows, max_rows - done);
     done += rows;
+    const int64_t r0 = rows * w.rank() / w.size(), n = rows * (w.rank() + 1) / w.size() - r0;
+    const int32_t* xs = x.data() + r0 * T;
+    const int32_t* ys = y.data() + r0 * T;
     int64_t scored = 0;
-    for (int64_t k = 0; k < rows * T; k++) scored += y[(size_t)k] >= 0;
+    for (int64_t k = 0; k < n * T; k++) scored += ys[k] >= 0;
     if (scored == 0) continue;
-    nats += m.forward(x.data(), y.data(), rows, T) * (double)scored;
-    e.scored += scored;
-    e.bytes += d.target_bytes(y.data(), rows * T);
+    sums[0] += m.forward(xs, ys, n, T) * (double)scored;
+    sums[1] += (double)scored;
+    sums[2] += (double)d.target_bytes(ys, n * T);
   }
+  w.sum(sums, 3);
+  Eval e;
+  e.scored = (int64_t)sums[1], e.bytes = (int64_t)sums[2];
   if (e.scored == 0) return e;
-  e.loss = nats / (double)e.scored;
-  e.bpc = nats / std::log(2.0) / (double)std::max<int64_t>(1, e.bytes);
+  e.loss = sums[0] / (double)e.scored;
+  e.bpc = sums[0] / std::log(2.0) / (double)std::max<int64_t>(1, e.bytes);
   return e;
 }
 
@@ -173,9 +182,24 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// Under mpirun each rank takes its part of this machine's cores by default: the cores / the ranks
+// here, and no more than the cores mpirun bound it to (one each, by default, for 2 ranks).
+int rank_threads(int local_ranks) {
+  int n = std::max(1, default_threads() / local_ranks);
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) n = std::min(n, std::max(1, CPU_COUNT(&set)));
+  return n;
+}
+
 }  // namespace
 
 TrainResult run_training(TrainOptions o, const TrainHooks& hooks) {
+  // Under mpirun (distributed.h) every rank runs this same function on the same global batches;
+  // rank 0 alone prints and writes.
+  const World& w = world();
+  FILE* const out = w.root() ? hooks.out : nullptr;
+  FILE* const progress_out = w.root() ? hooks.progress : nullptr;
+  if (o.threads == 0 && w.local_size() > 1) o.threads = rank_threads(w.local_size());
   set_threads(o.threads);
   const std::string& dir = o.dir;
 
@@ -212,7 +236,7 @@ TrainResult run_training(TrainOptions o, const TrainHooks& hooks) {
     val_history = resumed_state.at("val");
     trained_seconds = resumed_state.value("train_seconds", 0.0);
     if (start >= o.steps) fail("{} is already trained to step {}; give a larger --steps to continue", dir, start);
-  } else if (is_directory(dir) || file_exists(dir)) {
+  } else if (w.root() && (is_directory(dir) || file_exists(dir))) {
     if (!o.force)
       fail("a model named {} already exists ({}); use --resume to continue training it or --force to replace it",
            std::filesystem::path(dir).filename().string(), dir);
@@ -220,6 +244,12 @@ TrainResult run_training(TrainOptions o, const TrainHooks& hooks) {
   if (o.lr.min_lr < 0) o.lr.min_lr = o.lr.lr / 10;
   o.lr.total = o.steps;
   if (o.batch < 1 || o.steps < 1) fail("--batch and --steps must be positive");
+  // Each rank takes an equal contiguous share of the batch's sequences: rows [first_row, + share).
+  if (o.batch % w.size())
+    fail("--batch {} cannot be shared by the {} ranks of mpirun -np {}: each rank takes an equal share of the "
+         "batch's sequences, so --batch must be a multiple of {}",
+         o.batch, w.size(), w.size(), w.size());
+  const int64_t share = o.batch / w.size(), first_row = share * w.rank();
 
   // ---- model shape and data: characters of the corpus, or a base and its tokenizer's tokens
   BaseModel base;
@@ -254,28 +284,32 @@ TrainResult run_training(TrainOptions o, const TrainHooks& hooks) {
   if (o.lora) lora = make_lora_layout(o.shape, o.lora_opts.adapter);
   const LoraLayout* lora_ptr = lora ? &*lora : nullptr;
 
-  // ---- refuse up front what cannot fit or cannot be written
-  uint64_t need = Model<float>::training_bytes(o.shape, o.batch, lora_ptr), have = available_memory_bytes();
+  // ---- refuse up front what cannot fit or cannot be written (the ranks on this machine share its memory)
+  uint64_t need = Model<float>::training_bytes(o.shape, share, lora_ptr) * (uint64_t)w.local_size(),
+           have = available_memory_bytes();
   if (have && need > have / 10 * 9)
     fail("this configuration needs about {:.1f} GB (parameters, gradients, AdamW state and activations for batch {} x "
-         "context {}) but only {:.1f} GB is available; use a smaller --dim, --layers, --batch or --context",
-         (double)need / 1e9, o.batch, o.shape.context, (double)have / 1e9);
-  std::string parent = std::filesystem::path(dir).parent_path().string();
-  try {
-    make_directories(parent);
-  } catch (const Error& e) {
-    fail("cannot write the model to {}: {}", dir, e.what());
-  }
-  if (access(parent.c_str(), W_OK) != 0) fail("cannot write the model to {}: {} is not writable", dir, parent);
-  remove_stale_temporaries(dir);
-  if (!o.json_out.empty()) {
-    std::filesystem::path jp = std::filesystem::path(o.json_out).parent_path();
-    if (jp.empty()) jp = std::filesystem::current_path();
-    if (!is_directory(jp.string()) || access(jp.c_str(), W_OK) != 0)
-      fail("--json-out {}: cannot write in {}", o.json_out, jp.string());
+         "context {}{}) but only {:.1f} GB is available; use a smaller --dim, --layers, --batch or --context",
+         (double)need / 1e9, o.batch, o.shape.context,
+         w.local_size() > 1 ? fmt::format(", {} ranks on this machine", w.local_size()) : "", (double)have / 1e9);
+  if (w.root()) {  // the only rank that writes
+    std::string parent = std::filesystem::path(dir).parent_path().string();
+    try {
+      make_directories(parent);
+    } catch (const Error& e) {
+      fail("cannot write the model to {}: {}", dir, e.what());
+    }
+    if (access(parent.c_str(), W_OK) != 0) fail("cannot write the model to {}: {} is not writable", dir, parent);
+    remove_stale_temporaries(dir);
+    if (!o.json_out.empty()) {
+      std::filesystem::path jp = std::filesystem::path(o.json_out).parent_path();
+      if (jp.empty()) jp = std::filesystem::current_path();
+      if (!is_directory(jp.string()) || access(jp.c_str(), W_OK) != 0)
+        fail("--json-out {}: cannot write in {}", o.json_out, jp.string());
+    }
   }
 
-  Model<float> model(o.shape, o.batch, lora_ptr);
+  Model<float> model(o.shape, share, lora_ptr);
   AdamW opt(model.trainable_layout(), o.adam);
   if (o.lora) {
     std::copy(base.params.begin(), base.params.end(), model.params());
@@ -301,7 +335,7 @@ TrainResult run_training(TrainOptions o, const TrainHooks& hooks) {
                                : char_data(corpus, o.seed, o.batch, o.shape.context);
 
   const int64_t B = o.batch, T = o.shape.context;
-  Progress progress(hooks.progress, o.steps, o.log_every);
+  Progress progress(progress_out, o.steps, o.log_every);
   std::string what = o.lora ? fmt::format("a LoRA adapter (rank {}, alpha {}{}, on {}: {:.2f}M parameters) for {} "
                                           "({}, {:.2f}M parameters{}, frozen); {}",
                                           lora->config.rank, lora->config.alpha, lora->config.rslora ? ", rsLoRA" : "",
@@ -316,9 +350,9 @@ TrainResult run_training(TrainOptions o, const TrainHooks& hooks) {
                                                                             : "",
                                           T, o.shape.vocab, (double)model.num_params() / 1e6, corpus.n_train,
                                           corpus.n_val());
-  progress.message(hooks.out, fmt::format("{} {}; batch {}, steps {}{}, {} threads", o.resume ? "resuming" : "training",
-                                          what, B, o.steps, o.resume ? fmt::format(" from {}", start) : "",
-                                          pool().size()));
+  progress.message(out, fmt::format("{} {}; batch {}, steps {}{}, {}{} threads", o.resume ? "resuming" : "training",
+                                    what, B, o.steps, o.resume ? fmt::format(" from {}", start) : "",
+                                    w.distributed() ? fmt::format("{} ranks x ", w.size()) : "", pool().size()));
 
   // A fine-tune starts by scoring the base as it is (the adapter adds nothing yet): the figure its
   // validation loss is to beat.
@@ -326,11 +360,22 @@ TrainResult run_training(TrainOptions o, const TrainHooks& hooks) {
   if (o.lora && !o.resume) {
     Eval e = evaluate(model, data, B, o.eval_windows);
     base_val = {{"loss", e.loss}, {"bpc", e.bpc}, {"tokens", e.scored}};
-    progress.message(hooks.out, fmt::format("step 0 (the base): val loss {:.4f}, {:.4f} bits/char ({} tokens)", e.loss,
+    progress.message(out, fmt::format("step 0 (the base): val loss {:.4f}, {:.4f} bits/char ({} tokens)", e.loss,
                                             e.bpc, e.scored));
   }
 
+  // Every rank must hold the same weights (the same summed gradients, the same AdamW update):
+  // checked at each checkpoint, so a divergence cannot go on unnoticed.
+  auto check_ranks_agree = [&](int64_t step) {
+    if (!w.distributed()) return;
+    if (!w.agree(xxh64(model.trainable(), sizeof(float) * (size_t)model.num_trainable())))
+      fail("the {} ranks' weights differ at step {}, where the same summed gradients should have kept them equal: "
+           "a bug in data-parallel training",
+           w.size(), step);
+  };
   auto save = [&](int64_t step, const Json& val) {
+    check_ranks_agree(step);
+    if (!w.root()) return;
     Json state = {{"format", "kvad-train/1"},
                   {"step", step},
                   {"shape", shape_json(o.shape)},
@@ -361,13 +406,15 @@ TrainResult run_training(TrainOptions o, const TrainHooks& hooks) {
       d.adam_m = opt.m().data(), d.adam_v = opt.v().data(), d.state = state;
       save_checkpoint(dir, d);
     }
-    progress.message(hooks.out, fmt::format("saved {} at step {}", dir, step));
+    progress.message(out, fmt::format("saved {} at step {}{}", dir, step,
+                                      w.distributed() ? fmt::format(" (the same weights on all {} ranks)", w.size())
+                                                      : ""));
     if (hooks.on_checkpoint) hooks.on_checkpoint(dir, step);
   };
 
   // ---- the loop
   std::vector<int32_t> x((size_t)(B * T)), y((size_t)(B * T));
-  std::vector<double> step_seconds;
+  std::vector<double> step_seconds, allreduce_seconds;
   std::vector<double> recent;  // for the progress line's tokens/s and ETA
   double last_loss = 0;
   int64_t step = start;
@@ -375,9 +422,24 @@ TrainResult run_training(TrainOptions o, const TrainHooks& hooks) {
   while (step < o.steps) {
     step++;
     auto t0 = Clock::now();
+    // Every rank draws the whole batch and runs its share of the rows, each scored target's loss
+    // divided by the whole batch's count of them: the ranks' gradients sum to the batch's.
     const int64_t Tn = data.batch(step, x.data(), y.data());
-    double loss = model.forward(x.data(), y.data(), B, Tn);
+    int64_t scored = 0;
+    for (int64_t k = 0; k < B * Tn; k++) scored += y[(size_t)k] >= 0;
+    double loss = model.forward(x.data() + first_row * Tn, y.data() + first_row * Tn, share, Tn, scored);
     model.backward();
+    bool stop = hooks.stop && hooks.stop->load();
+    if (w.distributed()) {
+      auto ta = Clock::now();
+      PhaseTimer pt("allreduce");
+      w.sum(model.trainable_grads(), model.num_trainable());
+      // The batch's loss, and whether any rank was asked to stop (all stop at the same step).
+      double v[2] = {loss, stop ? 1.0 : 0.0};
+      w.sum(v, 2);
+      loss = v[0], stop = v[1] > 0;
+      allreduce_seconds.push_back(seconds_since(ta));
+    }
     {
       PhaseTimer pt("adamw");
       opt.update(model.trainable(), model.trainable_grads(), step, o.lr.at(step));
@@ -395,11 +457,10 @@ TrainResult run_training(TrainOptions o, const TrainHooks& hooks) {
     avg /= (double)recent.size();
     progress.step(step, loss, (double)(B * Tn) / avg, avg * (double)(o.steps - step));
 
-    bool stop = hooks.stop && hooks.stop->load();
     if (o.eval_every > 0 && step % o.eval_every == 0 && step < o.steps && !stop) {
       Eval e = evaluate(model, data, B, o.eval_windows);
       val_history.push_back({step, e.loss});
-      progress.message(hooks.out, fmt::format("step {}: val loss {:.4f}, {:.4f} bits/char ({} {})", step, e.loss, e.bpc,
+      progress.message(out, fmt::format("step {}: val loss {:.4f}, {:.4f} bits/char ({} {})", step, e.loss, e.bpc,
                                               e.scored, o.lora ? "tokens" : "chars"));
     }
     if (stop) {
@@ -414,7 +475,7 @@ TrainResult run_training(TrainOptions o, const TrainHooks& hooks) {
   res.interrupted = interrupted;
   if (interrupted) {
     save(step, nullptr);
-    progress.message(hooks.out, fmt::format("interrupted: saved step {} in {}; continue with --resume", step, dir));
+    progress.message(out, fmt::format("interrupted: saved step {} in {}; continue with --resume", step, dir));
     progress.finish();
     return res;
   }
@@ -425,7 +486,7 @@ TrainResult run_training(TrainOptions o, const TrainHooks& hooks) {
   double eval_s = seconds_since(te);
   const double vl = fin.loss, bpc = fin.bpc;
   val_history.push_back({step, vl});
-  progress.message(hooks.out, fmt::format("step {}: val loss {:.4f}, {:.4f} bits/char ({} {}{})", step, vl, bpc,
+  progress.message(out, fmt::format("step {}: val loss {:.4f}, {:.4f} bits/char ({} {}{})", step, vl, bpc,
                                           fin.scored, o.lora ? "tokens" : "chars",
                                           base_val.is_null() ? ""
                                                              : fmt::format("; the base: {:.4f}",
@@ -464,14 +525,18 @@ TrainResult run_training(TrainOptions o, const TrainHooks& hooks) {
     res.summary["val_tokens_scored"] = fin.scored;
     if (!base_val.is_null()) res.summary["base_val_bpc"] = std::round(base_val["bpc"].get<double>() * 1e4) / 1e4;
   }
-  progress.finish();
-  profile_report(hooks.progress);
-  std::string line = res.summary.dump();
-  if (hooks.out) {
-    std::fprintf(hooks.out, "%s\n", line.c_str());
-    std::fflush(hooks.out);
+  if (w.distributed()) {
+    res.summary["ranks"] = w.size();
+    res.summary["allreduce_ms_median"] = std::round(median(allreduce_seconds) * 1e5) / 100;
   }
-  if (!o.json_out.empty()) atomic_write_file(o.json_out, line + "\n");
+  progress.finish();
+  profile_report(progress_out);
+  std::string line = res.summary.dump();
+  if (out) {
+    std::fprintf(out, "%s\n", line.c_str());
+    std::fflush(out);
+  }
+  if (!o.json_out.empty() && w.root()) atomic_write_file(o.json_out, line + "\n");
   return res;
 }
 
