@@ -76,17 +76,25 @@ std::string error_of(const std::function<void()>& f) {
   return "(no error)";
 }
 
-RunResult run_kvad(const std::string& args, const std::string& stdin_text) {
+namespace {
+RunResult run_kvad_command(const std::string& launcher, const std::string& args, const std::string& stdin_text) {
   std::string dir = temp_dir("run");
   std::string in = dir + "/stdin", out = dir + "/stdout", err = dir + "/stderr";
   std::ofstream(in, std::ios::binary) << stdin_text;
-  std::string cmd = std::string("'") + KVAD_BINARY + "' " + args + " <'" + in + "' >'" + out + "' 2>'" + err + "'";
+  std::string cmd = launcher + " '" + KVAD_BINARY + "' " + args + " <'" + in + "' >'" + out + "' 2>'" + err + "'";
   int status = std::system(cmd.c_str());
   RunResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   r.out = slurp(out);
   r.err = slurp(err);
   return r;
+}
+}  // namespace
+
+RunResult run_kvad(const std::string& args, const std::string& stdin_text) { return run_kvad_command("", args, stdin_text); }
+
+RunResult run_kvad_under(const std::string& launcher, const std::string& args) {
+  return run_kvad_command(launcher, args, "");
 }
 
 }  // namespace kvad::test

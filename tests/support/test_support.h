@@ -21,5 +21,7 @@ struct RunResult {
 };
 // Runs the kvad binary with arguments (shell-quoted for you); captures stdout and stderr.
 RunResult run_kvad(const std::string& args, const std::string& stdin_text = "");
+// The same, started by a launcher command line (e.g. "mpirun -np 2"): `LAUNCHER kvad ARGS`.
+RunResult run_kvad_under(const std::string& launcher, const std::string& args);
 
 }  // namespace kvad::test
