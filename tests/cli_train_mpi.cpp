@@ -4,10 +4,17 @@
 // is in the release pass (KVAD_RELEASE_PASS_TESTS): OpenMPI under ASan reports its own leaks.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -24,11 +31,16 @@ namespace {
 bool have_mpirun() { return std::system("command -v mpirun >/dev/null 2>&1") == 0; }
 
 // Two ranks on this machine over shared memory (self,vader), allowed as root (CI's containers run
-// as root), more ranks than cores allowed; `timeout` turns a hang into a failure.
-test::RunResult mpirun2(const std::string& args) {
+// as root), more ranks than cores allowed.
+const char* kMpirun2 = "mpirun -np 2 --oversubscribe --mca btl self,vader";
+void allow_root() {
   setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
   setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-  return test::run_kvad_under("timeout 120 mpirun -np 2 --oversubscribe --mca btl self,vader", args);
+}
+// `timeout` turns a hang into a failure (exit 124).
+test::RunResult mpirun2(const std::string& args) {
+  allow_root();
+  return test::run_kvad_under(fmt::format("timeout 120 {}", kMpirun2), args);
 }
 
 size_t count(const std::string& s, const std::string& what) {
@@ -217,5 +229,50 @@ TEST(TrainMpi, Refusals) {
   EXPECT_NE(r.exit_code, 124) << "timed out: " << r.err;
   EXPECT_NE(r.err.find("--json-out"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("(rank 0 of 2)"), std::string::npos) << r.err;
+  unsetenv("KVAD_HOME");
+}
+
+// Ctrl-C reaches mpirun, which ends the ranks unsaved; mpirun forwards SIGUSR1 to every rank, and
+// kvad train takes it as Ctrl-C: all ranks stop at the same step and rank 0 saves it.
+TEST(TrainMpi, SigusrToMpirunStopsWithACheckpoint) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun is not installed (openmpi-bin)";
+  std::string home = test::temp_dir("home_mpi_usr1");
+  setenv("KVAD_HOME", home.c_str(), 1);
+  allow_root();
+  const std::string data = write_corpus(home), out = join_path(home, "output");
+  std::ofstream(out) << "";
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1), dup2(fd, 2);
+    const std::string cmd = fmt::format("exec {} '{}' train --data '{}' --name usr1 --layers 1 --dim 16 --heads 2 "
+                                        "--context 16 --batch 4 --steps 1000000 --eval-every 0 --sample-chars 0",
+                                        kMpirun2, KVAD_BINARY, data);
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), (char*)nullptr);
+    _exit(127);
+  }
+  auto output = [&] { return read_file(out); };
+  for (int i = 0; i < 600 && output().find("training gpt2") == std::string::npos; i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  kill(pid, SIGUSR1);
+  int status = 0;
+  for (int i = 0; i < 600 && waitpid(pid, &status, WNOHANG) == 0; i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  if (waitpid(pid, &status, WNOHANG) == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    FAIL() << "mpirun did not end within 60 s of SIGUSR1:\n" << output();
+  }
+  ASSERT_TRUE(WIFEXITED(status)) << output();
+  EXPECT_EQ(WEXITSTATUS(status), 130) << output();
+  const int64_t step = read_json_file(join_path(join_path(join_path(home, "models"), "usr1"), "trainer_state.json"))["step"];
+  EXPECT_GE(step, 1);
+  EXPECT_NE(output().find(fmt::format("saved {} at step {} (the same weights on all 2 ranks)",
+                                      join_path(join_path(home, "models"), "usr1"), step)),
+            std::string::npos)
+      << output();
+  EXPECT_NE(output().find(fmt::format("interrupted: saved step {}", step)), std::string::npos) << output();
   unsetenv("KVAD_HOME");
 }

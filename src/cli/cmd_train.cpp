@@ -126,6 +126,9 @@ void add_train(CLI::App& app) {
     // by its rank, instead of leaving the others waiting for it in the next allreduce.
     train::join_world();
     const train::World& world = train::world();
+    // Ctrl-C reaches mpirun, not the ranks, and mpirun ends them unsaved; it forwards SIGUSR1 to
+    // every rank, so `kill -USR1 <mpirun's pid>` stops the job with a checkpoint as Ctrl-C does.
+    if (world.distributed()) install_interrupt_handler(SIGUSR1);
     train::TrainResult r;
     try {
       r = train::run_training(o, hooks);

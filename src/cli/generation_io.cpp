@@ -11,12 +11,12 @@ std::atomic<bool> g_interrupted{false};
 
 static void on_sigint(int) { g_interrupted = true; }
 
-void install_interrupt_handler() {
+void install_interrupt_handler(int signal_number) {
   struct sigaction sa {};
   sa.sa_handler = on_sigint;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = 0;  // no SA_RESTART: a blocking read returns so the REPL can react
-  sigaction(SIGINT, &sa, nullptr);
+  sigaction(signal_number, &sa, nullptr);
 }
 
 GenerateOptions generate_options(const LoadedModel& m, const SamplingArgs& s) {

@@ -1,6 +1,7 @@
 // What run and chat share: Ctrl-C handling, prompt building, streaming output and the stats line.
 #pragma once
 #include <atomic>
+#include <csignal>
 #include <string>
 #include <vector>
 
@@ -9,9 +10,10 @@
 
 namespace kvad::cli {
 
-// Set by SIGINT while a handler is installed; generation polls it and stops the current answer.
+// Set by SIGINT (or the signal given) while a handler is installed; generation polls it and stops
+// the current answer.
 extern std::atomic<bool> g_interrupted;
-void install_interrupt_handler();
+void install_interrupt_handler(int signal_number = SIGINT);
 
 GenerateOptions generate_options(const LoadedModel& m, const SamplingArgs& s);
 // Renders messages with the model's chat template (errors if it has none) and tokenizes them.

@@ -83,7 +83,11 @@ void leave_world() {
 #ifdef KVAD_HAVE_MPI
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (g_started && !finalized) MPI_Finalize();
+  if (!g_started || finalized) return;
+  // No rank leaves before all are done: one that exits (130 after a stop) while rank 0 still writes
+  // the last checkpoint would have mpirun end the job under it.
+  MPI_Barrier(MPI_COMM_WORLD);
+  MPI_Finalize();
 #endif
 }
 

@@ -41,7 +41,7 @@ const World& world();
 // Under a launcher with more than one rank: starts MPI (MPI_Init) and learns this process's rank;
 // otherwise nothing. Throws when launched with several ranks by a kvad built without MPI.
 void join_world();
-// Ends MPI (MPI_Finalize) when join_world started it.
+// Ends MPI (a barrier, then MPI_Finalize) when join_world started it.
 void leave_world();
 // Prints "kvad: error: MESSAGE (rank R of N)" and ends every rank of the job (MPI_Abort), so an
 // error on one rank does not leave the others waiting for it in an allreduce.
