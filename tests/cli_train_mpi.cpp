@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -210,9 +211,10 @@ TEST(TrainMpi, LoraChatTwoRanksEqualOneProcess) {
   unsetenv("KVAD_HOME");
 }
 
-// Refused before any work, with the reason: a batch the ranks cannot share equally. And an error on
-// one rank only (rank 0 alone writes, so only it checks --json-out's folder) ends the whole job,
-// named by its rank, instead of leaving rank 1 waiting in an allreduce.
+// Refused before any work, with the reason: a batch the ranks cannot share equally; ranks that read
+// different texts. And an error on one rank only (rank 0 alone writes, so only it checks
+// --json-out's folder) ends the whole job, named by its rank, instead of leaving rank 1 waiting in
+// an allreduce.
 TEST(TrainMpi, Refusals) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun is not installed (openmpi-bin)";
   std::string home = test::temp_dir("home_mpi_bad");
@@ -229,6 +231,17 @@ TEST(TrainMpi, Refusals) {
   EXPECT_NE(r.exit_code, 124) << "timed out: " << r.err;
   EXPECT_NE(r.err.find("--json-out"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("(rank 0 of 2)"), std::string::npos) << r.err;
+  // Each host reads its own --data: rank 1 given another text than rank 0 is found out at the start.
+  const std::string other = join_path(home, "other.txt"), launch = join_path(home, "per_rank.sh");
+  std::ofstream(other) << read_file(data).substr(0, 8000);
+  std::ofstream(launch) << fmt::format("#!/bin/sh\n[ \"$OMPI_COMM_WORLD_RANK\" = 1 ] && d='{}' || d='{}'\nexec \"$@\" --data \"$d\"\n",
+                                       other, data);
+  ASSERT_EQ(chmod(launch.c_str(), 0755), 0);
+  r = test::run_kvad_under(fmt::format("timeout 120 {} '{}'", kMpirun2, launch),
+                           fmt::format("train --name apart {} --batch 4", small));
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.exit_code, 124) << "timed out: " << r.err;
+  EXPECT_NE(r.err.find("the ranks read different texts"), std::string::npos) << r.err;
   unsetenv("KVAD_HOME");
 }
 

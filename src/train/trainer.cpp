@@ -183,7 +183,8 @@ double median(std::vector<double> v) {
 }
 
 // Under mpirun each rank takes its part of this machine's cores by default: the cores / the ranks
-// here, and no more than the cores mpirun bound it to (one each, by default, for 2 ranks).
+// here, and no more than the cores mpirun bound it to (one each by default for up to 2 ranks, a
+// socket's for more; all with --bind-to none).
 int rank_threads(int local_ranks) {
   int n = std::max(1, default_threads() / local_ranks);
   cpu_set_t set;
@@ -199,7 +200,7 @@ TrainResult run_training(TrainOptions o, const TrainHooks& hooks) {
   const World& w = world();
   FILE* const out = w.root() ? hooks.out : nullptr;
   FILE* const progress_out = w.root() ? hooks.progress : nullptr;
-  if (o.threads == 0 && w.local_size() > 1) o.threads = rank_threads(w.local_size());
+  if (o.threads == 0 && w.distributed()) o.threads = rank_threads(w.local_size());
   set_threads(o.threads);
   const std::string& dir = o.dir;
 
@@ -331,6 +332,16 @@ TrainResult run_training(TrainOptions o, const TrainHooks& hooks) {
     model.init(o.seed);
   }
   ck = LoadedCheckpoint{};
+  // Each host reads its own --data, base and checkpoint: the ranks must start from the same ones.
+  if (w.distributed()) {
+    if (!w.agree(data_hash))
+      fail("--data {}: the ranks read different texts; every host needs the same file at that path", o.data);
+    if (!w.agree(xxh64(model.params(), sizeof(float) * (size_t)model.num_params())) ||
+        !w.agree(xxh64(model.trainable(), sizeof(float) * (size_t)model.num_trainable())))
+      fail("the ranks start from different weights: every host needs the same {}",
+           o.lora ? (o.resume ? "base model and adapter at the same paths" : "base model at the same path")
+                  : (o.resume ? "checkpoint at the same path" : "kvad build"));
+  }
   const LoopData data = o.lora ? token_data(tokens, *tokenizer, o.seed, o.batch, o.shape.context)
                                : char_data(corpus, o.seed, o.batch, o.shape.context);
 
