@@ -22,19 +22,7 @@ THREADS="${THREADS:-2}" REPEAT="${REPEAT:-3}" STEPS="${STEPS:-40}" WARMUP="${WAR
 export OPENBLAS_CORETYPE="${OPENBLAS_CORETYPE:-SkylakeX}"  # see the peer's README: Debian's OpenBLAS picks slow kernels otherwise
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 export KVAD_HOME="$tmp/home"
-hz="$(getconf CLK_TCK)"; ncpu="$(nproc)"
-
-busy() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9}' /proc/stat; }   # non-idle jiffies, all CPUs
-self() { awk '{print $14+$15+$16+$17}' "/proc/$1/stat" 2>/dev/null || echo 0; }
-wait_quiet() {  # until < 10% of one CPU is busy over 3 s, or QUIET_WAIT runs out
-  local t0=$SECONDS b0 b1
-  while :; do
-    b0=$(busy); sleep 3; b1=$(busy)
-    [ $(( (b1 - b0) * 100 / (3 * hz) )) -lt 10 ] && return 0
-    [ $((SECONDS - t0)) -ge "$QUIET_WAIT" ] && { echo "# machine not idle after ${QUIET_WAIT}s; running anyway" >&2; return 0; }
-    sleep 5
-  done
-}
+. "$here/quiet.sh"
 # run_one LABEL CMD... : runs it, prints "chars/s final_loss val_bpc other_s note"
 run_one() {
   local json="$tmp/out.json" t0 b0 b1 w0 w1
