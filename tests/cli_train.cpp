@@ -388,16 +388,10 @@ TEST(TrainLoraCli, ChatJsonlOnAQwen3Base) {
   auto s = test::run_kvad(fmt::format("synth --arch qwen3 --preset tiny --out '{}' --dtype f32 --seed 2", base));
   ASSERT_EQ(s.exit_code, 0) << s.err;
   std::string data = join_path(home, "chat.jsonl");
-  {
-    std::ofstream f(data);
-    const char* colours[] = {"red", "green", "blue", "white", "black"};
-    for (int i = 0; i < 40; i++)
-      f << Json({{"messages",
-                  {{{"role", "user"}, {"content", fmt::format("What colour is thing {}?", i)}},
-                   {{"role", "assistant"}, {"content", fmt::format("Thing {} is {}.", i, colours[i % 5])}}}}})
-                   .dump()
-        << "\n";
-  }
+  const char* colours[] = {"red", "green", "blue", "white", "black"};
+  test::write_chat_jsonl(data, 40, [&](int i) {
+    return std::pair(fmt::format("What colour is thing {}?", i), fmt::format("Thing {} is {}.", i, colours[i % 5]));
+  });
   // --context 48 holds every conversation (~35 tokens) whole; the default (512) made the 151,936-wide
   // logits buffers 4x larger for nothing: 27 s of the sanitised run (1.5 GB RSS against 0.4 GB).
   auto r = test::run_kvad(fmt::format("train --lora --base '{}' --data '{}' --name chat --steps 20 --batch 4 "

@@ -183,16 +183,10 @@ TEST(TrainMpi, LoraChatTwoRanksEqualOneProcess) {
   auto s = test::run_kvad(fmt::format("synth --arch qwen3 --preset tiny --out '{}' --dtype f32 --seed 5", base));
   ASSERT_EQ(s.exit_code, 0) << s.err;
   std::string data = join_path(home, "chat.jsonl");
-  {
-    std::ofstream f(data);
-    const char* things[] = {"a lamp", "the old green door", "salt", "a very long and winding road to the sea", "rain"};
-    for (int i = 0; i < 30; i++)
-      f << Json({{"messages",
-                  {{{"role", "user"}, {"content", fmt::format("Name thing {}.", i)}},
-                   {{"role", "assistant"}, {"content", fmt::format("Thing {} is {}.", i, things[(i * 7) % 5])}}}}})
-                   .dump()
-        << "\n";
-  }
+  const char* things[] = {"a lamp", "the old green door", "salt", "a very long and winding road to the sea", "rain"};
+  test::write_chat_jsonl(data, 30, [&](int i) {
+    return std::pair(fmt::format("Name thing {}.", i), fmt::format("Thing {} is {}.", i, things[(i * 7) % 5]));
+  });
   const std::string args = fmt::format(
       "train --lora --base '{}' --data '{}' --rank 4 --batch 4 --steps 4 --lr 2e-2 --eval-every 2 --save-every 2",
       base, data);

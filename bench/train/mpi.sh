@@ -27,20 +27,12 @@ export KVAD_HOME="$tmp/home"
 
 # run_one CMD... : prints "step_ms chars/s allreduce_ms other_s note"
 run_one() {
-  local json="$tmp/out.json" b0 b1 w0 w1
-  rm -f "$json"
-  wait_quiet
-  b0=$(busy); w0=$(date +%s.%N)
-  /usr/bin/time -f "%U %S" -o "$tmp/time" "$@" --json-out "$json" >"$tmp/log" 2>&1 || { cat "$tmp/log" >&2; exit 1; }
-  b1=$(busy); w1=$(date +%s.%N)
-  python3 - "$json" "$tmp/time" "$b0" "$b1" "$w0" "$w1" "$hz" "$ncpu" <<'PY'
+  local other note
+  read -r other note <<<"$(measured_run "$tmp/out.json" "$tmp/log" "$@")"
+  python3 - "$tmp/out.json" "$other" "$note" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
-u, s = map(float, open(sys.argv[2]).read().split()[-2:])
-b0, b1, w0, w1, hz, n = int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6]), int(sys.argv[7]), int(sys.argv[8])
-other = max(0.0, (b1 - b0) / hz - u - s)
-note = "CONTENDED" if other > 0.05 * n * (w1 - w0) else "ok"
-print("%.1f %.0f %.2f %.1f %s" % (d["step_ms_median"], d["chars_per_s_median"], d.get("allreduce_ms_median", 0), other, note))
+print("%.1f %.0f %.2f %s %s" % (d["step_ms_median"], d["chars_per_s_median"], d.get("allreduce_ms_median", 0), sys.argv[2], sys.argv[3]))
 PY
 }
 

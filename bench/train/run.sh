@@ -23,23 +23,15 @@ export OPENBLAS_CORETYPE="${OPENBLAS_CORETYPE:-SkylakeX}"  # see the peer's READ
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 export KVAD_HOME="$tmp/home"
 . "$here/quiet.sh"
-# run_one LABEL CMD... : runs it, prints "chars/s final_loss val_bpc other_s note"
+# run_one LABEL CMD... : runs it, prints "chars/s final_loss val_bpc other_s note params"
 run_one() {
-  local json="$tmp/out.json" t0 b0 b1 w0 w1
   shift  # the label names the run for the reader of this script only
-  rm -f "$json"
-  wait_quiet
-  b0=$(busy); w0=$(date +%s.%N)
-  /usr/bin/time -f "%U %S" -o "$tmp/time" "$@" --json-out "$json" >"$tmp/log" 2>&1 || { cat "$tmp/log" >&2; exit 1; }
-  b1=$(busy); w1=$(date +%s.%N)
-  python3 - "$json" "$tmp/time" "$b0" "$b1" "$w0" "$w1" "$hz" "$ncpu" <<'PY'
+  local other note
+  read -r other note <<<"$(measured_run "$tmp/out.json" "$tmp/log" "$@")"
+  python3 - "$tmp/out.json" "$other" "$note" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
-u, s = map(float, open(sys.argv[2]).read().split()[-2:])
-b0, b1, w0, w1, hz, n = int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6]), int(sys.argv[7]), int(sys.argv[8])
-other = max(0.0, (b1 - b0) / hz - u - s)
-note = "CONTENDED" if other > 0.05 * n * (w1 - w0) else "ok"
-print("%.1f %.4f %.4f %.1f %s %d" % (d["chars_per_s_median"], d["final_train_loss"], d["val_bpc"], other, note, d["params"]))
+print("%.1f %.4f %.4f %s %s %d" % (d["chars_per_s_median"], d["final_train_loss"], d["val_bpc"], sys.argv[2], sys.argv[3], d["params"]))
 PY
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/json.h"
 
 namespace kvad::test {
 
@@ -65,6 +66,16 @@ std::string temp_dir(const std::string& tag) {
   std::string p = root().path + "/" + tag + "-" + std::to_string(counter++);
   std::filesystem::create_directories(p);
   return p;
+}
+
+void write_chat_jsonl(const std::string& path, int n, const std::function<std::pair<std::string, std::string>(int)>& turn) {
+  std::ofstream f(path);
+  for (int i = 0; i < n; i++) {
+    auto [user, assistant] = turn(i);
+    f << Json({{"messages", {{{"role", "user"}, {"content", user}}, {{"role", "assistant"}, {"content", assistant}}}}})
+             .dump()
+      << "\n";
+  }
 }
 
 std::string error_of(const std::function<void()>& f) {

@@ -2,6 +2,7 @@
 #pragma once
 #include <functional>
 #include <string>
+#include <utility>
 
 namespace kvad::test {
 
@@ -11,6 +12,10 @@ std::string source_path(const std::string& rel);
 std::string read_gzip_file(const std::string& path);
 // A fresh empty directory under the build's temp area; removed at process exit.
 std::string temp_dir(const std::string& tag);
+
+// Writes chat JSONL (kvad train --lora's data): n conversations of one user message and one
+// assistant reply, conversation i's from turn(i) = {user, assistant}.
+void write_chat_jsonl(const std::string& path, int n, const std::function<std::pair<std::string, std::string>(int)>& turn);
 
 // The message of the kvad::Error f() throws, or "(no error)".
 std::string error_of(const std::function<void()>& f);
