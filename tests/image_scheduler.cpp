@@ -173,4 +173,10 @@ TEST(ImageScheduler, RefusesWhatItCannotRun) {
   EXPECT_NE(test::error_of([&] { EulerScheduler(c, Sampler::Euler, 1001); }).find("1000"), std::string::npos);
   EXPECT_NE(test::error_of([] { read_scheduler_config("/nonexistent/scheduler_config.json"); }).find("/nonexistent"),
             std::string::npos);
+  EXPECT_NE(test::error_of([&] { EulerScheduler(c, Sampler::Euler, 4).step(4, nullptr, nullptr, 0, nullptr); })
+                .find("step 4 of a 4-step schedule"),
+            std::string::npos);
+  SchedulerConfig harsh = parse_scheduler_config({{"beta_start", 0.9}, {"beta_end", 0.99}}, "harsh.json");
+  EXPECT_NE(test::error_of([&] { EulerScheduler(harsh, Sampler::Euler, 4); }).find("harsh.json: the noise schedule overflows"),
+            std::string::npos);
 }

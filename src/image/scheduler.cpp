@@ -152,15 +152,25 @@ EulerScheduler::EulerScheduler(const SchedulerConfig& c, Sampler sampler, int64_
   float max_sigma = 0;
   for (float s : sigmas_) max_sigma = std::max(max_sigma, s);
   init_noise_sigma_ = c.spacing == SchedulerConfig::Spacing::Leading ? std::sqrt(max_sigma * max_sigma + 1.0f) : max_sigma;
+  // Betas near 1 over many training steps drive alphas_cumprod to 0 and the noise levels to infinity.
+  if (!std::isfinite(init_noise_sigma_))
+    fail("{}: the noise schedule overflows float32 (sigma_max {}): check beta_start / beta_end / num_train_timesteps",
+         c.source, max_sigma);
+}
+
+void EulerScheduler::check_step(int64_t i) const {
+  if (i < 0 || i >= steps()) fail("{}: step {} of a {}-step schedule", config_.source, i, steps());
 }
 
 void EulerScheduler::scale_model_input(int64_t i, const float* x, float* out, int64_t n) const {
+  check_step(i);
   float sigma = sigmas_.at((size_t)i);
   float denom = std::sqrt(sigma * sigma + 1.0f);  // (sigma**2 + 1) ** 0.5, then sample / that
   for (int64_t k = 0; k < n; k++) out[k] = x[k] / denom;
 }
 
 EulerScheduler::Ancestral EulerScheduler::ancestral(int64_t i) const {
+  check_step(i);
   float from = sigmas_.at((size_t)i), to = sigmas_.at((size_t)i + 1);
   // sigma_up = (to**2 * (from**2 - to**2) / from**2) ** 0.5; sigma_down = (to**2 - sigma_up**2) ** 0.5
   float up = std::sqrt(to * to * (from * from - to * to) / (from * from));
@@ -169,6 +179,7 @@ EulerScheduler::Ancestral EulerScheduler::ancestral(int64_t i) const {
 }
 
 void EulerScheduler::step(int64_t i, const float* model_output, float* x, int64_t n, const float* noise) const {
+  check_step(i);
   float sigma = sigmas_.at((size_t)i), next = sigmas_.at((size_t)i + 1);
   bool v_pred = config_.prediction == SchedulerConfig::Prediction::VPrediction;
   // v-prediction: x0 = out * (-sigma / (sigma**2 + 1) ** 0.5) + x / (sigma**2 + 1)

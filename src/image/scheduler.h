@@ -77,6 +77,8 @@ class EulerScheduler {
   Ancestral ancestral(int64_t i) const;
 
  private:
+  void check_step(int64_t i) const;  // i in [0, steps)
+
   SchedulerConfig config_;
   Sampler sampler_;
   std::vector<float> timesteps_, sigmas_;
