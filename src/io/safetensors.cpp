@@ -95,9 +95,13 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : map_(std::make_uniqu
   tensors_ = parse(map_->data(), map_->size(), path);
 }
 
-SafetensorsCheckpoint::SafetensorsCheckpoint(const std::string& dir) {
-  std::string single = join_path(dir, "model.safetensors");
-  std::string index = join_path(dir, "model.safetensors.index.json");
+SafetensorsCheckpoint::SafetensorsCheckpoint(const std::string& dir)
+    : SafetensorsCheckpoint(dir, "model.safetensors", "model.safetensors.index.json") {}
+
+SafetensorsCheckpoint::SafetensorsCheckpoint(const std::string& dir, const std::string& single_name,
+                                             const std::string& index_name) {
+  std::string single = join_path(dir, single_name);
+  std::string index = join_path(dir, index_name);
   if (file_exists(index)) {
     description_ = index;
     Json j = read_json_file(index);
@@ -123,7 +127,7 @@ SafetensorsCheckpoint::SafetensorsCheckpoint(const std::string& dir) {
     files_.push_back(std::make_unique<SafetensorsFile>(single));
     for (const TensorView& t : files_.back()->tensors()) by_name_.emplace(t.name, &t);
   } else {
-    fail("{}: no model.safetensors or model.safetensors.index.json in this folder", dir);
+    fail("{}: no {} or {} in this folder", dir, single_name, index_name);
   }
 }
 

@@ -31,6 +31,9 @@ class SafetensorsFile {
 class SafetensorsCheckpoint : public Checkpoint {
  public:
   explicit SafetensorsCheckpoint(const std::string& model_dir);
+  // The same with other file names: diffusers' parts keep `diffusion_pytorch_model[.fp16].safetensors`
+  // and `diffusion_pytorch_model.safetensors.index[.fp16].json` (image/pipeline_config.h finds them).
+  SafetensorsCheckpoint(const std::string& model_dir, const std::string& single_name, const std::string& index_name);
   std::vector<std::string> names() const override;
   std::vector<std::string> files() const;  // the .safetensors paths read
 
