@@ -482,7 +482,16 @@ TEST(ServeServer, SpeculationChangesNothingButTheCountsItReports) {
     int status = 0;
     Json j = post(c, "/v1/completions", body, &status);
     EXPECT_EQ(status, 200) << j.dump();
-    if (metrics_text) *metrics_text = c.Get("/metrics")->body;
+    // The engine publishes its counters after the step that ended the answer (refresh_stats), so a
+    // scrape right after the response may precede them by that step: wait for the draft counter.
+    for (int i = 0; metrics_text && i < 100; i++) {
+      *metrics_text = c.Get("/metrics")->body;
+      const Json& u = j["usage"];
+      if (!u.contains("completion_tokens_details")) break;
+      std::string want = "kvad_draft_accepted_total " + std::to_string(u["completion_tokens_details"]["accepted_prediction_tokens"].get<int64_t>());
+      if (metrics_text->get<std::string>().find(want) != std::string::npos) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
     return j;
   };
   Json plain = answer(options(), nullptr);
