@@ -186,10 +186,13 @@ int run_cluster(const ClusterArgs& a, std::vector<Process>& procs) {
   for (Process& p : procs) {
     while (!healthy(p.port)) {
       reap(procs);
-      if (!p.alive || stop_requested(stops) || std::chrono::steady_clock::now() > deadline) {
-        std::string why = !p.alive ? "stopped before it answered" : "did not answer /health in time";
+      const bool late = std::chrono::steady_clock::now() > deadline;
+      if (!p.alive || late) {
         stop_all(procs, 5);
-        if (why[0] == 'd' || !p.alive) fail("{} {}: see {}", p.name, why, p.log);
+        fail("{} {}: see {}", p.name, p.alive ? "did not answer /health in time" : "stopped before it answered", p.log);
+      }
+      if (stop_requested(stops)) {
+        stop_all(procs, 5);
         return 130;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
