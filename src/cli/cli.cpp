@@ -90,6 +90,7 @@ int main(int argc, char** argv) {
   add_cache(app);
   add_serve(app);
   add_cluster(app);
+  add_images(app);
   if (std::string bad = precheck(app, argc, argv); !bad.empty()) {
     std::fprintf(stderr, "kvad: %s\n", bad.c_str());
     return 2;

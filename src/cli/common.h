@@ -87,6 +87,7 @@ void add_serve(CLI::App& app);
 void add_cluster(CLI::App& app);
 void add_show(CLI::App& app);
 void add_tui(CLI::App& app);
+void add_images(CLI::App& app);  // cmd_images.cpp: kvad images make
 
 // "3.2M", "1.54B" ("-" for 0): a parameter count as ls and show print it.
 std::string format_parameters(int64_t n);

@@ -1,0 +1,96 @@
+// kvad images make on the tiny SD 1.5 pipeline (../shared/peer-image): it runs, writes a PNG of
+// the asked size with the A1111 `parameters` chunk, the same seed paints the same pixels and
+// another seed others, --preview writes one image per step, and bad flags or a bad model folder
+// are a clear message and a non-zero exit.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "core/fs.h"
+#include "image/png.h"
+#include "peer_image.h"
+#include "test_support.h"
+
+using namespace kvad;
+using test::run_kvad;
+
+namespace {
+
+std::string model() { return test::peer_image("models/sd15-tiny"); }
+
+struct Made {
+  test::RunResult run;
+  image::Rgb8 png;
+  std::map<std::string, std::string> text;
+};
+
+Made make(const std::string& out, const std::string& flags) {
+  Made m;
+  m.run = run_kvad("images make 'a red fox in fresh snow' --model '" + model() + "' --out '" + out + "' " + flags);
+  if (m.run.exit_code == 0) m.png = image::decode_png(read_file(out), &m.text, out);
+  return m;
+}
+
+}  // namespace
+
+TEST(CliImages, PaintsThePngWithItsParametersAndRepeatsBySeed) {
+  KVAD_REQUIRE_PEER_IMAGE();
+  std::string dir = test::temp_dir("cli-images");
+  std::string preview = join_path(dir, "preview");
+  Made a = make(join_path(dir, "a.png"),
+                "--size 128x64 --steps 2 --seed 3 --negative blurry --preview '" + preview + "'");
+  ASSERT_EQ(a.run.exit_code, 0) << a.run.err;
+  EXPECT_EQ(a.png.w, 128);
+  EXPECT_EQ(a.png.h, 64);
+  EXPECT_EQ(a.text["parameters"],
+            "a red fox in fresh snow\nNegative prompt: blurry\nSteps: 2, Sampler: Euler, CFG scale: 7.5, Seed: 3, "
+            "Size: 128x64, Model: sd15-tiny");
+  EXPECT_EQ(a.run.out, join_path(dir, "a.png") + "\n");
+  // The progress (one line per step when stderr is not a terminal) and the final timings line.
+  EXPECT_NE(a.run.err.find("step   2/2"), std::string::npos) << a.run.err;
+  EXPECT_NE(a.run.err.find("ETA"), std::string::npos) << a.run.err;
+  for (const char* part : {"text encode", "denoise", "decode", "peak memory"})
+    EXPECT_NE(a.run.err.find(part), std::string::npos) << part << "\n" << a.run.err;
+  for (const char* step : {"step-01.png", "step-02.png"}) {
+    image::Rgb8 p = image::decode_png(read_file(join_path(preview, step)), nullptr, step);
+    EXPECT_EQ(p.w, 128);  // the 16x8 latent, x8
+    EXPECT_EQ(p.h, 64);
+  }
+
+  Made b = make(join_path(dir, "b.png"), "--size 128x64 --steps 2 --seed 3 --negative blurry");
+  ASSERT_EQ(b.run.exit_code, 0) << b.run.err;
+  EXPECT_EQ(b.png.px, a.png.px);
+  Made c = make(join_path(dir, "c.png"), "--size 128x64 --steps 2 --seed 4 --negative blurry");
+  ASSERT_EQ(c.run.exit_code, 0) << c.run.err;
+  EXPECT_NE(c.png.px, a.png.px);
+  // Euler ancestral, and the default size (the UNet's sample_size 16 x 8 = 128).
+  Made d = make(join_path(dir, "d.png"), "--steps 1 --seed 3 --sampler euler_a");
+  ASSERT_EQ(d.run.exit_code, 0) << d.run.err;
+  EXPECT_EQ(d.png.w, 128);
+  EXPECT_NE(d.text["parameters"].find("Sampler: Euler a"), std::string::npos) << d.text["parameters"];
+}
+
+TEST(CliImages, BadFlagsAndFoldersAreClearErrors) {
+  KVAD_REQUIRE_PEER_IMAGE();
+  std::string dir = test::temp_dir("cli-images-bad");
+  std::string out = join_path(dir, "x.png");
+  auto expect_error = [&](const std::string& args, int code, const std::string& says) {
+    test::RunResult r = run_kvad("images make 'a fox' --out '" + out + "' " + args);
+    EXPECT_EQ(r.exit_code, code) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(says), std::string::npos) << args << "\n" << r.err;
+    EXPECT_FALSE(file_exists(out)) << args;
+  };
+  const std::string m = "--model '" + model() + "' ";
+  expect_error(m + "--size 100x64", 1, "multiples of 64");
+  expect_error(m + "--size 64xlarge", 1, "--size 64xlarge: expected WIDTHxHEIGHT");
+  expect_error(m + "--quant q8", 1, "f32");
+  expect_error(m + "--sampler heun", 2, "--sampler");
+  expect_error(m + "--steps 0", 2, "--steps");
+  expect_error(m + "--guidance -1", 2, "--guidance");
+  expect_error("--model '" + dir + "/nothing'", 1, "no such folder");
+  expect_error("--model '" + model() + "/unet'", 1, "model_index.json");
+  expect_error("", 2, "--model");
+  test::RunResult r = run_kvad("images make --model '" + model() + "'");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("prompt"), std::string::npos) << r.err;
+}
