@@ -94,3 +94,15 @@ TEST(CliImages, BadFlagsAndFoldersAreClearErrors) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("prompt"), std::string::npos) << r.err;
 }
+
+TEST(CliImages, CtrlCStopsBetweenStepsAndWritesNothing) {
+  KVAD_REQUIRE_PEER_IMAGE();
+  std::string out = join_path(test::temp_dir("cli-images-int"), "never.png");
+  // 1000 steps take far longer than the second before timeout sends SIGINT.
+  test::RunResult r = test::run_kvad_under("timeout --preserve-status -s INT 1",
+                                           "images make 'a fox' --model '" + model() + "' --size 64 --steps 1000 --out '" +
+                                               out + "'");
+  EXPECT_EQ(r.exit_code, 130) << r.err;
+  EXPECT_NE(r.err.find("no image written"), std::string::npos) << r.err;
+  EXPECT_FALSE(file_exists(out));
+}

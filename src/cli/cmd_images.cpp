@@ -6,14 +6,17 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <random>
 
 #include "cli/common.h"
+#include "cli/generation_io.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "image/painter.h"
 #include "image/png.h"
+#include "io/http.h"
 
 namespace kvad::cli {
 
@@ -77,6 +80,17 @@ class StepBar {
   bool tty_, drawn_ = false;
 };
 
+// Ctrl-C: the painting stops after the step under way (a step of a real model takes seconds);
+// a second Ctrl-C ends the process at once. Nothing is written either way.
+void on_sigint(int) {
+  if (g_interrupted.load()) {
+    std::signal(SIGINT, SIG_DFL);
+    std::raise(SIGINT);
+    return;
+  }
+  g_interrupted = true;
+}
+
 double peak_rss_mib() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
@@ -101,6 +115,11 @@ void make(const ImagesArgs& a) {
   if (!is_directory(a.model)) fail("--model {}: no such folder (a diffusers pipeline folder with model_index.json)", a.model);
   std::string out = a.out.empty() ? fmt::format("kvad-{}.png", a.seed) : a.out;
   apply_threads(a.threads);
+  g_interrupted = false;
+  struct sigaction sa {};
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
 
   auto t_load = clock::now();
   std::unique_ptr<image::Painter> p = image::Painter::load(a.model);
@@ -127,9 +146,14 @@ void make(const ImagesArgs& a) {
                (long long)r.width, (long long)r.height, (long long)r.steps, image::sampler_name(sampler), r.guidance,
                (unsigned long long)r.seed);
 
+  if (g_interrupted.load()) throw Cancelled("stopped before the first step: no image written");
   StepBar bar;
   image::PaintResult res = p->paint(r, [&](const image::StepReport& s) {
     bar.update(s);
+    if (g_interrupted.load()) {
+      bar.finish();
+      throw Cancelled(fmt::format("stopped after step {} of {}: no image written", s.step + 1, s.total));
+    }
     if (!a.preview.empty())
       image::write_png(join_path(a.preview, fmt::format("step-{:02}.png", s.step + 1)), p->preview(*s.denoised));
   });
