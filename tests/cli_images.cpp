@@ -64,10 +64,15 @@ TEST(CliImages, PaintsThePngWithItsParametersAndRepeatsBySeed) {
   ASSERT_EQ(c.run.exit_code, 0) << c.run.err;
   EXPECT_NE(c.png.px, a.png.px);
   // Euler ancestral, and the default size (the UNet's sample_size 16 x 8 = 128).
-  Made d = make(join_path(dir, "d.png"), "--steps 1 --seed 3 --sampler euler_a");
-  ASSERT_EQ(d.run.exit_code, 0) << d.run.err;
-  EXPECT_EQ(d.png.w, 128);
-  EXPECT_NE(d.text["parameters"].find("Sampler: Euler a"), std::string::npos) << d.text["parameters"];
+  // Unquoted words are the prompt too.
+  std::string d_png = join_path(dir, "d.png");
+  test::RunResult d = run_kvad("images make a red fox --model '" + model() + "' --steps 1 --seed 3 --sampler euler_a --out '" +
+                               d_png + "'");
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  std::map<std::string, std::string> d_text;
+  EXPECT_EQ(image::decode_png(read_file(d_png), &d_text).w, 128);
+  EXPECT_EQ(d_text["parameters"], "a red fox\nSteps: 1, Sampler: Euler a, CFG scale: 7.5, Seed: 3, Size: 128x128, "
+                                  "Model: sd15-tiny");
 }
 
 TEST(CliImages, BadFlagsAndFoldersAreClearErrors) {

@@ -23,6 +23,7 @@ namespace kvad::cli {
 namespace {
 
 struct ImagesArgs {
+  std::vector<std::string> words;  // the prompt: one quoted argument, or several words joined by spaces
   std::string prompt, model, negative, size, sampler = "euler", out, preview, quant = "f32";
   bool negative_given = false;
   int64_t steps = 20;
@@ -186,7 +187,7 @@ void add_images(CLI::App& app) {
   images->require_subcommand(1);
   auto* cmd = images->add_subcommand("make", "paint an image from a prompt into a PNG (the parameters in its text chunk)");
   auto a = std::make_shared<ImagesArgs>();
-  cmd->add_option("prompt", a->prompt, "what to paint")->required();
+  cmd->add_option("prompt", a->words, "what to paint (quoted, or the words after make)")->required();
   cmd->add_option("-m,--model", a->model, "a diffusers pipeline folder (model_index.json, unet/, vae/, text_encoder/ ...)")
       ->required();
   cmd->add_option("--negative", a->negative, "what to steer away from (default: none: SD 1.5 encodes \"\", SDXL uses zeros)");
@@ -205,6 +206,7 @@ void add_images(CLI::App& app) {
   cmd->add_option("-t,--threads", a->threads, "threads to compute with (default: all cores)")->check(CLI::Range(0, 1024));
   cmd->callback([a, cmd] {
     ImagesArgs args = *a;
+    for (const std::string& w : args.words) args.prompt += (args.prompt.empty() ? "" : " ") + w;
     args.negative_given = cmd->count("--negative") > 0;
     if (cmd->count("--seed") == 0)
       args.seed = (std::random_device{}() ^ (uint64_t)std::chrono::steady_clock::now().time_since_epoch().count()) %
