@@ -41,6 +41,7 @@ class Goldens {
     throw std::runtime_error(file_.path() + ": no tensor " + name);
   }
   std::vector<float> floats(const std::string& name) const { return to_f32(view(name)); }
+  const std::vector<TensorView>& tensors() const { return file_.tensors(); }
   std::vector<int32_t> ids(const std::string& name) const {
     const TensorView& t = view(name);
     if (t.dtype != DType::I64) throw std::runtime_error(name + " is not I64");
