@@ -97,8 +97,10 @@ PaintResult Painter::paint(const PaintRequest& req, const StepCallback& on_step)
   EulerScheduler sched(sched_, r.sampler, r.steps);  // refuses step counts its spacing cannot make
   Rng rng(r.seed);
 
+  auto stage = [&](const std::function<void()>& work) { r.run_stage ? r.run_stage(work) : work(); };
   auto t0 = clock::now();
-  Conditioning cond = encode_prompt(text_, r.prompt, r.negative);
+  Conditioning cond;
+  stage([&] { cond = encode_prompt(text_, r.prompt, r.negative); });
   res.timings.text_encode = seconds_since(t0);
 
   // Classifier-free guidance: both rows (negative first); without it, the prompt's row alone.
@@ -136,7 +138,8 @@ PaintResult Painter::paint(const PaintRequest& req, const StepCallback& on_step)
     for (int64_t b = 1; b < batch; b++) std::copy(in.v.begin(), in.v.begin() + n, in.v.begin() + b * n);
     ui.latents = &in;
     ui.timestep = sched.timesteps()[(size_t)i];
-    Map out = unet_->predict(ui);
+    Map out;
+    stage([&] { out = unet_->predict(ui); });
     if (out.n != batch || out.h != lh || out.w != lw || out.c != C)
       fail("the UNet answered [{}, {}, {}, {}] for [{}, {}, {}, {}]", out.n, out.h, out.w, out.c, batch, lh, lw, C);
     if (cfg) {
@@ -170,7 +173,7 @@ PaintResult Painter::paint(const PaintRequest& req, const StepCallback& on_step)
   res.timings.denoise = seconds_since(t_denoise);
 
   auto t_decode = clock::now();
-  res.image = vae_->decode(x);  // divides by scaling_factor
+  stage([&] { res.image = vae_->decode(x); });  // divides by scaling_factor
   res.rgb = to_rgb8(res.image);
   res.timings.decode = seconds_since(t_decode);
   res.latents = std::move(x);
