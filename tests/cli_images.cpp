@@ -111,3 +111,20 @@ TEST(CliImages, CtrlCStopsBetweenStepsAndWritesNothing) {
   EXPECT_NE(r.err.find("no image written"), std::string::npos) << r.err;
   EXPECT_FALSE(file_exists(out));
 }
+
+TEST(CliImages, SdxlPaintsAtItsOwnMultiple) {
+  KVAD_REQUIRE_PEER_IMAGE();
+  // SDXL's tiny UNet has 3 levels: sizes are multiples of 8 x 4 = 32.
+  std::string out = join_path(test::temp_dir("cli-images-xl"), "xl.png");
+  std::string xl = test::peer_image("models/sdxl-tiny");
+  test::RunResult r = run_kvad("images make 'a fox' --model '" + xl + "' --size 96x64 --steps 2 --seed 1 --out '" + out + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::map<std::string, std::string> text;
+  image::Rgb8 png = image::decode_png(read_file(out), &text);
+  EXPECT_EQ(png.w, 96);
+  EXPECT_EQ(png.h, 64);
+  EXPECT_NE(text["parameters"].find("Size: 96x64, Model: sdxl-tiny"), std::string::npos) << text["parameters"];
+  r = run_kvad("images make 'a fox' --model '" + xl + "' --size 80x64 --out '" + out + "'");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("multiples of 32"), std::string::npos) << r.err;
+}
