@@ -89,6 +89,10 @@ TEST(CliImages, BadFlagsAndFoldersAreClearErrors) {
   expect_error(m + "--size 100x64", 1, "multiples of 64");
   expect_error(m + "--size 64xlarge", 1, "--size 64xlarge: expected WIDTHxHEIGHT");
   expect_error(m + "--quant q8", 1, "f32");
+  expect_error(m + "--size 0", 1, "multiples of 64");
+  test::RunResult nodir = run_kvad("images make 'a fox' " + m + "--out '" + dir + "/missing/x.png'");
+  EXPECT_EQ(nodir.exit_code, 1);
+  EXPECT_NE(nodir.err.find("does not exist"), std::string::npos) << nodir.err;
   expect_error(m + "--sampler heun", 2, "--sampler");
   expect_error(m + "--steps 0", 2, "--steps");
   expect_error(m + "--guidance -1", 2, "--guidance");

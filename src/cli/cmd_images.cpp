@@ -115,6 +115,9 @@ void make(const ImagesArgs& a) {
   image::Sampler sampler = image::parse_sampler(a.sampler);
   if (!is_directory(a.model)) fail("--model {}: no such folder (a diffusers pipeline folder with model_index.json)", a.model);
   std::string out = a.out.empty() ? fmt::format("kvad-{}.png", a.seed) : a.out;
+  if (size_t slash = out.rfind('/'); slash != std::string::npos && slash > 0 && !is_directory(out.substr(0, slash)))
+    fail("--out {}: the folder {} does not exist", out, out.substr(0, slash));
+  if (is_directory(out)) fail("--out {}: is a folder (give the PNG's file name)", out);
   apply_threads(a.threads);
   g_interrupted = false;
   struct sigaction sa {};
@@ -131,7 +134,7 @@ void make(const ImagesArgs& a) {
   if (a.negative_given) r.negative = a.negative;
   r.width = size.first, r.height = size.second;
   const int64_t m = p->size_multiple();
-  if (r.width && (r.width < m || r.height < m || r.width % m || r.height % m || r.width > 8192 || r.height > 8192))
+  if (!a.size.empty() && (r.width < m || r.height < m || r.width % m || r.height % m || r.width > 8192 || r.height > 8192))
     fail("--size {}x{}: this model's width and height must be multiples of {} (its VAE's x{} times its UNet's x{} "
          "downsampling), from {} to 8192; the nearest is {}x{}",
          r.width, r.height, m, p->vae_factor(), m / p->vae_factor(), m,
