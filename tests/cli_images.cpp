@@ -107,8 +107,8 @@ TEST(CliImages, BadFlagsAndFoldersAreClearErrors) {
 TEST(CliImages, CtrlCStopsBetweenStepsAndWritesNothing) {
   KVAD_REQUIRE_PEER_IMAGE();
   std::string out = join_path(test::temp_dir("cli-images-int"), "never.png");
-  // 1000 steps take far longer than the second before timeout sends SIGINT.
-  test::RunResult r = test::run_kvad_under("timeout --preserve-status -s INT 1",
+  // 1000 steps take far longer than the 3 s before timeout sends SIGINT (the load, under ASan too, far less).
+  test::RunResult r = test::run_kvad_under("timeout --preserve-status -s INT 3",
                                            "images make 'a fox' --model '" + model() + "' --size 64 --steps 1000 --out '" +
                                                out + "'");
   EXPECT_EQ(r.exit_code, 130) << r.err;
