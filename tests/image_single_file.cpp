@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "image/clip_text.h"
+#include "image/painter.h"
 #include "image/pipeline_config.h"
 #include "image/single_file.h"
 #include "io/safetensors.h"
@@ -119,4 +120,25 @@ TEST(ImageSingleFile, WhatIsNotAStableDiffusionFileIsNamed) {
   SingleFile sf = open_single_file(dir + "/ok.safetensors", L);
   EXPECT_EQ(sf.unet->size(), 1u);
   EXPECT_EQ(sf.text_encoder->size(), 1u);
+}
+
+TEST(ImageSingleFile, PaintsWhatTheFolderPaints) {
+  KVAD_REQUIRE_PEER_IMAGE();
+  const std::string base = test::peer_image("models/sd15-tiny");
+  auto folder = Painter::load(base);
+  auto single = Painter::load_single_file(test::peer_image("models/sd15-tiny-single-file.safetensors"), base);
+  PaintRequest r;
+  r.prompt = "a red fox in fresh snow";
+  r.steps = 3;
+  r.seed = 11;
+  PaintResult a = folder->paint(r), b = single->paint(r);
+  EXPECT_EQ(a.rgb.px, b.rgb.px) << "the same weights through the file's views paint the same pixels";
+  EXPECT_EQ(a.latents.v, b.latents.v);
+  // An SDXL base for an SD 1.5 file is refused, naming both.
+  try {
+    Painter::load_single_file(test::peer_image("models/sd15-tiny-single-file.safetensors"), test::peer_image("models/sdxl-tiny"));
+    ADD_FAILURE() << "an SDXL base was accepted for an SD 1.5 file";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sd15 checkpoint, but its base"), std::string::npos) << e.what();
+  }
 }

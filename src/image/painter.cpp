@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/rng.h"
+#include "image/single_file.h"
 
 namespace kvad::image {
 
@@ -29,22 +30,48 @@ std::unique_ptr<Painter> Painter::load(const std::string& dir, WeightFormat fmt)
   p->text_ = PromptEncoder::load(f);
   p->unet_ = Unet::load(f.part("unet").dir, fmt);
   p->vae_ = Vae::load(f.part("vae").dir, fmt);
-  p->sched_ = read_scheduler_config(join_path(f.part("scheduler").dir, "scheduler_config.json"));
+  p->finish_load(dir);
+  return p;
+}
+
+std::unique_ptr<Painter> Painter::load_single_file(const std::string& file, const std::string& base_dir, WeightFormat fmt) {
+  if (fmt != WeightFormat::F32) fail("{}: image models run in f32 for now (quantised UNets are later work)", file);
+  std::unique_ptr<Painter> p(new Painter());
+  p->folder_ = read_pipeline_folder(base_dir);
+  const PipelineFolder& f = p->folder_;
+  // The kind first: a base of the other kind would only fail later on some tensor name.
+  PipelineKind kind = detect_single_file(SafetensorsFile(file));
+  if (kind != f.kind)
+    fail("{}: an {} checkpoint, but its base {} is an {} pipeline: give the base it was fine-tuned from", file,
+         pipeline_kind_name(kind), base_dir, pipeline_kind_name(f.kind));
+  SingleFile sf = open_single_file(file, layout_from_base(f));
+  p->text_ = PromptEncoder::load(f, {sf.text_encoder, sf.text_encoder_2});
+  std::string ucfg = join_path(f.part("unet").dir, "config.json"), vcfg = join_path(f.part("vae").dir, "config.json");
+  p->unet_ = std::make_unique<Unet>(parse_unet_config(read_json_file(ucfg), ucfg), sf.unet, fmt);
+  p->vae_ = std::make_unique<Vae>(parse_vae_config(read_json_file(vcfg), vcfg), sf.vae, fmt);
+  sf.check_all_read();  // every tensor of the file is a weight some part read
+  p->finish_load(file);
+  return p;
+}
+
+void Painter::finish_load(const std::string& dir) {
+  const PipelineFolder& f = folder_;
+  sched_ = read_scheduler_config(join_path(f.part("scheduler").dir, "scheduler_config.json"));
 
   // The parts must fit together: what the text side gives is what the UNet takes, the UNet's
   // latents are the VAE's.
-  const UnetConfig& u = p->unet_->config();
-  const VaeConfig& v = p->vae_->config();
+  const UnetConfig& u = unet_->config();
+  const VaeConfig& v = vae_->config();
   if (u.in_channels != v.latent_channels || u.out_channels != v.latent_channels)
     fail("{}: the UNet takes {} and gives {} latent channels, the VAE has {}", dir, u.in_channels, u.out_channels,
          v.latent_channels);
   int64_t width = 0;
-  for (const ClipTextEncoder& e : p->text_.encoders) width += e.config().hidden;
-  if (f.kind == PipelineKind::SD15) width = p->text_.encoders.at(0).config().hidden;
+  for (const ClipTextEncoder& e : text_.encoders) width += e.config().hidden;
+  if (f.kind == PipelineKind::SD15) width = text_.encoders.at(0).config().hidden;
   if (u.cross_attention_dim != width)
     fail("{}: the UNet's cross_attention_dim is {}, the text encoders give {}", u.source, u.cross_attention_dim, width);
   if (f.kind == PipelineKind::SDXL) {
-    int64_t pooled = p->text_.encoders.at(1).config().projection;
+    int64_t pooled = text_.encoders.at(1).config().projection;
     if (u.addition_time_embed_dim <= 0 || u.projection_class_embeddings_input_dim != pooled + 6 * u.addition_time_embed_dim)
       fail("{}: an SDXL UNet takes the pooled text ({}) and 6 time ids x addition_time_embed_dim ({}): "
            "projection_class_embeddings_input_dim is {}",
@@ -55,9 +82,8 @@ std::unique_ptr<Painter> Painter::load(const std::string& dir, WeightFormat fmt)
   Json uj = read_json_file(ucfg);
   int64_t sample = json_int_or(uj, "sample_size", 64, ucfg);
   if (sample < 1 || sample > 1024) fail("{}: 'sample_size' = {} is outside [1, 1024]", ucfg, sample);
-  p->default_size_ = sample * p->vae_factor();
-  if (p->default_size_ % p->size_multiple()) p->default_size_ = p->size_multiple();
-  return p;
+  default_size_ = sample * vae_factor();
+  if (default_size_ % size_multiple()) default_size_ = size_multiple();
 }
 
 int64_t Painter::vae_factor() const { return int64_t(1) << (vae_->config().block_out_channels.size() - 1); }

@@ -72,6 +72,11 @@ class Painter {
  public:
   // A diffusers pipeline folder (model_index.json and its parts). Only f32 runs for now.
   static std::unique_ptr<Painter> load(const std::string& dir, WeightFormat fmt = WeightFormat::F32);
+  // A single-file checkpoint in Stability's layout (image/single_file.h): its UNet, VAE and text
+  // encoder(s) from the file; the configs, tokenizers and scheduler from `base_dir`, the diffusers
+  // folder of the model it was fine-tuned from (its weights are not read).
+  static std::unique_ptr<Painter> load_single_file(const std::string& file, const std::string& base_dir,
+                                                   WeightFormat fmt = WeightFormat::F32);
   ~Painter();
 
   PipelineKind kind() const { return folder_.kind; }
@@ -94,6 +99,8 @@ class Painter {
 
  private:
   Painter() = default;
+  // The checks that the parts fit together, the scheduler and the default size (both loads).
+  void finish_load(const std::string& what);
   PipelineFolder folder_;
   PromptEncoder text_;
   std::unique_ptr<Unet> unet_;

@@ -2,11 +2,13 @@
 // StableDiffusionXLPipeline.encode_prompt with clip_skip unset.
 #include "image/prompt.h"
 
+#include "core/fs.h"
+
 #include "core/error.h"
 
 namespace kvad::image {
 
-PromptEncoder PromptEncoder::load(const PipelineFolder& p) {
+PromptEncoder PromptEncoder::load(const PipelineFolder& p, const std::vector<std::shared_ptr<Checkpoint>>& weights) {
   PromptEncoder e;
   e.kind = p.kind;
   e.force_zeros_for_empty_prompt = p.force_zeros_for_empty_prompt;
@@ -14,7 +16,13 @@ PromptEncoder PromptEncoder::load(const PipelineFolder& p) {
   if (p.kind == PipelineKind::SDXL) parts.push_back({"tokenizer_2", "text_encoder_2"});
   for (auto [tok_part, enc_part] : parts) {
     e.tokenizers.push_back(tok::ClipTokenizer::from_folder(p.part(tok_part).dir));
-    e.encoders.push_back(ClipTextEncoder::load(p.part(enc_part).dir));
+    const size_t i = e.encoders.size();
+    if (i < weights.size() && weights[i]) {
+      std::string cfg = join_path(p.part(enc_part).dir, "config.json");
+      e.encoders.emplace_back(parse_clip_text_config(read_json_file(cfg), cfg), weights[i]);
+    } else {
+      e.encoders.push_back(ClipTextEncoder::load(p.part(enc_part).dir));
+    }
     const auto& t = e.tokenizers.back();
     const auto& c = e.encoders.back().config();
     if (t.max_length() > c.positions)

@@ -25,7 +25,10 @@ struct PromptEncoder {
   std::vector<tok::ClipTokenizer> tokenizers;  // tokenizer, tokenizer_2 (SDXL)
   std::vector<ClipTextEncoder> encoders;       // text_encoder, text_encoder_2 (SDXL)
 
-  static PromptEncoder load(const PipelineFolder& p);
+  // `weights`: the encoders' weights when they come from elsewhere (a single file's parts, in
+  // text_encoder, text_encoder_2 order); empty: each encoder's own folder. Configs and tokenizers
+  // always come from the folder.
+  static PromptEncoder load(const PipelineFolder& p, const std::vector<std::shared_ptr<Checkpoint>>& weights = {});
 };
 
 struct Conditioning {
