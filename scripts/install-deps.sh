@@ -19,6 +19,7 @@ PKGS=(
   libcpp-httplib-dev           # kvad serve: HTTP server (thread pool, chunked streaming, body size limit)
   libedit-dev                  # kvad chat: line editing and history (BSD licence; readline is GPL-3)
   libncurses-dev               # kvad tui: the full-screen terminal UI (ncursesw)
+  libpng-dev                   # kvad images: the PNG files it writes (with the generation parameters)
   libopenmpi-dev openmpi-bin   # kvad train under mpirun: data-parallel gradient allreduce (OpenMPI)
   libjs-marked                 # web UI: Markdown of chat answers (embedded in the binary)
   node-dompurify               # web UI: sanitises that Markdown's HTML so model output never runs (embedded)

@@ -1,5 +1,5 @@
 // kvad ls: every model kvad can find, in the Hugging Face cache and in kvad's store: name,
-// architecture (as the registry sees it), parameters and dtype (from the safetensors headers, no
+// architecture (as the registry sees it; an image model's kind: SD 1.5 / SDXL pipeline or single file), parameters and dtype (from the safetensors headers, no
 // weights read), size of the weights (not the optimizer state a trained model keeps beside them), last used.
 #include <sys/stat.h>
 
@@ -19,6 +19,7 @@
 #include "io/model_usage.h"
 #include "io/safetensors.h"
 #include "io/store.h"
+#include "image/model_info.h"
 #include "models/registry.h"
 #include "runtime/model_info.h"
 
@@ -29,7 +30,7 @@ namespace kvad::cli {
 namespace {
 
 struct Row {
-  std::string name, arch, params = "-", format = "-", source, path;
+  std::string name, arch, params = "-", format = "-", source, path, kind = "text";
   uint64_t bytes = 0;
   int64_t parameters = 0;
   int64_t last_used = 0;  // unix seconds, 0 = never (since kvad started recording)
@@ -73,6 +74,22 @@ void describe_model(const std::string& dir, Row& row) {
   row.format = "safetensors " + info.dtype;
 }
 
+// An image model's row: its kind in the ARCH column, "(image)" after it.
+void describe_image(const image::ImageModelInfo& info, Row& row) {
+  row.kind = "image";
+  row.arch = info.kind + " (image)";
+  row.parameters = info.parameters;
+  if (info.weight_bytes > 0) row.bytes = info.weight_bytes;
+  if (!info.problem.empty()) {
+    row.format = info.problem.substr(0, 60);
+    return;
+  }
+  row.params = format_parameters(info.parameters);
+  row.format = "safetensors " + info.dtype;
+}
+
+bool is_safetensors(const std::string& p) { return p.size() > 12 && lower(p.substr(p.size() - 12)) == ".safetensors"; }
+
 uint64_t du(const std::string& dir) {
   uint64_t total = 0;
   std::error_code ec;
@@ -97,13 +114,36 @@ std::vector<Row> hub_rows(const std::map<std::string, int64_t>& usage) {
       std::string dir = join_path(join_path(repo.dir, "snapshots"), s.commit);
       uint64_t model_bytes = 0;
       std::set<std::string> seen;
-      bool has_config = false;
+      bool has_config = false, has_model_index = false;
       for (const hf::CachedFile& f : s.files) {
         if (f.path == "config.json" && f.present) has_config = true;
+        if (f.path == "model_index.json" && f.present) has_model_index = true;
         if (!f.present || is_gguf(f.path)) continue;
         if (f.etag.empty() || seen.insert(f.etag).second) model_bytes += f.size;
       }
-      if (has_config || !std::any_of(s.files.begin(), s.files.end(), [](auto& f) { return is_gguf(f.path); })) {
+      // A Stable Diffusion repo: the diffusers pipeline, and single files at its top (ORG/NAME:FILE).
+      if (!has_config) {
+        for (const hf::CachedFile& f : s.files) {
+          if (!f.present || !is_safetensors(f.path) || f.path.find('/') != std::string::npos) continue;
+          image::ImageModelInfo info = image::describe_single_file(join_path(dir, f.path));
+          if (info.kind.empty()) continue;
+          Row r;
+          r.name = label + ":" + f.path;
+          r.source = "hf";
+          r.path = join_path(dir, f.path);
+          describe_image(info, r);
+          rows.push_back(r);
+        }
+      }
+      if (has_model_index && !has_config) {
+        Row r;
+        r.name = label;
+        r.source = "hf";
+        r.path = dir;
+        describe_image(image::describe_pipeline_folder(dir), r);
+        if (main && used != usage.end()) r.last_used = used->second;
+        rows.push_back(r);
+      } else if (has_config || !std::any_of(s.files.begin(), s.files.end(), [](auto& f) { return is_gguf(f.path); })) {
         Row r;
         r.name = label;
         r.source = "hf";
@@ -142,7 +182,8 @@ std::vector<Row> store_rows(const std::map<std::string, int64_t>& usage) {
   for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::recursive_directory_iterator();
        it.increment(ec)) {
     if (!it->is_directory(ec)) continue;
-    if (!file_exists(join_path(it->path().string(), "config.json"))) {
+    const bool pipeline = image::is_pipeline_folder(it->path().string());
+    if (!pipeline && !file_exists(join_path(it->path().string(), "config.json"))) {
       if (it.depth() >= 1) it.disable_recursion_pending();  // names are NAME or ORG/NAME
       continue;
     }
@@ -152,7 +193,8 @@ std::vector<Row> store_rows(const std::map<std::string, int64_t>& usage) {
     r.source = "store";
     r.path = it->path().string();
     r.bytes = du(r.path);
-    describe_model(r.path, r);
+    if (pipeline) describe_image(image::describe_pipeline_folder(r.path), r);
+    else describe_model(r.path, r);
     if (auto u = usage.find("store:" + r.name); u != usage.end()) r.last_used = u->second;
     rows.push_back(r);
   }
@@ -164,7 +206,7 @@ std::vector<Row> store_rows(const std::map<std::string, int64_t>& usage) {
 void add_ls(CLI::App& app) {
   auto* cmd = app.add_subcommand("ls", "list the models kvad can run (Hugging Face cache and kvad's store)");
   auto json = std::make_shared<bool>(false);
-  cmd->add_flag("--json", *json, "one JSON object per model (name, arch, parameters, format, bytes, last_used, path)");
+  cmd->add_flag("--json", *json, "one JSON object per model (name, kind: text or image, arch, parameters, format, bytes, last_used, path)");
   cmd->callback([json] {
     auto usage = read_model_use();
     std::vector<Row> rows = hub_rows(usage);
@@ -172,7 +214,7 @@ void add_ls(CLI::App& app) {
     std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.name < b.name; });
     if (*json) {
       for (const Row& r : rows) {
-        Json j = {{"name", r.name},     {"source", r.source},       {"arch", r.arch},
+        Json j = {{"name", r.name},     {"source", r.source},       {"kind", r.kind},  {"arch", r.arch},
                   {"parameters", r.parameters}, {"format", r.format}, {"bytes", r.bytes},
                   {"last_used", r.last_used},   {"path", r.path}};
         std::printf("%s\n", j.dump().c_str());

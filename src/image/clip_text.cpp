@@ -73,7 +73,7 @@ std::vector<ClipTextEncoder::Decl> ClipTextEncoder::tensor_table() {
   return t;
 }
 
-ClipTextEncoder::ClipTextEncoder(const ClipTextConfig& c, std::unique_ptr<Checkpoint> ck) : c_(c), file_(std::move(ck)) {
+ClipTextEncoder::ClipTextEncoder(const ClipTextConfig& c, std::shared_ptr<Checkpoint> ck) : c_(c), file_(std::move(ck)) {
   for (const Decl& d : tensor_table()) {
     TensorView v = file_->get(d.name, d.shape);
     if (d.weight) *d.weight = Weight::from_tensor(v, WeightFormat::AsStored);

@@ -50,7 +50,7 @@ class ClipTextEncoder {
   // From a parsed config and an open checkpoint; every tensor the table lists is read with its
   // shape checked, and a tensor the checkpoint holds that nothing reads is an error. f32 and bf16
   // matrices are used in place from the file's mapping: the encoder keeps `ck` open.
-  ClipTextEncoder(const ClipTextConfig& c, std::unique_ptr<Checkpoint> ck);
+  ClipTextEncoder(const ClipTextConfig& c, std::shared_ptr<Checkpoint> ck);
 
   const ClipTextConfig& config() const { return c_; }
   // `ids`: 1 .. positions tokens, each in [0, vocab).
@@ -72,7 +72,7 @@ class ClipTextEncoder {
   void layer_forward(const Layer& L, std::vector<float>& h, int64_t T) const;
 
   ClipTextConfig c_;
-  std::unique_ptr<Checkpoint> file_;  // the mapping the weights point into
+  std::shared_ptr<Checkpoint> file_;  // the mapping the weights point into (a single file: shared by its parts)
   Weight token_embedding_, projection_;
   std::vector<float> position_embedding_, final_w_, final_b_;
   std::vector<Layer> layers_;

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "core/base64.h"
+
 #include "serve/openai.h"
 #include "serve/request_fields.h"
 
@@ -100,25 +102,13 @@ EmbedRequest parse_ollama_embeddings(const std::string& body) {
 }
 
 std::string base64_floats(const std::vector<float>& v) {
-  static const char* k = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::string bytes(v.size() * 4, '\0');
   for (size_t i = 0; i < v.size(); i++) {  // little-endian float32, as numpy's frombuffer reads it
     uint32_t u;
     std::memcpy(&u, &v[i], 4);
     for (int b = 0; b < 4; b++) bytes[i * 4 + (size_t)b] = (char)((u >> (8 * b)) & 0xFF);
   }
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  for (size_t i = 0; i < bytes.size(); i += 3) {
-    uint32_t n = (uint32_t)(uint8_t)bytes[i] << 16;
-    if (i + 1 < bytes.size()) n |= (uint32_t)(uint8_t)bytes[i + 1] << 8;
-    if (i + 2 < bytes.size()) n |= (uint32_t)(uint8_t)bytes[i + 2];
-    out += k[(n >> 18) & 63];
-    out += k[(n >> 12) & 63];
-    out += i + 1 < bytes.size() ? k[(n >> 6) & 63] : '=';
-    out += i + 2 < bytes.size() ? k[n & 63] : '=';
-  }
-  return out;
+  return base64_encode(bytes);
 }
 
 Json openai_embeddings_json(const std::vector<std::vector<float>>& vectors, bool base64, const std::string& model,

@@ -266,6 +266,7 @@ Server::Server(ServeOptions opts) : impl_(std::make_unique<Impl>(std::move(opts)
   add_embedding_routes(s);
   add_llama_server_routes(s);
   add_ui_routes(s);
+  add_image_routes(s);
 }
 
 Server::~Server() {
@@ -301,6 +302,7 @@ std::string bind_failure(const std::string& host, int port) {
 int Server::start() {
   Impl& s = *impl_;
   if (!s.opts.model.empty()) s.sched.load_now(s.opts.model, s.opts.alias);
+  s.images.load(s.opts.image_models);
   if (s.opts.port == 0) {
     s.port = s.http.bind_to_any_port(s.opts.host);
     if (s.port <= 0) fail("cannot listen on {}: no free port", s.opts.host);

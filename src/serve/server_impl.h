@@ -12,6 +12,7 @@
 #include "serve/openai.h"
 #include "serve/pull_jobs.h"
 #include "serve/engine_thread.h"
+#include "serve/images.h"
 #include "serve/server.h"
 #include "serve/structured_output.h"
 #include "serve/train_jobs.h"
@@ -28,6 +29,7 @@ struct Server::Impl {
   LoraScales loras;  // the adapters and their scales (/lora-adapters); before train: a job adds to it
   TrainJobs train;
   PullJobs pull;
+  ImageModels images;  // --image-model painters (serve/images.h)
   GrammarVocabCache grammar_vocab;  // structured outputs: the loaded model's, built on first use
   int port = 0;
   std::atomic<bool> stopping{false};
@@ -75,5 +77,6 @@ void add_ollama_routes(Server::Impl& s);
 void add_embedding_routes(Server::Impl& s);  // /v1/embeddings, Ollama's /api/embed and /api/embeddings
 void add_llama_server_routes(Server::Impl& s);
 void add_ui_routes(Server::Impl& s);
+void add_image_routes(Server::Impl& s);  // /v1/images/generations, /kvad/images (serve/images.h)
 
 }  // namespace kvad::serve

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Drives `kvad serve` as its users do. CTest runs each KIND (see CMakeLists.txt):
 #   tests/serve/run.sh setup    KVAD WORK   # npm ci (openai, playwright-core) + a tiny synthesized model
-#   tests/serve/run.sh api      KVAD WORK   # the official openai npm client: chat, streaming, completions, models;
+#   tests/serve/run.sh api      KVAD WORK   # the official openai npm client: chat, streaming, completions, models, images;
 #                                           # the ollama npm client on Ollama's API, llama-server's endpoints
 #   tests/serve/run.sh errors   KVAD WORK   # curl: every error status, disconnect, SIGTERM mid-stream
 #   tests/serve/run.sh ui       KVAD WORK   # headless Chromium: every page as a user uses it, the chat's features (+ one screenshot a page)
@@ -43,6 +43,10 @@ case "$KIND" in
     start_server ollama --api-key test-key --alias llama3.2 --parallel 2 --models-dir "$WORK"
     KVAD_URL=$URL KVAD_KEY=test-key node --test "$HERE/ollama.test.mjs"
     stop_server
+    # Images beside the language model (the tiny SD 1.5 pipeline of tests/fixtures/peer-image).
+    start_server images --api-key test-key --image-model "$HERE/../fixtures/peer-image/models/sd15-tiny"
+    KVAD_URL=$URL KVAD_KEY=test-key node --test "$HERE/images.test.mjs"
+    stop_server
     ;;
   errors)
     need curl
@@ -53,10 +57,10 @@ case "$KIND" in
     [ -x /usr/bin/chromium ] || { echo "FAIL: /usr/bin/chromium is not installed (scripts/install-deps.sh)"; exit 1; }
     # --ctx 512: an answer can fill the context in a few seconds (the UI must say so). --models-dir:
     # the test model stays listed (and loadable again) after the tests load another one.
-    start_server ui --ctx 512 --models-dir "$WORK"
+    start_server ui --ctx 512 --models-dir "$WORK" --image-model "$HERE/../fixtures/peer-image/models/sd15-tiny"
     rm -rf "$WORK/screenshots"
     # One file at a time: each drives one browser against the one server.
-    KVAD_URL=$URL SHOTS=$WORK/screenshots node --test --test-concurrency=1 "$HERE/ui-chat.test.mjs" "$HERE/ui.test.mjs" "$HERE/ui-train-lora.test.mjs"
+    KVAD_URL=$URL SHOTS=$WORK/screenshots node --test --test-concurrency=1 "$HERE/ui-chat.test.mjs" "$HERE/ui.test.mjs" "$HERE/ui-train-lora.test.mjs" "$HERE/ui-images.test.mjs"
     stop_server
     ;;
   load)

@@ -17,8 +17,11 @@
 
 namespace kvad::test {
 
+// The copy in tests/fixtures/peer-image (its models, goldens and README, so CI on a clean clone runs
+// these tests), else ../shared/peer-image beside the repository.
 inline std::string peer_image(const std::string& rel = "") {
-  std::string root = source_path("../shared/peer-image");
+  std::string root = source_path("tests/fixtures/peer-image");
+  if (!file_exists(root + "/README.md")) root = source_path("../shared/peer-image");
   return rel.empty() ? root : root + "/" + rel;
 }
 
@@ -26,7 +29,7 @@ inline std::string peer_image(const std::string& rel = "") {
 #define KVAD_REQUIRE_PEER_IMAGE()                                                                  \
   do {                                                                                             \
     if (!kvad::file_exists(kvad::test::peer_image("README.md")))                                   \
-      GTEST_SKIP() << "../shared/peer-image is absent (diffusers goldens for SD 1.5 / SDXL)";      \
+      GTEST_SKIP() << "tests/fixtures/peer-image is absent (diffusers goldens for SD 1.5 / SDXL)"; \
   } while (0)
 
 class Goldens {

@@ -1,0 +1,220 @@
+// The UNet's and VAE's layers (nn.h) on channels-last maps. The convolutions and projections are
+// kvad's matrix products (Weight::matmul); attention runs the single-threaded row kernels per
+// block of queries inside one parallel region; the norms and activations are plain loops.
+#include "image/nn.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "core/threads.h"
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+
+namespace kvad::image {
+
+Map from_nchw(const float* x, int64_t n, int64_t c, int64_t h, int64_t w) {
+  Map m(n, h, w, c);
+  for (int64_t b = 0; b < n; b++)
+    for (int64_t ch = 0; ch < c; ch++)
+      for (int64_t y = 0; y < h; y++)
+        for (int64_t xx = 0; xx < w; xx++) m.at(b, y, xx)[ch] = x[((b * c + ch) * h + y) * w + xx];
+  return m;
+}
+
+std::vector<float> to_nchw(const Map& m) {
+  std::vector<float> out(m.v.size());
+  for (int64_t b = 0; b < m.n; b++)
+    for (int64_t ch = 0; ch < m.c; ch++)
+      for (int64_t y = 0; y < m.h; y++)
+        for (int64_t x = 0; x < m.w; x++) out[(size_t)(((b * m.c + ch) * m.h + y) * m.w + x)] = m.at(b, y, x)[ch];
+  return out;
+}
+
+void Linear::apply(const float* x, int64_t n, float* y) const {
+  w.matmul(x, n, y);
+  if (!b.empty()) kernels::add_bias(y, b.data(), n, out());
+}
+
+Linear Linear::load(Checkpoint& ck, const std::string& name, int64_t out, int64_t in, bool bias, WeightFormat fmt) {
+  Linear l;
+  std::string wn = name + ".weight";
+  // A 1x1 convolution's [out, in, 1, 1] weight (SD 1.5's proj_in / proj_out) is the same product
+  // on each pixel.
+  bool conv1x1 = ck.get(wn).shape.size() == 4;
+  TensorView t = ck.get(wn, conv1x1 ? std::vector<int64_t>{out, in, 1, 1} : std::vector<int64_t>{out, in});
+  l.w = Weight::from_f32(to_f32(t), out, in, fmt);
+  if (bias) l.b = to_f32(ck.get(name + ".bias", {out}));
+  return l;
+}
+
+Conv2d Conv2d::load(Checkpoint& ck, const std::string& name, int64_t cout, int64_t cin, int64_t k, int64_t stride,
+                    int64_t pad, WeightFormat fmt) {
+  Conv2d c;
+  c.cin = cin, c.cout = cout, c.k = k, c.stride = stride, c.pad = pad;
+  std::vector<float> w = to_f32(ck.get(name + ".weight", {cout, cin, k, k}));
+  // [cout, cin, ky, kx] -> [cout, ky, kx, cin]: a patch row of im2col is k*k pixels of cin channels.
+  std::vector<float> packed(w.size());
+  for (int64_t o = 0; o < cout; o++)
+    for (int64_t i = 0; i < cin; i++)
+      for (int64_t ky = 0; ky < k; ky++)
+        for (int64_t kx = 0; kx < k; kx++)
+          packed[(size_t)(((o * k + ky) * k + kx) * cin + i)] = w[(size_t)(((o * cin + i) * k + ky) * k + kx)];
+  c.w = Weight::from_f32(std::move(packed), cout, k * k * cin, fmt);
+  c.b = to_f32(ck.get(name + ".bias", {cout}));
+  return c;
+}
+
+Map Conv2d::apply(const Map& x) const {
+  if (x.c != cin) fail("conv2d: input has {} channels, the weight expects {}", x.c, cin);
+  const int64_t oh = out_size(x.h), ow = out_size(x.w);
+  Map y(x.n, oh, ow, cout);
+  if (k == 1 && stride == 1 && pad == 0) {
+    w.matmul(x.v.data(), x.pixels(), y.v.data());
+  } else {
+    // im2col in chunks of output pixels, so the patch matrix stays a few MB whatever the image size.
+    const int64_t K = k * k * cin, total = x.n * oh * ow;
+    const int64_t chunk = std::max<int64_t>(64, std::min<int64_t>(total, (int64_t(8) << 20) / (K * 4)));
+    std::vector<float> col((size_t)(chunk * K));
+    for (int64_t p0 = 0; p0 < total; p0 += chunk) {
+      const int64_t rows = std::min(chunk, total - p0);
+      pool().parallel_for(rows, 16, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; r++) {
+          int64_t p = p0 + r, b = p / (oh * ow), oy = p / ow % oh, ox = p % ow;
+          float* dst = col.data() + r * K;
+          for (int64_t ky = 0; ky < k; ky++) {
+            int64_t iy = oy * stride - pad + ky;
+            for (int64_t kx = 0; kx < k; kx++, dst += cin) {
+              int64_t ix = ox * stride - pad + kx;
+              if (iy < 0 || iy >= x.h || ix < 0 || ix >= x.w) std::fill(dst, dst + cin, 0.0f);
+              else std::copy_n(x.at(b, iy, ix), cin, dst);
+            }
+          }
+        }
+      });
+      w.matmul(col.data(), rows, y.v.data() + p0 * cout);
+    }
+  }
+  kernels::add_bias(y.v.data(), b.data(), y.pixels(), cout);
+  return y;
+}
+
+static inline float silu1(float v) { return v / (1.0f + std::exp(-v)); }
+
+void GroupNorm::apply(Map& x, bool then_silu) const {
+  if (x.c % groups) fail("group norm: {} channels do not split into {} groups", x.c, groups);
+  const int64_t cg = x.c / groups, hw = x.h * x.w;
+  pool().parallel_for(x.n * groups, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; t++) {
+      const int64_t img = t / groups, g = t % groups;
+      float* base = x.v.data() + img * hw * x.c + g * cg;
+      double sum = 0;
+      for (int64_t p = 0; p < hw; p++)
+        for (int64_t i = 0; i < cg; i++) sum += base[p * x.c + i];
+      const double mean = sum / double(hw * cg);
+      double var = 0;
+      for (int64_t p = 0; p < hw; p++)
+        for (int64_t i = 0; i < cg; i++) {
+          double d = base[p * x.c + i] - mean;
+          var += d * d;
+        }
+      const float inv = float(1.0 / std::sqrt(var / double(hw * cg) + eps)), m = float(mean);
+      const float* wg = w.data() + g * cg;
+      const float* bg = b.data() + g * cg;
+      for (int64_t p = 0; p < hw; p++) {
+        float* px = base + p * x.c;
+        for (int64_t i = 0; i < cg; i++) {
+          float v = (px[i] - m) * inv * wg[i] + bg[i];
+          px[i] = then_silu ? silu1(v) : v;
+        }
+      }
+    }
+  });
+}
+
+GroupNorm GroupNorm::load(Checkpoint& ck, const std::string& name, int64_t c, int64_t groups, double eps) {
+  if (groups < 1 || c % groups) fail("{}: {} channels do not split into {} groups", name, c, groups);
+  GroupNorm g;
+  g.groups = groups, g.eps = eps;
+  g.w = to_f32(ck.get(name + ".weight", {c}));
+  g.b = to_f32(ck.get(name + ".bias", {c}));
+  return g;
+}
+
+void LayerNorm::apply(float* x, int64_t n) const {
+  const int64_t c = (int64_t)w.size();
+  pool().parallel_for(n, 64, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; r++) kernels::layernorm(x + r * c, w.data(), b.data(), (float)eps, c, x + r * c);
+  });
+}
+
+LayerNorm LayerNorm::load(Checkpoint& ck, const std::string& name, int64_t c, double eps) {
+  LayerNorm l;
+  l.eps = eps;
+  l.w = to_f32(ck.get(name + ".weight", {c}));
+  l.b = to_f32(ck.get(name + ".bias", {c}));
+  return l;
+}
+
+void silu(float* x, int64_t n) {
+  pool().parallel_for(n, 4096, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; i++) x[i] = silu1(x[i]);
+  });
+}
+
+void mul_gelu(float* x, const float* gate, int64_t n) {
+  pool().parallel_for(n, 4096, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; i++) {
+      float g = gate[i];
+      x[i] *= 0.5f * g * (1.0f + std::erf(g * 0.70710678118654752f));
+    }
+  });
+}
+
+Map upsample_nearest2x(const Map& x) {
+  Map y(x.n, x.h * 2, x.w * 2, x.c);
+  for (int64_t b = 0; b < x.n; b++)
+    for (int64_t yy = 0; yy < y.h; yy++)
+      for (int64_t xx = 0; xx < y.w; xx++) std::copy_n(x.at(b, yy / 2, xx / 2), x.c, y.at(b, yy, xx));
+  return y;
+}
+
+void attention(const float* q, int64_t q_stride, const float* k, const float* v, int64_t kv_stride, int64_t n_q,
+               int64_t n_kv, int64_t heads, int64_t d, float* out) {
+  // Per head: K packed [n_kv, d] and V transposed [d, n_kv], so both products are the row
+  // kernels' [outputs, inputs] layout: scores = q_block K^T, then out_block = p V = p (V^T)^T.
+  const kernels::RowsFn rows = kernels::rows_kernel(kernels::WType::F32, best_isa());
+  const float scale = 1.0f / std::sqrt((float)d);
+  const int64_t block = 32;
+  const int64_t width = heads * d;
+  std::vector<float> kh((size_t)(n_kv * d)), vt((size_t)(d * n_kv));
+  const int nt = pool().size();
+  std::vector<float> scratch((size_t)(nt * block * (n_kv + 2 * d)));
+  for (int64_t h = 0; h < heads; h++) {
+    for (int64_t j = 0; j < n_kv; j++)
+      for (int64_t i = 0; i < d; i++) {
+        kh[(size_t)(j * d + i)] = k[j * kv_stride + h * d + i];
+        vt[(size_t)(i * n_kv + j)] = v[j * kv_stride + h * d + i];
+      }
+    const int64_t blocks = (n_q + block - 1) / block;
+    pool().run([&](int t, int n) {
+      float* s = scratch.data() + (size_t)t * block * (n_kv + 2 * d);
+      float* qb = s + block * n_kv;
+      float* ob = qb + block * d;
+      for (int64_t bi = t; bi < blocks; bi += n) {
+        const int64_t i0 = bi * block, m = std::min(block, n_q - i0);
+        for (int64_t r = 0; r < m; r++) std::copy_n(q + (i0 + r) * q_stride + h * d, d, qb + r * d);
+        rows(qb, m, d, kh.data(), n_kv, 0, n_kv, s);
+        for (int64_t r = 0; r < m; r++) {
+          float* sr = s + r * n_kv;
+          for (int64_t j = 0; j < n_kv; j++) sr[j] *= scale;
+          kernels::softmax(sr, n_kv);
+        }
+        rows(s, m, n_kv, vt.data(), d, 0, d, ob);
+        for (int64_t r = 0; r < m; r++) std::copy_n(ob + r * d, d, out + (i0 + r) * width + h * d);
+      }
+    });
+  }
+}
+
+}  // namespace kvad::image

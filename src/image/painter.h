@@ -1,0 +1,105 @@
+// The painter (docs/architecture.md's term): a loaded text-to-image pipeline (SD 1.5 or SDXL:
+// tokenizers + text encoders, UNet, VAE, the scheduler's config) and the loop that makes an image,
+// as diffusers' StableDiffusion(XL)Pipeline.__call__ does with an Euler sampler:
+//   conditioning = encode_prompt(prompt, negative)         [2 rows, negative first]
+//   x = noise (seeded, kvad's Rng) or the given latents, times init_noise_sigma
+//   for each step i: in = scale(x); eps2 = unet(cat(in, in), t_i, conditioning)
+//                    eps = uncond + g * (text - uncond); x = scheduler.step(eps, x)
+//   image = vae.decode(x / scaling_factor) -> RGB8
+// With guidance <= 1 the UNet runs on the prompt row alone (diffusers' do_classifier_free_guidance).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "image/nn.h"
+#include "image/pipeline_config.h"
+#include "image/png.h"
+#include "image/prompt.h"
+#include "image/scheduler.h"
+#include "image/unet.h"
+#include "image/vae.h"
+
+namespace kvad::image {
+
+struct PaintRequest {
+  std::string prompt;
+  std::optional<std::string> negative;  // none: SD 1.5 encodes "", SDXL gives zeros (force_zeros_for_empty_prompt)
+  int64_t width = 0, height = 0;        // 0: the pipeline's default (the UNet's sample_size x 8)
+  int64_t steps = 20;
+  double guidance = 7.5;
+  Sampler sampler = Sampler::Euler;
+  uint64_t seed = 0;
+  // Given initial latents (unit normal, before init_noise_sigma), [1, height/8, width/8, 4], as
+  // diffusers' `latents=` argument; absent: drawn from the seed. Euler ancestral's step noise
+  // always comes from the seed.
+  const Map* latents = nullptr;
+  // Where the heavy stages run (the text encoders, each UNet call, the VAE): called with each and
+  // must run it before returning. The server hands them to its engine thread one by one, so a
+  // language model's streams go on between the steps of an image; empty: on the calling thread.
+  // An exception it throws (a client gone, a server stopping) ends the painting.
+  std::function<void(const std::function<void()>&)> run_stage;
+};
+
+// What each step reports (the progress bar, previews, and the tests' comparisons).
+struct StepReport {
+  int64_t step = 0, total = 0;  // step counts from 0
+  float timestep = 0, sigma = 0;
+  double seconds = 0, elapsed = 0;  // this step; since the denoising began
+  const Map* unet_input = nullptr;   // [batch, h, w, 4]: the scaled latents, both rows
+  const Map* unet_output = nullptr;  // [batch, h, w, 4]: raw prediction (uncond first)
+  const Map* guided = nullptr;       // [1, h, w, 4]: after guidance
+  const Map* denoised = nullptr;     // [1, h, w, 4]: the step's estimate of the clean latent (x0)
+  const Map* latents = nullptr;      // [1, h, w, 4]: x after the step
+};
+using StepCallback = std::function<void(const StepReport&)>;
+
+struct PaintTimings {
+  double text_encode = 0, denoise = 0, decode = 0;  // seconds
+};
+
+struct PaintResult {
+  Map image;  // [1, height, width, 3], the VAE's output in [-1, 1] (unclamped)
+  Rgb8 rgb;   // clamp(image / 2 + 0.5) x 255 rounded: the PNG's pixels
+  Map latents;  // the final latents (the VAE's input times scaling_factor)
+  PaintTimings timings;
+  int64_t width = 0, height = 0;
+};
+
+class Painter {
+ public:
+  // A diffusers pipeline folder (model_index.json and its parts). Only f32 runs for now.
+  static std::unique_ptr<Painter> load(const std::string& dir, WeightFormat fmt = WeightFormat::F32);
+  ~Painter();
+
+  PipelineKind kind() const { return folder_.kind; }
+  const std::string& dir() const { return folder_.dir; }
+  // Width and height must be positive multiples of this: the VAE's factor (8 for 4 levels) times the
+  // UNet's 2^(levels - 1).
+  int64_t size_multiple() const;
+  int64_t default_size() const { return default_size_; }
+  int64_t vae_factor() const;
+  const SchedulerConfig& scheduler_config() const { return sched_; }
+  const Vae& vae() const { return *vae_; }
+
+  // Checks a request's sizes and numbers (errors say what is allowed); fills the defaults.
+  PaintRequest checked(const PaintRequest& r) const;
+  PaintResult paint(const PaintRequest& r, const StepCallback& on_step = {}) const;
+
+  // The latent's 4 channels mixed to RGB by a fixed 4x3 matrix + bias (ComfyUI's published factors
+  // for the SD 1.5 and SDXL VAEs), nearest-upscaled by `scale`: a blurry, slightly wrong preview.
+  Rgb8 preview(const Map& latents, int64_t scale = 8) const;
+
+ private:
+  Painter() = default;
+  PipelineFolder folder_;
+  PromptEncoder text_;
+  std::unique_ptr<Unet> unet_;
+  std::unique_ptr<Vae> vae_;
+  SchedulerConfig sched_;
+  int64_t default_size_ = 512;
+};
+
+}  // namespace kvad::image

@@ -1,0 +1,58 @@
+// Image generation in the server: the painters loaded at start (`kvad serve --image-model DIR`),
+// OpenAI's POST /v1/images/generations, and the web UI's streaming POST /kvad/images (progress and
+// previews per step). A painter runs beside the language model: each heavy stage (text encoders,
+// each UNet call, the VAE) is an exclusive job on the engine thread, so chat streams go on
+// between the steps of an image. Internal to src/serve.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/json.h"
+#include "image/painter.h"
+
+namespace kvad::serve {
+
+// Bounds on what one request may ask (each field's error names it).
+inline constexpr int64_t kMaxImagesPerRequest = 4;
+inline constexpr int64_t kMaxImageSide = 2048;
+inline constexpr int64_t kMaxImageSteps = 150;
+inline constexpr size_t kMaxImagePromptBytes = 4000;  // CLIP keeps 75 tokens; BPE's cost grows with a word's length
+
+struct ImageRequest {
+  std::string model, prompt;
+  std::optional<std::string> negative;
+  int64_t n = 1, width = 0, height = 0, steps = 20;
+  double guidance = 7.5;
+  std::optional<uint64_t> seed;  // absent: a random one, reported back
+  image::Sampler sampler = image::Sampler::Euler;
+  bool previews = false;  // /kvad/images: a preview PNG with each step's event
+};
+
+// OpenAI's fields (model, prompt, n, size "WxH", response_format "b64_json") and kvad's
+// (negative_prompt, steps, guidance_scale, seed, sampler); `url` responses are refused (kvad keeps
+// no files to link to).
+ImageRequest parse_image_request(const std::string& body);
+
+// The painters the server holds, by id (the folder's name).
+class ImageModels {
+ public:
+  // Loads each folder; throws naming the one that fails.
+  void load(const std::vector<std::string>& dirs);
+  // By id; "" = the only one. HttpError 404 naming what exists otherwise.
+  std::shared_ptr<const image::Painter> find(const std::string& id, std::string& id_out) const;
+  Json list() const;  // [{id, kind, default_size, size_multiple}]
+  bool empty() const { return painters_.empty(); }
+
+  std::atomic<int> in_flight{0};
+  int max_in_flight = 4;  // requests painting or waiting; 429 beyond
+
+ private:
+  std::map<std::string, std::shared_ptr<const image::Painter>> painters_;
+};
+
+}  // namespace kvad::serve
