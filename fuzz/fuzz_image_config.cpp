@@ -1,5 +1,5 @@
 // libFuzzer: arbitrary bytes as the JSON files of a diffusers pipeline folder: model_index.json,
-// scheduler/scheduler_config.json, a text encoder's and a VAE's config.json, each parser run on the same
+// scheduler/scheduler_config.json, a text encoder's, a VAE's and a UNet's config.json, each parser run on the same
 // document. Bad files are kvad::Errors naming the file; a scheduler config that parses builds its
 // schedules, whose timesteps and sigmas must be finite and as long as asked.
 #include <cmath>
@@ -12,6 +12,7 @@
 #include "image/clip_text.h"
 #include "image/pipeline_config.h"
 #include "image/scheduler.h"
+#include "image/unet.h"
 #include "image/vae.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -31,6 +32,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   try {
     (void)kvad::image::parse_vae_config(j, "fuzz/vae/config.json");
+  } catch (const kvad::Error&) {
+  }
+  try {
+    (void)kvad::image::parse_unet_config(j, "fuzz/unet/config.json");
   } catch (const kvad::Error&) {
   }
   try {

@@ -11,9 +11,11 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/threads.h"
 #include "image/unet.h"
 #include "peer_image.h"
 #include "test_support.h"
@@ -257,4 +259,77 @@ TEST(ImageUnet, BadInputs) {
   Map out = u.predict(in);
   EXPECT_EQ(out.h, 8);
   EXPECT_EQ(out.c, 4);
+}
+
+// Speed at real size, on demand: KVAD_UNET_BENCH=DIR names a unet folder (real SD 1.5 / SDXL
+// shapes with random weights: scripts/unet_random_weights.py --preset sd15 --out DIR). One call
+// at batch 2 (classifier-free guidance), the config's sample_size, 77 tokens; prints the seconds.
+TEST(ImageUnet, TimeOneCallAtRealSize) {
+  const char* dir = std::getenv("KVAD_UNET_BENCH");
+  if (!dir) GTEST_SKIP() << "set KVAD_UNET_BENCH=<unet folder> to time one call at its size";
+  auto t0 = std::chrono::steady_clock::now();
+  auto u = Unet::load(dir);
+  double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const UnetConfig& c = u->config();
+  const int64_t side = json_int_or(read_json_file(join_path(dir, "config.json")), "sample_size", 64, "config.json");
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd;
+  Map x(2, side, side, c.in_channels);
+  for (float& v : x.v) v = nd(rng);
+  std::vector<float> ctx((size_t)(2 * 77 * c.cross_attention_dim)), pooled, ids;
+  for (float& v : ctx) v = nd(rng);
+  UnetInput in;
+  in.latents = &x;
+  in.timestep = 501;
+  in.context = ctx.data();
+  if (c.addition_time_embed_dim) {
+    pooled.resize((size_t)(2 * (c.projection_class_embeddings_input_dim - 6 * c.addition_time_embed_dim)));
+    for (float& v : pooled) v = nd(rng);
+    const float s = (float)(8 * side);
+    ids = {s, s, 0, 0, s, s, s, s, 0, 0, s, s};
+    in.pooled = pooled.data();
+    in.time_ids = ids.data();
+  }
+  // The time each stage took (from the previous probe to its own), through the probe.
+  struct Stages {
+    std::chrono::steady_clock::time_point last;
+    std::string lines;
+    static void at(void* ctx, const std::string& name, const Map&) {
+      auto* s = static_cast<Stages*>(ctx);
+      auto now = std::chrono::steady_clock::now();
+      s->lines += "  " + name + " " + std::to_string(std::chrono::duration<double>(now - s->last).count()) + " s\n";
+      s->last = now;
+    }
+  } stages;
+  u->set_probe(&Stages::at, &stages);
+  t0 = stages.last = std::chrono::steady_clock::now();
+  Map out = u->predict(in);
+  double call_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("%s", stages.lines.c_str());
+  double finite = 1;
+  for (float v : out.v) finite = std::isfinite(v) ? finite : 0;
+  EXPECT_EQ(finite, 1);
+  std::printf("%s: load %.2f s, one call (batch 2, %ldx%ld latent, %ld threads): %.2f s\n", dir, load_s, (long)side,
+              (long)side, (long)pool().size(), call_s);
+}
+
+// The other weight formats go through Weight as they are given (f32 is what the goldens check):
+// bf16 and q8 load and run, within their rounding of diffusers' output.
+TEST(ImageUnet, OtherWeightFormatsRun) {
+  KVAD_REQUIRE_PEER_IMAGE();
+  test::Goldens g("sd15_unet.safetensors");
+  std::vector<float> sample = g.floats("sample"), ctx = g.floats("encoder_hidden_states");
+  Map x = from_nchw(sample.data(), 2, 4, 16, 16);
+  UnetInput in;
+  in.latents = &x;
+  in.timestep = g.floats("timestep").at(0);
+  in.context = ctx.data();
+  for (WeightFormat f : {WeightFormat::BF16, WeightFormat::Q8}) {
+    auto u = Unet::load(test::peer_image("models/sd15-tiny/unet"), f);
+    test::Deviation d = test::deviation(to_nchw(u->predict(in)), g.floats("out"));
+    std::printf("  %s: max abs %.2e  rel %.2e\n", weight_format_name(f), d.abs, d.rel);
+    // Measured 6.7e-3 (bf16) and 3.2e-2 (q8) relative: bounds at 3x, a check that the formats
+    // run the same network, not of their precision.
+    EXPECT_LE(d.rel, f == WeightFormat::BF16 ? 2e-2 : 1e-1) << weight_format_name(f);
+  }
 }

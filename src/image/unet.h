@@ -3,8 +3,8 @@
 // embedding -> MLP; SDXL's "text_time" added embedding (pooled text + six micro-conditioning
 // numbers); conv_in; down blocks (ResNet blocks, spatial transformers with self- and
 // cross-attention, stride-2 conv downsampling); a mid block; up blocks taking the down path's
-// skips; GroupNorm, SiLU, conv_out. One file: one tensor table driving the load, the forward
-// written out on image/nn.h.
+// skips; GroupNorm, SiLU, conv_out. One tensor table driving the load, the forward written out
+// on image/nn.h (unet.cpp), the ResNet block and spatial transformer in image/unet_blocks.h.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -54,7 +54,7 @@ class Unet {
   static std::unique_ptr<Unet> load(const std::string& dir, WeightFormat fmt = WeightFormat::F32);
   // From a parsed config and a checkpoint whose names are diffusers' (the single-file loader
   // renames Stability's into these).
-  // The checkpoint is kept: f32/bf16 matrices are used in place from its mapping. Every tensor the
+  // The checkpoint is kept (a layer may point into its mapping; nn.h's loads copy today). Every tensor the
   // table lists is read with its shape checked; the caller checks that nothing is left unread
   // (a single file holds the other parts too).
   Unet(const UnetConfig& c, std::shared_ptr<Checkpoint> ck, WeightFormat fmt);
