@@ -4,6 +4,9 @@
 // are a clear message and a non-zero exit.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "core/fs.h"
@@ -96,7 +99,7 @@ TEST(CliImages, BadFlagsAndFoldersAreClearErrors) {
   expect_error(m + "--sampler heun", 2, "--sampler");
   expect_error(m + "--steps 0", 2, "--steps");
   expect_error(m + "--guidance -1", 2, "--guidance");
-  expect_error("--model '" + dir + "/nothing'", 1, "no such folder");
+  expect_error("--model '" + dir + "/nothing'", 1, "no such image model folder or file");
   expect_error("--model '" + model() + "/unet'", 1, "model_index.json");
   expect_error("", 2, "--model");
   test::RunResult r = run_kvad("images make --model '" + model() + "'");
@@ -131,4 +134,42 @@ TEST(CliImages, SdxlPaintsAtItsOwnMultiple) {
   r = run_kvad("images make 'a fox' --model '" + xl + "' --size 80x64 --out '" + out + "'");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("multiples of 32"), std::string::npos) << r.err;
+}
+
+TEST(CliImages, ModelsByStoreNameAndSingleFilesWithTheirBase) {
+  KVAD_REQUIRE_PEER_IMAGE();
+  std::string dir = test::temp_dir("cli-images-names");
+  const std::string single = test::peer_image("models/sd15-tiny-single-file.safetensors");
+  const std::string flags = " --size 64 --steps 2 --seed 9 --out '";
+  // The folder itself, then the single file holding the same weights with the folder as its base.
+  test::RunResult f = run_kvad("images make 'a fox' --model '" + model() + "'" + flags + dir + "/folder.png'");
+  ASSERT_EQ(f.exit_code, 0) << f.err;
+  test::RunResult s = run_kvad("images make 'a fox' --model '" + single + "' --base '" + model() + "'" + flags + dir + "/single.png'");
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  std::map<std::string, std::string> text;
+  EXPECT_EQ(image::decode_png(read_file(dir + "/single.png"), &text).px, image::decode_png(read_file(dir + "/folder.png")).px);
+  EXPECT_NE(text["parameters"].find("Model: sd15-tiny-single-file.safetensors"), std::string::npos) << text["parameters"];
+  // Without --base: said what to give, nothing loaded.
+  test::RunResult nobase = run_kvad("images make 'a fox' --model '" + single + "'" + flags + dir + "/x.png'");
+  EXPECT_EQ(nobase.exit_code, 1);
+  EXPECT_NE(nobase.err.find("give the diffusers folder of the model it was fine-tuned from (kvad images make --base"), std::string::npos)
+      << nobase.err;
+  // A store name (KVAD_HOME/models/ORG/NAME), and a name that is nowhere.
+  std::string home = dir + "/home";
+  std::filesystem::create_directories(home + "/models/art");
+  std::filesystem::copy(model(), home + "/models/art/tiny", std::filesystem::copy_options::recursive);
+  setenv("KVAD_HOME", home.c_str(), 1);
+  test::RunResult named = run_kvad("images make 'a fox' --model art/tiny" + flags + dir + "/named.png'");
+  test::RunResult missing = run_kvad("images make 'a fox' --model art/nope" + flags + dir + "/y.png'");
+  unsetenv("KVAD_HOME");
+  ASSERT_EQ(named.exit_code, 0) << named.err;
+  EXPECT_EQ(image::decode_png(read_file(dir + "/named.png")).px, image::decode_png(read_file(dir + "/folder.png")).px);
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("art/nope"), std::string::npos) << missing.err;
+  // A text model's folder is not a pipeline.
+  std::filesystem::create_directories(dir + "/textmodel");
+  std::ofstream(dir + "/textmodel/config.json") << "{}";
+  test::RunResult text_model = run_kvad("images make 'a fox' --model '" + dir + "/textmodel'" + flags + dir + "/z.png'");
+  EXPECT_EQ(text_model.exit_code, 1);
+  EXPECT_NE(text_model.err.find("no model_index.json"), std::string::npos) << text_model.err;
 }

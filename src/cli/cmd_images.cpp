@@ -17,6 +17,7 @@
 #include "image/painter.h"
 #include "image/png.h"
 #include "io/http.h"
+#include "runtime/image_model.h"
 
 namespace kvad::cli {
 
@@ -24,7 +25,7 @@ namespace {
 
 struct ImagesArgs {
   std::vector<std::string> words;  // the prompt: one quoted argument, or several words joined by spaces
-  std::string prompt, model, negative, size, sampler = "euler", out, preview, quant = "f32";
+  std::string prompt, model, base, negative, size, sampler = "euler", out, preview, quant = "f32";
   bool negative_given = false;
   int64_t steps = 20;
   double guidance = 7.5;
@@ -98,12 +99,6 @@ double peak_rss_mib() {
   return (double)u.ru_maxrss / 1024.0;  // Linux: KiB
 }
 
-std::string folder_name(std::string dir) {
-  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-  size_t slash = dir.rfind('/');
-  return slash == std::string::npos ? dir : dir.substr(slash + 1);
-}
-
 void make(const ImagesArgs& a) {
   using clock = std::chrono::steady_clock;
   // Everything that can be checked without the model first: a typo costs no load.
@@ -113,7 +108,7 @@ void make(const ImagesArgs& a) {
   std::pair<int64_t, int64_t> size{0, 0};
   if (!a.size.empty()) size = parse_size(a.size);
   image::Sampler sampler = image::parse_sampler(a.sampler);
-  if (!is_directory(a.model)) fail("--model {}: no such folder (a diffusers pipeline folder with model_index.json)", a.model);
+  const ImageModelRef ref = resolve_image_model(a.model);  // a missing model is said before anything is loaded
   std::string out = a.out.empty() ? fmt::format("kvad-{}.png", a.seed) : a.out;
   if (size_t slash = out.rfind('/'); slash != std::string::npos && slash > 0 && !is_directory(out.substr(0, slash)))
     fail("--out {}: the folder {} does not exist", out, out.substr(0, slash));
@@ -126,7 +121,7 @@ void make(const ImagesArgs& a) {
   sigaction(SIGINT, &sa, nullptr);
 
   auto t_load = clock::now();
-  std::unique_ptr<image::Painter> p = image::Painter::load(a.model);
+  std::unique_ptr<image::Painter> p = load_painter(a.model, a.base);
   double load_s = std::chrono::duration<double>(clock::now() - t_load).count();
 
   image::PaintRequest r;
@@ -146,7 +141,7 @@ void make(const ImagesArgs& a) {
   r = p->checked(r);
   if (!a.preview.empty()) make_directories(a.preview);
   std::fprintf(stderr, "%s (%s) loaded in %s: %lldx%lld, %lld steps, %s, guidance %g, seed %llu\n",
-               folder_name(a.model).c_str(), image::pipeline_kind_name(p->kind()), seconds(load_s).c_str(),
+               ref.name.c_str(), image::pipeline_kind_name(p->kind()), seconds(load_s).c_str(),
                (long long)r.width, (long long)r.height, (long long)r.steps, image::sampler_name(sampler), r.guidance,
                (unsigned long long)r.seed);
 
@@ -171,7 +166,7 @@ void make(const ImagesArgs& a) {
   gp.guidance = r.guidance;
   gp.seed = r.seed;
   gp.width = res.width, gp.height = res.height;
-  gp.model = folder_name(a.model);
+  gp.model = ref.name;
   image::write_png(out, res.rgb, {{"parameters", image::a1111_parameters(gp)}});
   const auto& t = res.timings;
   std::printf("%s\n", out.c_str());
@@ -191,8 +186,11 @@ void add_images(CLI::App& app) {
   auto* cmd = images->add_subcommand("make", "paint an image from a prompt into a PNG (the parameters in its text chunk)");
   auto a = std::make_shared<ImagesArgs>();
   cmd->add_option("prompt", a->words, "what to paint (quoted, or the words after make)")->required();
-  cmd->add_option("-m,--model", a->model, "a diffusers pipeline folder (model_index.json, unet/, vae/, text_encoder/ ...)")
+  cmd->add_option("-m,--model", a->model, "a diffusers pipeline folder (model_index.json, unet/, vae/, text_encoder/ ...), a "
+                  "store or Hub name (ORG/NAME), or a single-file checkpoint (FILE.safetensors, ORG/NAME:FILE) with --base")
       ->required();
+  cmd->add_option("--base", a->base, "for a single-file --model: the diffusers folder (or store / Hub name) of the model "
+                  "it was fine-tuned from, whose configs and tokenizers it lacks (its weights are not read)");
   cmd->add_option("--negative", a->negative, "what to steer away from (default: none: SD 1.5 encodes \"\", SDXL uses zeros)");
   cmd->add_option("--steps", a->steps, "denoising steps (default 20)")->check(CLI::Range(1, 1000));
   cmd->add_option("--guidance", a->guidance, "classifier-free guidance scale (default 7.5; 1 or less: none)")

@@ -65,8 +65,11 @@ void add_serve(CLI::App& app) {
   add_snapshot_options(cmd, a->o.snapshot_every, a->o.snapshots);
   add_spec_args(cmd, a->o.speculative);
   add_lora_option(cmd, a->o.loras);
-  cmd->add_option("--image-model", a->o.image_models, "a Stable Diffusion 1.5 / SDXL diffusers folder to serve at "
-                  "/v1/images/generations and on the UI's Images page (repeatable; its id is the folder's name)");
+  cmd->add_option("--image-model", a->o.image_models, "a Stable Diffusion 1.5 / SDXL model to serve at "
+                  "/v1/images/generations and on the UI's Images page: a diffusers folder, a store or Hub name, or a "
+                  "single-file checkpoint with --image-base (repeatable; its id is the folder's or file's name)");
+  cmd->add_option("--image-base", a->o.image_base, "the diffusers folder single-file --image-model checkpoints take their "
+                  "configs and tokenizers from (the model they were fine-tuned from)");
   cmd->add_option("--step-tokens", a->o.step_tokens, "rows one engine step may compute: the decodes, then prefill chunks "
                   "(default 256; while streams decode, prefill is further held to 2 rows per decode, at least 16)")
       ->check(CLI::Range(1, 65536));

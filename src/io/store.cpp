@@ -33,6 +33,10 @@ std::optional<std::string> find_in_store(const std::string& name) {
   return find_under(store_models_dir(), name, "config.json");
 }
 
+std::optional<std::string> find_pipeline_in_store(const std::string& name) {
+  return find_under(store_models_dir(), name, "model_index.json");
+}
+
 std::optional<std::string> find_adapter_in_store(const std::string& name) {
   return find_under(store_adapters_dir(), name, "adapter_config.json");
 }

@@ -8,6 +8,7 @@
 
 #include "core/base64.h"
 #include "core/error.h"
+#include "runtime/image_model.h"
 #include "serve/fn_job.h"
 #include "serve/request_fields.h"
 #include "serve/request_log.h"
@@ -68,15 +69,14 @@ ImageRequest parse_image_request(const std::string& body) {
   return r;
 }
 
-void ImageModels::load(const std::vector<std::string>& dirs) {
-  for (const std::string& d : dirs) {
-    std::string id = std::filesystem::path(d).filename().string();
-    if (id.empty()) id = std::filesystem::path(d).parent_path().filename().string();
-    if (painters_.count(id)) fail("--image-model {}: another image model is already served as '{}'", d, id);
+void ImageModels::load(const std::vector<std::string>& names, const std::string& base) {
+  for (const std::string& n : names) {
     try {
-      painters_[id] = image::Painter::load(d);
+      ImageModelRef ref = resolve_image_model(n);
+      if (painters_.count(ref.name)) fail("another image model is already served as '{}'", ref.name);
+      painters_[ref.name] = load_painter(n, base);
     } catch (const Error& e) {
-      fail("--image-model {}: {}", d, e.what());
+      fail("--image-model {}: {}", n, e.what());
     }
   }
 }

@@ -41,8 +41,9 @@ ImageRequest parse_image_request(const std::string& body);
 // The painters the server holds, by id (the folder's name).
 class ImageModels {
  public:
-  // Loads each folder; throws naming the one that fails.
-  void load(const std::vector<std::string>& dirs);
+  // Loads each model (a folder, a store or Hub name, or a single file with `base`: runtime/image_model.h);
+  // throws naming the one that fails. Its id is the folder's (or file's, or repo's) name.
+  void load(const std::vector<std::string>& names, const std::string& base);
   // By id; "" = the only one. HttpError 404 naming what exists otherwise.
   std::shared_ptr<const image::Painter> find(const std::string& id, std::string& id_out) const;
   Json list() const;  // [{id, kind, default_size, size_multiple}]

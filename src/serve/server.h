@@ -33,7 +33,8 @@ struct ServeOptions {
   kernels::KvType kv_type = kernels::KvType::F32;  // what the KV cache stores per position
   int64_t snapshot_every = -1, snapshots = -1;     // recurrent models' state snapshots (EngineOptions)
   std::vector<std::string> loras;  // --lora PATH[:SCALE]: adapters for the model loaded at start
-  std::vector<std::string> image_models;  // --image-model DIR: text-to-image pipelines (serve/images.h)
+  std::vector<std::string> image_models;  // --image-model NAME: text-to-image pipelines (serve/images.h)
+  std::string image_base;                 // --image-base: the diffusers folder single-file image models take configs from
   bool shared_prefix_cache = false;    // reuse cached prefixes across clients (default: per client address / cache_salt)
   // Addresses of front ends (nginx under `kvad cluster`) whose requests carry the real client in
   // X-Forwarded-For: from these, the client address is that header's last entry (the one the
