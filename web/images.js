@@ -3,7 +3,7 @@
 // finished PNG, which joins the gallery with its parameters, a download link and "Use seed".
 'use strict';
 
-const images = {models: [], abort: null};
+const images = {models: [], abort: null, shown: new Set()};
 
 async function loadImageModels() {
   const r = await kvad.get('/kvad/images/models');
@@ -47,17 +47,34 @@ function imageRequest() {
 
 function fmtSeconds(s) { return s >= 60 ? `${Math.floor(s / 60)} min ${Math.round(s % 60)} s` : `${s.toFixed(1)} s`; }
 
-function addToGallery(ev, req) {
-  const src = 'data:image/png;base64,' + ev.png;
-  const t = ev.timings;
-  const caption = `${req.prompt} — ${ev.width}×${ev.height}, ${req.steps} steps, ${req.sampler === 'euler_a' ? 'Euler ancestral' : 'Euler'}, guidance ${req.guidance_scale}, seed ${ev.seed}`;
-  const useSeed = el('button', {type: 'button', class: 'small', onclick: () => { $('#images-seed').value = ev.seed; }}, 'Use seed');
-  const figure = el('figure', {class: 'painted'},
-    el('img', {src, alt: req.prompt, width: ev.width, height: ev.height}),
-    el('figcaption', {}, caption, el('br'),
-      el('span', {class: 'muted small'}, `text ${fmtSeconds(t.text_encode_seconds)}, denoise ${fmtSeconds(t.denoise_seconds)}, decode ${fmtSeconds(t.decode_seconds)}`), ' ',
-      el('a', {href: src, download: `kvad-${ev.seed}.png`}, 'Download'), ' ', useSeed));
-  $('#images-gallery').prepend(figure);
+// One image in the gallery (newest first): {id, prompt, width, height, seed, parameters, src}, with
+// timings when it was painted in this page.
+function addToGallery(e, timings) {
+  if (images.shown.has(e.id)) return;
+  images.shown.add(e.id);
+  const settings = e.parameters.split('\n').filter(l => l.startsWith('Steps:')).join('');
+  const useSeed = el('button', {type: 'button', class: 'small', onclick: () => { $('#images-seed').value = e.seed; }}, 'Use seed');
+  const figure = el('figure', {class: 'painted', 'data-id': e.id},
+    el('img', {src: e.src, alt: e.prompt, width: e.width, height: e.height}),
+    el('figcaption', {}, `${e.prompt} — ${e.width}×${e.height}, seed ${e.seed}`, el('br'),
+      el('span', {class: 'muted small'}, settings), el('br'),
+      timings ? el('span', {class: 'muted small'}, `text ${fmtSeconds(timings.text_encode_seconds)}, denoise ${fmtSeconds(timings.denoise_seconds)}, decode ${fmtSeconds(timings.decode_seconds)} `) : null,
+      el('a', {href: e.src, download: `kvad-${e.seed}.png`}, 'Download'), ' ', useSeed));
+  // Keep newest first whatever order they arrive in.
+  const later = [...$('#images-gallery').children].find(f => Number(f.dataset.id) < e.id);
+  $('#images-gallery').insertBefore(figure, later || null);
+}
+
+// The images the server painted since it started (other tabs' and clients' too), PNGs fetched with
+// the key (an <img> cannot send it).
+async function loadGallery() {
+  const r = await kvad.get('/kvad/images/gallery');
+  for (const g of r.images.slice().reverse()) {
+    if (images.shown.has(g.id)) continue;
+    const res = await fetch(g.url, {headers: kvad.headers(false)});
+    if (!res.ok) continue;  // dropped from the server's gallery meanwhile
+    addToGallery({...g, src: URL.createObjectURL(await res.blob())});
+  }
 }
 
 async function paint(e) {
@@ -98,7 +115,8 @@ async function paint(e) {
           $('#images-status').textContent = `${of}step ${ev.step} of ${ev.total}, ${fmtSeconds(ev.seconds)} so far, about ${fmtSeconds(ev.eta_seconds)} left`;
           if (ev.preview) $('#images-preview').src = 'data:image/png;base64,' + ev.preview;
         } else if (ev.png) {
-          addToGallery(ev, req);
+          addToGallery({id: ev.gallery_id, prompt: ev.prompt, width: ev.width, height: ev.height, seed: ev.seed,
+                        parameters: ev.parameters, src: 'data:image/png;base64,' + ev.png}, ev.timings);
         } else if (ev.done) {
           $('#images-status').textContent = 'Done';
         }
@@ -114,7 +132,7 @@ async function paint(e) {
   }
 }
 
-registerPage('images', () => loadImageModels().catch(err => toast(err.message, true)));
+registerPage('images', () => Promise.all([loadImageModels(), loadGallery()]).catch(err => toast(err.message, true)));
 
 document.addEventListener('DOMContentLoaded', () => {
   $('#images-form').addEventListener('submit', paint);

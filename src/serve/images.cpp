@@ -66,6 +66,8 @@ ImageRequest parse_image_request(const std::string& body) {
     if (f != "b64_json") bad("response_format", fmt::format("'response_format' must be b64_json, got '{}'", f.substr(0, 40)));
   }
   if (has(j, "previews")) r.previews = get_bool(j, "previews");
+  if (has(j, "stream")) r.stream = get_bool(j, "stream");
+  if (has(j, "partial_images")) r.partial_images = get_int(j, "partial_images", 0, 3);
   return r;
 }
 
@@ -110,6 +112,35 @@ Json ImageModels::list() const {
   return out;
 }
 
+int64_t Gallery::add(Entry e) {
+  std::lock_guard<std::mutex> lk(mu_);
+  const int64_t id = e.id = next_id_++;
+  bytes_ += e.png.size();
+  entries_.push_front(std::move(e));
+  while (entries_.size() > 1 && (entries_.size() > kMaxEntries || bytes_ > kMaxBytes)) {
+    bytes_ -= entries_.back().png.size();
+    entries_.pop_back();
+  }
+  return id;
+}
+
+Json Gallery::list() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  Json out = Json::array();
+  for (const Entry& e : entries_)
+    out.push_back({{"id", e.id}, {"model", e.model}, {"prompt", e.prompt}, {"parameters", e.parameters}, {"seed", e.seed},
+                   {"width", e.width}, {"height", e.height}, {"created", e.created},
+                   {"url", fmt::format("/kvad/images/gallery/{}.png", e.id)}});
+  return out;
+}
+
+std::optional<std::string> Gallery::png(int64_t id) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  for (const Entry& e : entries_)
+    if (e.id == id) return e.png;
+  return std::nullopt;
+}
+
 namespace {
 
 // One request's hold on a painting slot: 429 past ImageModels::max_in_flight.
@@ -127,6 +158,8 @@ struct ImageSlot {
 
 struct Painted {
   std::string png;  // the file's bytes
+  std::string parameters;  // the A1111 text in it
+  int64_t gallery_id = 0;
   uint64_t seed = 0;
   image::PaintResult result;
 };
@@ -167,7 +200,10 @@ Painted paint_one(Server::Impl& s, const image::Painter& p, const std::string& m
   gp.model = model_id;
   gp.steps = r.steps, gp.width = out.result.width, gp.height = out.result.height;
   gp.guidance = r.guidance, gp.seed = pr.seed;
-  out.png = image::encode_png(out.result.rgb, {{"parameters", image::a1111_parameters(gp)}});
+  out.parameters = image::a1111_parameters(gp);
+  out.png = image::encode_png(out.result.rgb, {{"parameters", out.parameters}});
+  out.gallery_id = s.images.gallery.add({0, model_id, image::a1111_parameters(gp), r.prompt, out.seed, out.result.width, out.result.height,
+                        (int64_t)std::time(nullptr), out.png});
   return out;
 }
 
@@ -195,6 +231,73 @@ void sse_write(httplib::DataSink& sink, const Json& event) {
   if (!sink.write(data.data(), data.size())) throw HttpError(499, "the client went away", "invalid_request_error");
 }
 
+
+// How a stream's events are shaped: the UI's (progress every step, kvad's names) or OpenAI's
+// image_generation.partial_image / .completed.
+enum class StreamShape { Ui, OpenAI };
+
+// Paints every image of `r`, writing events to `sink` as they come; an error after the first event
+// is an {error} event (the status is already sent).
+bool stream_images(Server::Impl& s, const ImageRequest& r, const std::string& id, const image::Painter& painter,
+                   uint64_t seed, StreamShape shape, httplib::DataSink& sink) {
+  const std::string size = fmt::format("{}x{}", r.width ? r.width : painter.default_size(), r.height ? r.height : painter.default_size());
+  try {
+    for (int64_t i = 0; i < r.n; i++) {
+      int64_t partials_sent = 0;
+      auto on_step = [&](const image::StepReport& st) {
+        const double eta = st.elapsed / double(st.step + 1) * double(st.total - st.step - 1);
+        if (shape == StreamShape::Ui) {
+          Json ev = {{"image", i}, {"step", st.step + 1}, {"total", st.total}, {"seconds", st.elapsed}, {"eta_seconds", eta}};
+          if (r.previews) ev["preview"] = base64_encode(image::encode_png(painter.preview(*st.denoised, 2)));
+          sse_write(sink, ev);
+          return;
+        }
+        // partial_images of them, evenly spread over the steps, each the image as far as it is (a preview).
+        if (partials_sent < r.partial_images && (st.step + 1) * (r.partial_images + 1) >= (partials_sent + 1) * st.total) {
+          sse_write(sink, {{"type", "image_generation.partial_image"}, {"partial_image_index", partials_sent++},
+                           {"b64_json", base64_encode(image::encode_png(painter.preview(*st.denoised, painter.vae_factor())))},
+                           {"created_at", (int64_t)std::time(nullptr)}, {"size", size}, {"output_format", "png"},
+                           {"image_index", i}, {"step", st.step + 1}, {"total", st.total}, {"eta_seconds", eta}});
+        }
+      };
+      Painted p = paint_one(s, painter, id, r, i, seed, [] { return false; }, on_step);
+      if (shape == StreamShape::Ui)
+        sse_write(sink, {{"image", i}, {"png", base64_encode(p.png)}, {"seed", p.seed}, {"width", p.result.width},
+                         {"height", p.result.height}, {"timings", timings_json(p.result.timings)},
+                         {"gallery_id", p.gallery_id}, {"parameters", p.parameters}, {"prompt", r.prompt}});
+      else
+        sse_write(sink, {{"type", "image_generation.completed"}, {"b64_json", base64_encode(p.png)},
+                         {"created_at", (int64_t)std::time(nullptr)}, {"size", size}, {"output_format", "png"},
+                         {"image_index", i}, {"seed", p.seed}, {"timings", timings_json(p.result.timings)}});
+    }
+    if (shape == StreamShape::Ui) sse_write(sink, {{"done", true}, {"model", id}});
+    sink.done();
+    return true;
+  } catch (const HttpError& e) {
+    if (e.status == 499) return false;  // nobody to tell
+    std::string data = "data: " + dump(error_json(e)) + "\n\n";
+    sink.write(data.data(), data.size());
+  } catch (const Error& e) {
+    std::string data = "data: " + dump(error_json(e.what(), "server_error")) + "\n\n";
+    sink.write(data.data(), data.size());
+  }
+  sink.done();
+  return false;
+}
+
+// Checks the request against the model, takes a painting slot and streams the images.
+void start_stream(Server::Impl& s, const ImageRequest& r, StreamShape shape, httplib::Response& res) {
+  std::string id;
+  auto painter = s.images.find(r.model, id);
+  check_size(*painter, r);  // a 400 now, not an event mid-stream
+  auto slot = std::make_shared<ImageSlot>(s.images);
+  const uint64_t seed = seed_of(r);
+  Server::Impl* sp = &s;
+  res.set_chunked_content_provider("text/event-stream", [sp, r, id, painter, slot, seed, shape](size_t, httplib::DataSink& sink) {
+    return stream_images(*sp, r, id, *painter, seed, shape, sink);
+  });
+}
+
 }  // namespace
 
 void add_image_routes(Server::Impl& s) {
@@ -202,10 +305,24 @@ void add_image_routes(Server::Impl& s) {
   h.Get("/kvad/images/models", [&s](const httplib::Request&, httplib::Response& res) {
     reply_json(res, {{"models", s.images.list()}});
   });
-  // OpenAI's: every image whole, in data[].b64_json (plus kvad's seed and timings per image).
+  // The images painted since the server started (newest first, a bounded number), and each PNG.
+  h.Get("/kvad/images/gallery", [&s](const httplib::Request&, httplib::Response& res) {
+    reply_json(res, {{"images", s.images.gallery.list()}});
+  });
+  h.Get(R"(/kvad/images/gallery/(\d{1,9})\.png)", [&s](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] {
+      auto png = s.images.gallery.png(std::stoll(req.matches[1].str()));
+      if (!png) throw HttpError(404, "no such image in the gallery (it keeps the latest ones only)", "invalid_request_error");
+      res.set_content(*png, "image/png");
+    });
+  });
+  // OpenAI's: every image whole in data[].b64_json (plus kvad's seed and timings per image); with
+  // "stream": true, OpenAI's image_generation.partial_image (partial_images of them) and
+  // image_generation.completed events.
   h.Post("/v1/images/generations", [&s](const httplib::Request& req, httplib::Response& res) {
     guarded(res, [&] {
       ImageRequest r = parse_image_request(req.body);
+      if (r.stream) return start_stream(s, r, StreamShape::OpenAI, res);
       std::string id;
       auto painter = s.images.find(r.model, id);
       check_size(*painter, r);
@@ -221,49 +338,10 @@ void add_image_routes(Server::Impl& s) {
     });
   });
   // The UI's: a server-sent event per step ({step, total, seconds, eta_seconds[, preview]}), then
-  // one per image ({image: base64 PNG, seed, timings}), then {done: true}; an error after the
-  // first event comes as {error: {...}}.
+  // one per image ({png: base64, seed, timings}), then {done: true}; an error after the first event
+  // comes as {error: {...}}.
   h.Post("/kvad/images", [&s](const httplib::Request& req, httplib::Response& res) {
-    guarded(res, [&] {
-      ImageRequest r = parse_image_request(req.body);
-      std::string id;
-      auto painter = s.images.find(r.model, id);
-      check_size(*painter, r);  // a 400 now, not an event mid-stream
-      auto slot = std::make_shared<ImageSlot>(s.images);
-      const uint64_t seed = seed_of(r);
-      Server::Impl* sp = &s;
-      res.set_chunked_content_provider("text/event-stream", [sp, r, id, painter, slot, seed](size_t, httplib::DataSink& sink) {
-        try {
-          for (int64_t i = 0; i < r.n; i++) {
-            auto on_step = [&](const image::StepReport& st) {
-              double per_step = st.elapsed / double(st.step + 1);
-              Json ev = {{"image", i}, {"step", st.step + 1}, {"total", st.total}, {"seconds", st.elapsed},
-                         {"eta_seconds", per_step * double(st.total - st.step - 1)}};
-              if (r.previews) ev["preview"] = base64_encode(image::encode_png(painter->preview(*st.denoised, 2)));
-              sse_write(sink, ev);
-            };
-            Painted p = paint_one(*sp, *painter, id, r, i, seed, [] { return false; }, on_step);
-            sse_write(sink, {{"image", i}, {"png", base64_encode(p.png)}, {"seed", p.seed},
-                             {"width", p.result.width}, {"height", p.result.height}, {"timings", timings_json(p.result.timings)}});
-          }
-          sse_write(sink, {{"done", true}, {"model", id}});
-          sink.done();
-        } catch (const HttpError& e) {
-          if (e.status != 499) {
-            std::string data = "data: " + dump(error_json(e)) + "\n\n";
-            sink.write(data.data(), data.size());
-            sink.done();
-          }
-          return false;
-        } catch (const Error& e) {
-          std::string data = "data: " + dump(error_json(e.what(), "server_error")) + "\n\n";
-          sink.write(data.data(), data.size());
-          sink.done();
-          return false;
-        }
-        return true;
-      });
-    });
+    guarded(res, [&] { start_stream(s, parse_image_request(req.body), StreamShape::Ui, res); });
   });
 }
 

@@ -6,8 +6,10 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,6 +33,31 @@ struct ImageRequest {
   std::optional<uint64_t> seed;  // absent: a random one, reported back
   image::Sampler sampler = image::Sampler::Euler;
   bool previews = false;  // /kvad/images: a preview PNG with each step's event
+  bool stream = false;    // /v1/images/generations: OpenAI's image_generation.* events
+  int64_t partial_images = 0;  // with stream: that many previews (0-3) before each finished image
+};
+
+// The images painted since the server started, newest first, for the UI's gallery: at most
+// kMaxEntries and kMaxBytes of PNG (the oldest go first).
+class Gallery {
+ public:
+  static constexpr size_t kMaxEntries = 100, kMaxBytes = size_t(256) << 20;
+  struct Entry {
+    int64_t id = 0;  // set by add
+    std::string model, parameters, prompt;
+    uint64_t seed = 0;
+    int64_t width = 0, height = 0, created = 0;
+    std::string png;
+  };
+  int64_t add(Entry e);  // its id
+  Json list() const;  // without the PNGs: each has its url
+  std::optional<std::string> png(int64_t id) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::deque<Entry> entries_;
+  size_t bytes_ = 0;
+  int64_t next_id_ = 1;
 };
 
 // OpenAI's fields (model, prompt, n, size "WxH", response_format "b64_json") and kvad's
@@ -49,6 +76,7 @@ class ImageModels {
   Json list() const;  // [{id, kind, default_size, size_multiple}]
   bool empty() const { return painters_.empty(); }
 
+  Gallery gallery;
   std::atomic<int> in_flight{0};
   int max_in_flight = 4;  // requests painting or waiting; 429 beyond
 

@@ -26,7 +26,7 @@ test('images: paint, see progress and the finished image with its seed, reuse th
   assert.match(await page.getAttribute('#images-preview', 'src'), /^data:image\/png;base64,/, 'a preview was shown');
   const img = await page.$eval('#images-gallery img', i => ({ w: i.naturalWidth, h: i.naturalHeight, src: i.src }));
   assert.deepEqual([img.w, img.h], [128, 128]);
-  assert.match(await page.textContent('#images-gallery figcaption'), /a red fox in fresh snow — 128×128, 6 steps, Euler, guidance 7.5, seed 5/);
+  assert.match(await page.textContent('#images-gallery figcaption'), /a red fox in fresh snow — 128×128, seed 5\s*Steps: 6, Sampler: Euler, CFG scale: 7.5, Seed: 5, Size: 128x128, Model: sd15-tiny/);
   assert.equal(await page.getAttribute('#images-gallery a', 'download'), 'kvad-5.png');
   await shot(page, 'images');
 
@@ -42,6 +42,14 @@ test('images: paint, see progress and the finished image with its seed, reuse th
   await page.click('#images-start');
   await waitUntil(page, () => document.querySelectorAll('#images-gallery figure').length === 3, 'a third image', 60000);
   assert.equal(await page.$eval('#images-gallery figure:first-child img', i => i.src), firstSrc, 'the same seed paints the same image');
+
+  // The gallery is the server's: a reload shows the same three images, newest first.
+  const before = await page.$$eval('#images-gallery figure', fs => fs.map(f => f.dataset.id));
+  await page.reload();
+  await waitForPage(page, 'images');
+  await waitUntil(page, n => document.querySelectorAll('#images-gallery figure img').length === n &&
+    [...document.querySelectorAll('#images-gallery img')].every(i => i.complete && i.naturalWidth === 128), 'the gallery after a reload', 10000, before.length);
+  assert.deepEqual(await page.$$eval('#images-gallery figure', fs => fs.map(f => f.dataset.id)), before);
 
   // A size the model cannot make is held by the form itself (the width steps by the model's 64),
   // and an empty prompt is said in a toast; nothing is painted.
