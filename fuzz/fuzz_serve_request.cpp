@@ -1,5 +1,5 @@
 // libFuzzer: arbitrary bytes as the request body of every route: the OpenAI parsers
-// (/v1/chat/completions, /v1/completions, /v1/embeddings), Ollama's (/api/chat, /api/generate,
+// (/v1/chat/completions, /v1/completions, /v1/embeddings, /v1/images/generations), Ollama's (/api/chat, /api/generate,
 // /api/embed, /api/embeddings) and
 // parse_request_body, which every other route's body goes through (tools and past tool calls
 // included, through the chat parsers). A body is accepted or refused with HttpError; never a crash,
@@ -10,6 +10,7 @@
 #include <string>
 
 #include "serve/embeddings.h"
+#include "serve/images.h"
 #include "serve/ollama.h"
 #include "serve/lora_adapters.h"
 #include "serve/openai.h"
@@ -39,6 +40,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       parse(body);
     } catch (const kvad::Error&) {
     }
+  }
+  try {  // /v1/images/generations, /kvad/images
+    (void)kvad::serve::parse_image_request(body);
+  } catch (const kvad::Error&) {
   }
   try {
     kvad::Json j = kvad::serve::parse_request_body(body);

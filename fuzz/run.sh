@@ -26,13 +26,13 @@ dict_of() {
     fuzz_http) echo "$HERE/dict/http.dict" ;;
     fuzz_chat_template) echo "$HERE/dict/jinja.dict" ;;
     fuzz_grammar) echo "$HERE/dict/gbnf.dict" ;;
-    fuzz_gguf | fuzz_nq | fuzz_safetensors | fuzz_tokenize) echo "" ;;
+    fuzz_gguf | fuzz_nq | fuzz_safetensors | fuzz_tokenize | fuzz_image_single_file) echo "" ;;
     *) echo "$HERE/dict/json.dict" ;;
   esac
 }
 max_len_of() {
   case $1 in
-    fuzz_gguf | fuzz_nq | fuzz_safetensors) echo 65536 ;;
+    fuzz_gguf | fuzz_nq | fuzz_safetensors | fuzz_image_single_file) echo 65536 ;;
     fuzz_tokenize | fuzz_http) echo 16384 ;;
     *) echo 262144 ;;  # JSON and templates: long enough for deep nesting and big values
   esac

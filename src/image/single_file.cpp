@@ -14,9 +14,9 @@
 
 namespace kvad::image {
 
-PartCheckpoint::PartCheckpoint(std::shared_ptr<const SafetensorsFile> file, const std::string& part)
-    : file_(std::move(file)) {
-  description_ = file_->path() + " (" + part + ")";
+PartCheckpoint::PartCheckpoint(std::shared_ptr<const void> keep, const std::string& source, const std::string& part)
+    : keep_(std::move(keep)) {
+  description_ = source + " (" + part + ")";
 }
 
 void PartCheckpoint::add(const std::string& name, TensorView view) {
@@ -237,34 +237,39 @@ SingleFileLayout layout_from_base(const PipelineFolder& base) {
   return L;
 }
 
-PipelineKind detect_single_file(const SafetensorsFile& f) {
+PipelineKind detect_single_file(const std::vector<TensorView>& tensors, const std::string& what) {
   bool sd15 = false, sdxl = false, sd2 = false, unet = false;
-  for (const TensorView& t : f.tensors()) {
+  for (const TensorView& t : tensors) {
     sd15 = sd15 || starts(t.name, "cond_stage_model.transformer.");
     sd2 = sd2 || starts(t.name, "cond_stage_model.model.");
     sdxl = sdxl || starts(t.name, "conditioner.embedders.1.");
     unet = unet || starts(t.name, "model.diffusion_model.");
   }
-  if (!unet) fail("{}: no model.diffusion_model.* tensors: not a single-file Stable Diffusion checkpoint (a LoRA, a VAE or a UNet alone?)", f.path());
+  if (!unet) fail("{}: no model.diffusion_model.* tensors: not a single-file Stable Diffusion checkpoint (a LoRA, a VAE or a UNet alone?)", what);
   if (sdxl) return PipelineKind::SDXL;
   if (sd15) return PipelineKind::SD15;
-  if (sd2) fail("{}: an SD 2.x checkpoint (OpenCLIP text encoder under cond_stage_model.model): kvad reads SD 1.5 and SDXL", f.path());
-  fail("{}: found the UNet but no text encoder (cond_stage_model.* or conditioner.embedders.*)", f.path());
+  if (sd2) fail("{}: an SD 2.x checkpoint (OpenCLIP text encoder under cond_stage_model.model): kvad reads SD 1.5 and SDXL", what);
+  fail("{}: found the UNet but no text encoder (cond_stage_model.* or conditioner.embedders.*)", what);
 }
 
 SingleFile open_single_file(const std::string& path, const SingleFileLayout& L) {
   auto file = std::make_shared<SafetensorsFile>(path);
+  return place_tensors(file->tensors(), file, path, L);
+}
+
+SingleFile place_tensors(const std::vector<TensorView>& tensors, std::shared_ptr<const void> keep, const std::string& path,
+                         const SingleFileLayout& L) {
   SingleFile sf;
   sf.path = path;
-  sf.kind = detect_single_file(*file);
-  sf.unet = std::make_shared<PartCheckpoint>(file, "unet");
-  sf.vae = std::make_shared<PartCheckpoint>(file, "vae");
-  sf.text_encoder = std::make_shared<PartCheckpoint>(file, "text_encoder");
-  if (sf.kind == PipelineKind::SDXL) sf.text_encoder_2 = std::make_shared<PartCheckpoint>(file, "text_encoder_2");
+  sf.kind = detect_single_file(tensors, path);
+  sf.unet = std::make_shared<PartCheckpoint>(keep, path, "unet");
+  sf.vae = std::make_shared<PartCheckpoint>(keep, path, "vae");
+  sf.text_encoder = std::make_shared<PartCheckpoint>(keep, path, "text_encoder");
+  if (sf.kind == PipelineKind::SDXL) sf.text_encoder_2 = std::make_shared<PartCheckpoint>(keep, path, "text_encoder_2");
   const std::string clip1 = sf.kind == PipelineKind::SDXL ? "conditioner.embedders.0.transformer." : "cond_stage_model.transformer.";
   const std::string clip2 = "conditioner.embedders.1.model.";
 
-  for (const TensorView& t : file->tensors()) {
+  for (const TensorView& t : tensors) {
     const std::string& n = t.name;
     if (leftover(n)) continue;
     std::string mapped;

@@ -26,7 +26,8 @@ namespace kvad::image {
 // One part of a single file under diffusers' names.
 class PartCheckpoint : public Checkpoint {
  public:
-  PartCheckpoint(std::shared_ptr<const SafetensorsFile> file, const std::string& part);
+  // `keep` holds the memory the views point into (the mapped file); `source` names it in errors.
+  PartCheckpoint(std::shared_ptr<const void> keep, const std::string& source, const std::string& part);
   void add(const std::string& name, TensorView view);
   std::vector<std::string> names() const override;
   size_t size() const { return tensors_.size(); }
@@ -35,7 +36,7 @@ class PartCheckpoint : public Checkpoint {
   const TensorView* lookup(const std::string& name) const override;
 
  private:
-  std::shared_ptr<const SafetensorsFile> file_;  // keeps the mapping the views point into
+  std::shared_ptr<const void> keep_;  // the mapping the views point into
   std::map<std::string, TensorView> tensors_;
 };
 
@@ -50,7 +51,8 @@ SingleFileLayout layout_from_base(const PipelineFolder& base);
 // SD 1.5 (cond_stage_model.transformer.*) or SDXL (conditioner.embedders.*); anything else (SD 2's
 // OpenCLIP-only cond_stage_model.model.*, a UNet-only or VAE-only file, a LoRA) is refused naming
 // what was found.
-PipelineKind detect_single_file(const SafetensorsFile& f);
+PipelineKind detect_single_file(const std::vector<TensorView>& tensors, const std::string& what);
+inline PipelineKind detect_single_file(const SafetensorsFile& f) { return detect_single_file(f.tensors(), f.path()); }
 
 struct SingleFile {
   std::string path;
@@ -64,5 +66,9 @@ struct SingleFile {
 // carry no weights for inference (the noise schedule's buffers, `model_ema.*`, position_ids,
 // logit_scale); any other name is an error naming it, never silently dropped.
 SingleFile open_single_file(const std::string& path, const SingleFileLayout& layout);
+// The same over tensors already parsed (a file's, or bytes parsed in memory by the fuzzer); `keep`
+// holds what they point into, `what` names it in errors.
+SingleFile place_tensors(const std::vector<TensorView>& tensors, std::shared_ptr<const void> keep, const std::string& what,
+                         const SingleFileLayout& layout);
 
 }  // namespace kvad::image
