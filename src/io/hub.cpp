@@ -312,6 +312,47 @@ const std::vector<std::string>& model_meta_files() {
   return files;
 }
 
+// A diffusers pipeline (model_index.json): the parts kvad paints with (not a safety checker or
+// feature extractor), each part's json and tokenizer files, and ONE weight variant per part: the
+// plain safetensors (or its sharded index), else the .fp16 one; never .bin / .ckpt / onnx / flax
+// copies, nor the repo's top-level single files (pull those as ORG/NAME:FILE).
+const char* const kPipelineParts[] = {"unet", "vae", "text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2", "scheduler"};
+
+struct PipelinePlan {
+  std::vector<std::string> files;    // to fetch as they are
+  std::vector<std::string> indexes;  // sharded weights: the index, then the shards it names
+};
+
+PipelinePlan pipeline_plan(const std::vector<std::string>& paths) {
+  std::set<std::string> have(paths.begin(), paths.end());
+  PipelinePlan plan;
+  plan.files.push_back("model_index.json");
+  for (const char* part : kPipelineParts) {
+    const std::string d = std::string(part) + "/";
+    for (const char* meta : {"config.json", "scheduler_config.json", "vocab.json", "merges.txt", "tokenizer_config.json",
+                             "special_tokens_map.json", "added_tokens.json"})
+      if (have.count(d + meta)) plan.files.push_back(d + meta);
+    for (const char* stem : {"diffusion_pytorch_model", "model"}) {
+      const std::string base = d + stem;
+      if (have.count(base + ".safetensors")) plan.files.push_back(base + ".safetensors");
+      else if (have.count(base + ".safetensors.index.json")) plan.indexes.push_back(base + ".safetensors.index.json");
+      else if (have.count(base + ".fp16.safetensors")) plan.files.push_back(base + ".fp16.safetensors");
+      else if (have.count(base + ".safetensors.index.fp16.json")) plan.indexes.push_back(base + ".safetensors.index.fp16.json");
+      else continue;
+      break;
+    }
+  }
+  return plan;
+}
+
+// The shards an index (at `index_path` in the repo) names, as repo paths beside it.
+std::vector<std::string> shards_beside(const std::string& index_path, std::string_view body, const std::string& what) {
+  std::string dir = index_path.find('/') == std::string::npos ? "" : index_path.substr(0, index_path.rfind('/') + 1);
+  std::vector<std::string> out;
+  for (const std::string& s : parse_index_shards(body, what)) out.push_back(dir + s);
+  return out;
+}
+
 std::vector<std::string> match_files(const std::vector<std::string>& paths, const std::string& want,
                                      const std::string& repo) {
   for (const std::string& p : paths)
@@ -422,6 +463,26 @@ std::optional<CachedModel> find_cached(const std::string& cache_dir, const RepoR
   auto need = [&](const std::string& p) {
     if (!rc.has_file(*commit, p)) m.missing.push_back(p);
   };
+  if (rc.has_file(*commit, "model_index.json") && !rc.has_file(*commit, "config.json")) {
+    // A pipeline: complete when each part pulled has its json and its weights (the plan over what
+    // the snapshot holds finds the same files the pull chose).
+    std::vector<std::string> present;
+    if (auto repo = scan_repo(cache_dir, ref.repo_id))
+      for (const CachedSnapshot& s : repo->snapshots)
+        if (s.commit == *commit)
+          for (const CachedFile& f : s.files) present.push_back(f.path);
+    PipelinePlan plan = pipeline_plan(present);
+    for (const std::string& f : plan.files) need(f);
+    for (const std::string& idx : plan.indexes) {
+      try {
+        for (const std::string& sh : shards_beside(idx, read_file(rc.file_path(*commit, idx)), idx)) need(sh);
+      } catch (const Error&) {
+        m.missing.push_back(idx);
+      }
+    }
+    if (!rc.has_file(*commit, "unet/config.json")) m.missing.push_back("unet/config.json");
+    return m;
+  }
   need("config.json");
   if (!rc.has_file(*commit, "tokenizer.json") && !rc.marked_no_exist(*commit, "tokenizer.json"))
     m.missing.push_back("tokenizer.json");
@@ -462,8 +523,27 @@ PullResult pull(const HubConfig& cfg, const RepoRef& ref, PullProgress* progress
   for (const RepoFile& f : info.files) paths.push_back(f.path);
 
   std::vector<std::string> wanted, absent_meta;
+  const bool pipeline = ref.file.empty() && !info.find("config.json") && info.find("model_index.json");
   if (!ref.file.empty()) {
     wanted = match_files(paths, ref.file, ref.repo_id);
+  } else if (pipeline) {
+    PipelinePlan plan = pipeline_plan(paths);
+    ensure_writable(rc);
+    // The indexes first: they say which shards make each part.
+    for (const std::string& idx : plan.indexes) {
+      if (!rc.has_file(info.commit, idx)) {
+        res.bytes_downloaded += fetch_file(cfg, rc, ref, info, idx, nullptr);
+        res.files_downloaded++;
+      }
+      for (const std::string& sh : shards_beside(idx, read_file(rc.file_path(info.commit, idx)), ref.repo_id + ": " + idx)) {
+        if (!info.find(sh)) fail("{}: {} names the shard {}, which the repository does not have", ref.repo_id, idx, sh);
+        wanted.push_back(sh);
+      }
+      wanted.push_back(idx);
+    }
+    wanted.insert(wanted.end(), plan.files.begin(), plan.files.end());
+    if (!info.find("unet/config.json"))
+      fail("{} has model_index.json but no unet/config.json: not a Stable Diffusion pipeline kvad paints with", ref.repo_id);
   } else {
     if (!info.find("config.json")) {
       std::vector<std::string> ggufs = weight_files_of(paths);
@@ -488,7 +568,8 @@ PullResult pull(const HubConfig& cfg, const RepoRef& ref, PullProgress* progress
 
   // The index comes first: it says which shards make the model.
   bool index_fetched = false;
-  if (ref.file.empty() && info.find(kIndex)) {
+  if (pipeline) {
+  } else if (ref.file.empty() && info.find(kIndex)) {
     if (!rc.has_file(info.commit, kIndex)) {
       res.bytes_downloaded += fetch_file(cfg, rc, ref, info, kIndex, nullptr);
       res.files_downloaded++;

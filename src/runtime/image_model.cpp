@@ -45,6 +45,9 @@ ImageModelRef resolve_image_model(const std::string& name) {
       fail("{}: not downloaded (not a folder, not in kvad's store, not in the Hugging Face cache {}); run `kvad pull {}`",
            name, cache, ref.str());
     if (!ref.file.empty()) {
+      if (c->files.empty() || !c->missing.empty())
+        fail("{}: not downloaded (the Hugging Face cache {} has {} but not this file); run `kvad pull {}`", name, cache,
+             ref.repo_id, ref.str());
       if (c->files.size() != 1 || !ends_with(c->files[0], ".safetensors"))
         fail("{}: names {} file(s) in {}; an image model's single file is one .safetensors", name, c->files.size(), c->dir);
       std::string path = join_path(c->dir, c->files[0]);
