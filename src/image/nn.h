@@ -8,6 +8,7 @@
 // reordered once at load. Maps cross to NCHW only at the edges (goldens, latents given by a user).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,12 @@
 #include "io/checkpoint.h"
 
 namespace kvad::image {
+
+// Where a model's pieces of work run (the server hands each to its engine thread, so a language
+// model's decode steps go on between the blocks of a UNet call); empty: on the calling thread.
+// Everything that computes on the thread pool runs inside one.
+using StageRunner = std::function<void(const std::function<void()>&)>;
+inline void run_stage(const StageRunner& r, const std::function<void()>& work) { r ? r(work) : work(); }
 
 // [n, h, w, c] f32, channels last.
 struct Map {

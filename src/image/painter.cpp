@@ -164,8 +164,8 @@ PaintResult Painter::paint(const PaintRequest& req, const StepCallback& on_step)
     for (int64_t b = 1; b < batch; b++) std::copy(in.v.begin(), in.v.begin() + n, in.v.begin() + b * n);
     ui.latents = &in;
     ui.timestep = sched.timesteps()[(size_t)i];
-    Map out;
-    stage([&] { out = unet_->predict(ui); });
+    ui.run_stage = r.run_stage;  // block by block
+    Map out = unet_->predict(ui);
     if (out.n != batch || out.h != lh || out.w != lw || out.c != C)
       fail("the UNet answered [{}, {}, {}, {}] for [{}, {}, {}, {}]", out.n, out.h, out.w, out.c, batch, lh, lw, C);
     if (cfg) {
@@ -199,7 +199,7 @@ PaintResult Painter::paint(const PaintRequest& req, const StepCallback& on_step)
   res.timings.denoise = seconds_since(t_denoise);
 
   auto t_decode = clock::now();
-  stage([&] { res.image = vae_->decode(x); });  // divides by scaling_factor
+  res.image = vae_->decode(x, r.run_stage);  // divides by scaling_factor; block by block
   res.rgb = to_rgb8(res.image);
   res.timings.decode = seconds_since(t_decode);
   res.latents = std::move(x);

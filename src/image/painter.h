@@ -36,11 +36,11 @@ struct PaintRequest {
   // diffusers' `latents=` argument; absent: drawn from the seed. Euler ancestral's step noise
   // always comes from the seed.
   const Map* latents = nullptr;
-  // Where the heavy stages run (the text encoders, each UNet call, the VAE): called with each and
-  // must run it before returning. The server hands them to its engine thread one by one, so a
-  // language model's streams go on between the steps of an image; empty: on the calling thread.
-  // An exception it throws (a client gone, a server stopping) ends the painting.
-  std::function<void(const std::function<void()>&)> run_stage;
+  // Where the heavy stages run (the text encoders, each block of a UNet call, each block of the
+  // VAE): called with each and must run it before returning. The server hands them to its engine
+  // thread one by one, so a language model's streams go on between the blocks of an image; empty:
+  // on the calling thread. An exception it throws (a client gone, a server stopping) ends the painting.
+  StageRunner run_stage;
 };
 
 // What each step reports (the progress bar, previews, and the tests' comparisons).

@@ -337,36 +337,42 @@ Map Unet::predict(const UnetInput& in) const {
     if (probe_) probe_(probe_ctx_, name, m);
   };
 
-  // Time embedding: the same timestep for every row of the batch.
-  std::vector<float> tp((size_t)(B * c0)), hid((size_t)(B * E)), emb((size_t)(B * E));
-  for (int64_t b = 0; b < B; b++) sinusoid(in.timestep, c0, c_.flip_sin_to_cos, c_.freq_shift, tp.data() + b * c0);
-  if (probe_) probe("time_proj", as_map(tp, B, c0));
-  I.time_1.apply(tp.data(), B, hid.data());
-  silu(hid.data(), B * E);
-  I.time_2.apply(hid.data(), B, emb.data());
-  if (probe_) probe("time_embedding", as_map(emb, B, E));
-  if (sdxl) {
-    // SDXL's micro-conditioning: each of the six numbers embedded like a timestep, appended to the
-    // pooled text (text first), through add_embedding, added to the time embedding.
-    const int64_t D = c_.addition_time_embed_dim, P = c_.projection_class_embeddings_input_dim, T = P - 6 * D;
-    std::vector<float> ids((size_t)(B * 6 * D)), add_in((size_t)(B * P)), aug((size_t)(B * E));
-    for (int64_t r = 0; r < B * 6; r++) sinusoid(in.time_ids[r], D, c_.flip_sin_to_cos, c_.freq_shift, ids.data() + r * D);
-    if (probe_) probe("add_time_proj", as_map(ids, B * 6, D));
-    for (int64_t b = 0; b < B; b++) {
-      std::copy(in.pooled + b * T, in.pooled + (b + 1) * T, add_in.begin() + b * P);
-      std::copy(ids.begin() + b * 6 * D, ids.begin() + (b + 1) * 6 * D, add_in.begin() + b * P + T);
-    }
-    I.add_1.apply(add_in.data(), B, hid.data());
+  // Each block of the call is one stage (in.run_stage): the server's engine runs a language
+  // model's decode step between them.
+  auto stage = [&](const std::function<void()>& work) { run_stage(in.run_stage, work); };
+  std::vector<float> temb;
+  Map h;
+  stage([&] {
+    // Time embedding: the same timestep for every row of the batch.
+    std::vector<float> tp((size_t)(B * c0)), hid((size_t)(B * E)), emb((size_t)(B * E));
+    for (int64_t b = 0; b < B; b++) sinusoid(in.timestep, c0, c_.flip_sin_to_cos, c_.freq_shift, tp.data() + b * c0);
+    if (probe_) probe("time_proj", as_map(tp, B, c0));
+    I.time_1.apply(tp.data(), B, hid.data());
     silu(hid.data(), B * E);
-    I.add_2.apply(hid.data(), B, aug.data());
-    if (probe_) probe("add_embedding", as_map(aug, B, E));
-    for (size_t i = 0; i < emb.size(); i++) emb[i] += aug[i];
-  }
-  // Every ResNet block adds Linear(SiLU(emb)): the SiLU once here.
-  std::vector<float>& temb = emb;
-  silu(temb.data(), B * E);
-
-  Map h = I.conv_in.apply(x);
+    I.time_2.apply(hid.data(), B, emb.data());
+    if (probe_) probe("time_embedding", as_map(emb, B, E));
+    if (sdxl) {
+      // SDXL's micro-conditioning: each of the six numbers embedded like a timestep, appended to the
+      // pooled text (text first), through add_embedding, added to the time embedding.
+      const int64_t D = c_.addition_time_embed_dim, P = c_.projection_class_embeddings_input_dim, T = P - 6 * D;
+      std::vector<float> ids((size_t)(B * 6 * D)), add_in((size_t)(B * P)), aug((size_t)(B * E));
+      for (int64_t r = 0; r < B * 6; r++) sinusoid(in.time_ids[r], D, c_.flip_sin_to_cos, c_.freq_shift, ids.data() + r * D);
+      if (probe_) probe("add_time_proj", as_map(ids, B * 6, D));
+      for (int64_t b = 0; b < B; b++) {
+        std::copy(in.pooled + b * T, in.pooled + (b + 1) * T, add_in.begin() + b * P);
+        std::copy(ids.begin() + b * 6 * D, ids.begin() + (b + 1) * 6 * D, add_in.begin() + b * P + T);
+      }
+      I.add_1.apply(add_in.data(), B, hid.data());
+      silu(hid.data(), B * E);
+      I.add_2.apply(hid.data(), B, aug.data());
+      if (probe_) probe("add_embedding", as_map(aug, B, E));
+      for (size_t i = 0; i < emb.size(); i++) emb[i] += aug[i];
+    }
+    // Every ResNet block adds Linear(SiLU(emb)): the SiLU once here.
+    silu(emb.data(), B * E);
+    temb = std::move(emb);
+    h = I.conv_in.apply(x);
+  });
   probe("conv_in", h);
   // The skips: conv_in's output, then every resnet/attention output and every downsample.
   std::vector<Map> skips;
@@ -374,42 +380,46 @@ Map Unet::predict(const UnetInput& in) const {
   for (int64_t i = 0; i < L; i++) {
     const Level& lv = I.down[(size_t)i];
     for (size_t j = 0; j < lv.resnets.size(); j++) {
-      h = lv.resnets[j].forward(h, temb);
-      if (!lv.attentions.empty()) lv.attentions[j].forward(h, in.context, in.tokens);
+      stage([&] { h = lv.resnets[j].forward(h, temb); });
+      if (!lv.attentions.empty()) stage([&] { lv.attentions[j].forward(h, in.context, in.tokens); });
       skips.push_back(h);
     }
     if (lv.resample) {
-      h = lv.resampler.apply(h);
+      stage([&] { h = lv.resampler.apply(h); });
       skips.push_back(h);
     }
     probe(("down_blocks." + std::to_string(i)).c_str(), h);
   }
 
-  h = I.mid.resnets[0].forward(h, temb);
-  I.mid.attentions[0].forward(h, in.context, in.tokens);
-  h = I.mid.resnets[1].forward(h, temb);
+  stage([&] { h = I.mid.resnets[0].forward(h, temb); });
+  stage([&] { I.mid.attentions[0].forward(h, in.context, in.tokens); });
+  stage([&] { h = I.mid.resnets[1].forward(h, temb); });
   probe("mid_block", h);
 
   for (int64_t i = 0; i < L; i++) {
     const Level& lv = I.up[(size_t)i];
     for (size_t j = 0; j < lv.resnets.size(); j++) {
-      Map cat = concat_channels(h, skips.back());  // torch.cat([hidden, skip], dim=1)
+      stage([&] {
+        Map cat = concat_channels(h, skips.back());  // torch.cat([hidden, skip], dim=1)
+        h = lv.resnets[j].forward(cat, temb);
+      });
       skips.pop_back();
-      h = lv.resnets[j].forward(cat, temb);
-      if (!lv.attentions.empty()) lv.attentions[j].forward(h, in.context, in.tokens);
+      if (!lv.attentions.empty()) stage([&] { lv.attentions[j].forward(h, in.context, in.tokens); });
     }
-    if (lv.resample) h = lv.resampler.apply(upsample_nearest2x(h));
+    if (lv.resample) stage([&] { h = lv.resampler.apply(upsample_nearest2x(h)); });
     probe(("up_blocks." + std::to_string(i)).c_str(), h);
   }
 
-  if (probe_) {  // the hook sees the norm's output before the SiLU
-    I.norm_out.apply(h, false);
-    probe("conv_norm_out", h);
-    silu(h.v.data(), (int64_t)h.v.size());
-  } else {
-    I.norm_out.apply(h, true);
-  }
-  h = I.conv_out.apply(h);
+  stage([&] {
+    if (probe_) {  // the hook sees the norm's output before the SiLU
+      I.norm_out.apply(h, false);
+      probe("conv_norm_out", h);
+      silu(h.v.data(), (int64_t)h.v.size());
+    } else {
+      I.norm_out.apply(h, true);
+    }
+    h = I.conv_out.apply(h);
+  });
   probe("conv_out", h);
   return h;
 }

@@ -46,6 +46,7 @@ struct UnetInput {
   int64_t tokens = 77;
   const float* pooled = nullptr;    // SDXL: [batch, projection] text_embeds
   const float* time_ids = nullptr;  // SDXL: [batch, 6] orig_h, orig_w, crop_top, crop_left, target_h, target_w
+  StageRunner run_stage;            // each block of the call runs through it (nn.h)
 };
 
 class Unet {

@@ -246,7 +246,7 @@ std::unique_ptr<Vae> Vae::load(const std::string& dir, WeightFormat fmt) {
   return vae;
 }
 
-Map Vae::decode(const Map& latents) const {
+Map Vae::decode(const Map& latents, const StageRunner& run) const {
   const Impl& m = *impl_;
   if (latents.c != c_.latent_channels)
     fail("{}: VAE decode of latents with {} channels (the VAE's latent_channels is {})", c_.source, latents.c,
@@ -258,20 +258,25 @@ Map Vae::decode(const Map& latents) const {
   Map z = latents;
   const float sf = (float)c_.scaling_factor;
   for (float& f : z.v) f = f / sf;  // as the pipeline does: latents / vae.config.scaling_factor
-  z = m.post_quant.apply(z);
-  probe("post_quant_conv", z);
-  Map h = m.dec_in.apply(z);
-  probe("decoder.conv_in", h);
-  h = m.dec_mid.apply(h);
+  Map h;
+  run_stage(run, [&] {
+    z = m.post_quant.apply(z);
+    probe("post_quant_conv", z);
+    h = m.dec_in.apply(z);
+    probe("decoder.conv_in", h);
+  });
+  run_stage(run, [&] { h = m.dec_mid.apply(h); });
   probe("decoder.mid_block", h);
   for (size_t i = 0; i < m.up.size(); i++) {
     const Impl::Level& lv = m.up[i];
-    for (const Resnet& r : lv.resnets) h = r.apply(h);
-    if (lv.resample) h = lv.conv.apply(upsample_nearest2x(h));
+    for (const Resnet& r : lv.resnets) run_stage(run, [&] { h = r.apply(h); });
+    if (lv.resample) run_stage(run, [&] { h = lv.conv.apply(upsample_nearest2x(h)); });
     probe(("decoder.up_blocks." + std::to_string(i)).c_str(), h);
   }
-  m.dec_norm.apply(h, true);
-  h = m.dec_out.apply(h);
+  run_stage(run, [&] {
+    m.dec_norm.apply(h, true);
+    h = m.dec_out.apply(h);
+  });
   probe("decoder.conv_out", h);
   return h;
 }

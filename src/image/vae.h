@@ -35,7 +35,8 @@ class Vae {
 
   // latents as the denoiser leaves them (the pipeline divides by scaling_factor here), [n, h, w, 4]
   // -> image in [-1, 1] (unclamped), [n, 8h, 8w, 3].
-  Map decode(const Map& latents) const;
+  // `run`: each block through it (nn.h's StageRunner; the server's engine thread).
+  Map decode(const Map& latents, const StageRunner& run = {}) const;
   // image in [-1, 1] [n, H, W, 3] -> the posterior's mean and logvar [n, H/8, W/8, 4] each.
   void encode(const Map& image, Map& mean, Map& logvar) const;
 
