@@ -72,6 +72,31 @@ function toast(msg, isError) {
   toastTimer = setTimeout(() => t.classList.add('hidden'), isError ? 7000 : 3000);
 }
 
+// Reads an SSE response body: onEvent(json) for each data line until [DONE], then onRead() after
+// each piece the network delivered (one redraw for the events that came together).
+async function readSSE(res, onEvent, onRead) {
+  const reader = res.body.getReader();
+  const dec = new TextDecoder();
+  let buf = '';
+  for (;;) {
+    const {value, done} = await reader.read();
+    if (done) return;
+    buf += dec.decode(value, {stream: true});
+    let i;
+    while ((i = buf.indexOf('\n\n')) >= 0) {
+      const block = buf.slice(0, i);
+      buf = buf.slice(i + 2);
+      for (const line of block.split('\n')) {
+        if (!line.startsWith('data: ')) continue;
+        const data = line.slice(6);
+        if (data === '[DONE]') { onRead(); return; }
+        onEvent(JSON.parse(data));
+      }
+    }
+    onRead();
+  }
+}
+
 function showKeyBar() { $('#keybar').classList.remove('hidden'); }
 
 // ---- Pages. The address's #name is the page: it is read on load and on every hashchange, and

@@ -68,31 +68,6 @@ function setBusy(on) {
   $('#chat-log').classList.toggle('busy', on);  // no edit / regenerate while an answer streams
 }
 
-// Reads an SSE response body: onEvent(json) for each data line until [DONE], then onRead() after
-// each piece the network delivered (one redraw for the events that came together).
-async function readSSE(res, onEvent, onRead) {
-  const reader = res.body.getReader();
-  const dec = new TextDecoder();
-  let buf = '';
-  for (;;) {
-    const {value, done} = await reader.read();
-    if (done) return;
-    buf += dec.decode(value, {stream: true});
-    let i;
-    while ((i = buf.indexOf('\n\n')) >= 0) {
-      const block = buf.slice(0, i);
-      buf = buf.slice(i + 2);
-      for (const line of block.split('\n')) {
-        if (!line.startsWith('data: ')) continue;
-        const data = line.slice(6);
-        if (data === '[DONE]') { onRead(); return; }
-        onEvent(JSON.parse(data));
-      }
-    }
-    onRead();
-  }
-}
-
 // The sampling fields to send, or null (and the settings opened, the fault said) when one is invalid.
 function samplingOrSay() {
   try { return samplerRequestFields(); } catch (e) { $('#chat-settings').open = true; toast(e.message, true); return null; }

@@ -95,33 +95,20 @@ async function paint(e) {
       const data = await res.json().catch(() => null);
       throw new Error(data && data.error ? data.error.message : `HTTP ${res.status}`);
     }
-    const reader = res.body.getReader();
-    const dec = new TextDecoder();
-    let buf = '';
-    for (;;) {
-      const {value, done} = await reader.read();
-      if (done) break;
-      buf += dec.decode(value, {stream: true});
-      let cut;
-      while ((cut = buf.indexOf('\n\n')) >= 0) {
-        const line = buf.slice(0, cut);
-        buf = buf.slice(cut + 2);
-        if (!line.startsWith('data: ')) continue;
-        const ev = JSON.parse(line.slice(6));
-        if (ev.error) throw new Error(ev.error.message);
-        if (ev.step) {
-          const of = req.n > 1 ? `image ${ev.image + 1} of ${req.n}, ` : '';
-          $('#images-bar').value = ev.step / ev.total;
-          $('#images-status').textContent = `${of}step ${ev.step} of ${ev.total}, ${fmtSeconds(ev.seconds)} so far, about ${fmtSeconds(ev.eta_seconds)} left`;
-          if (ev.preview) $('#images-preview').src = 'data:image/png;base64,' + ev.preview;
-        } else if (ev.png) {
-          addToGallery({id: ev.gallery_id, prompt: ev.prompt, width: ev.width, height: ev.height, seed: ev.seed,
-                        parameters: ev.parameters, src: 'data:image/png;base64,' + ev.png}, ev.timings);
-        } else if (ev.done) {
-          $('#images-status').textContent = 'Done';
-        }
+    await readSSE(res, ev => {
+      if (ev.error) throw new Error(ev.error.message);
+      if (ev.step) {
+        const of = req.n > 1 ? `image ${ev.image + 1} of ${req.n}, ` : '';
+        $('#images-bar').value = ev.step / ev.total;
+        $('#images-status').textContent = `${of}step ${ev.step} of ${ev.total}, ${fmtSeconds(ev.seconds)} so far, about ${fmtSeconds(ev.eta_seconds)} left`;
+        if (ev.preview) $('#images-preview').src = 'data:image/png;base64,' + ev.preview;
+      } else if (ev.png) {
+        addToGallery({id: ev.gallery_id, prompt: ev.prompt, width: ev.width, height: ev.height, seed: ev.seed,
+                      parameters: ev.parameters, src: 'data:image/png;base64,' + ev.png}, ev.timings);
+      } else if (ev.done) {
+        $('#images-status').textContent = 'Done';
       }
-    }
+    }, () => {});
   } catch (err) {
     if (err.name === 'AbortError') $('#images-status').textContent = 'Stopped';
     else toast(err.message, true);
