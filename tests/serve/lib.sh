@@ -8,6 +8,7 @@ port_in_log() {  # port_in_log LOG: the port a server's "listening on" line name
 start_server() {  # start_server NAME [kvad serve flags...]; sets PID, PORT, URL, LOG
   local name=$1; shift
   LOG=$WORK/$name.server.log
+  : > "$LOG"  # before the server's own redirection opens it: the first poll below must find the file
   "$KVAD" serve --model "$MODEL" --port 0 --threads 1 "$@" 2>"$LOG" &
   PID=$!
   trap 'kill -9 $PID 2>/dev/null || true' EXIT  # a failing test never leaves a server behind
