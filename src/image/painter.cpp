@@ -39,12 +39,14 @@ std::unique_ptr<Painter> Painter::load_single_file(const std::string& file, cons
   std::unique_ptr<Painter> p(new Painter());
   p->folder_ = read_pipeline_folder(base_dir);
   const PipelineFolder& f = p->folder_;
-  // The kind first: a base of the other kind would only fail later on some tensor name.
-  PipelineKind kind = detect_single_file(SafetensorsFile(file));
+  // The file's header read once; its kind first: a base of the other kind would only fail later
+  // on some tensor name.
+  auto mapped = std::make_shared<SafetensorsFile>(file);
+  PipelineKind kind = detect_single_file(*mapped);
   if (kind != f.kind)
     fail("{}: an {} checkpoint, but its base {} is an {} pipeline: give the base it was fine-tuned from", file,
          pipeline_kind_name(kind), base_dir, pipeline_kind_name(f.kind));
-  SingleFile sf = open_single_file(file, layout_from_base(f));
+  SingleFile sf = place_tensors(mapped->tensors(), mapped, file, layout_from_base(f));
   p->text_ = PromptEncoder::load(f, {sf.text_encoder, sf.text_encoder_2});
   std::string ucfg = join_path(f.part("unet").dir, "config.json"), vcfg = join_path(f.part("vae").dir, "config.json");
   p->unet_ = std::make_unique<Unet>(parse_unet_config(read_json_file(ucfg), ucfg), sf.unet, fmt);
