@@ -1,6 +1,7 @@
 // The SIMD activations (vectorised exp) against the scalar reference.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -26,6 +27,29 @@ TEST(Ops, SimdActivationsMatchScalar) {
     kernels::gelu_tanh(a.data(), (int64_t)a.size(), Isa::Scalar);
     kernels::gelu_tanh(b.data(), (int64_t)b.size(), isa);
     for (size_t i = 0; i < a.size(); i++) ASSERT_NEAR(b[i], a[i], 2e-6 * (1 + std::fabs(a[i]))) << isa_name(isa) << i;
+  }
+}
+
+// softmax_scaled (attention rows over an image's thousands of keys) against softmax in double, for
+// the scalar reference and every instruction set the CPU has; lengths around the lanes.
+TEST(Ops, SoftmaxScaledMatchesDouble) {
+  Rng rng(13);
+  for (int64_t n : {1, 5, 16, 17, 100, 4099}) {
+    std::vector<float> x((size_t)n);
+    for (float& v : x) v = (float)(rng.normal() * 20);
+    const float scale = 0.158113883f;  // 1/sqrt(40), SD's first-level head
+    double mx = -INFINITY, sum = 0;
+    for (float v : x) mx = std::max(mx, (double)v * scale);
+    for (float v : x) sum += std::exp((double)v * scale - mx);
+    for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+      if (isa > best_isa()) continue;
+      std::vector<float> y = x;
+      kernels::softmax_scaled(y.data(), n, scale, isa);
+      for (int64_t i = 0; i < n; i++) {
+        const double want = std::exp((double)x[(size_t)i] * scale - mx) / sum;
+        ASSERT_NEAR(y[(size_t)i], want, 5e-6 * want + 1e-9) << "n=" << n << " isa=" << isa_name(isa) << " i=" << i;
+      }
+    }
   }
 }
 

@@ -196,4 +196,104 @@ void rows_bf16_avx512(const float* x, int64_t n, int64_t k, const void* wv, int6
   }
 }
 
+void bf16_rows_avx512(const float* x, int64_t n, int64_t k, int64_t kp, uint16_t* out) {
+  for (int64_t t = 0; t < n; t++) {
+    const float* xr = x + t * k;
+    uint16_t* o = out + t * kp;
+    for (int64_t i = 0; i < kp; i += 16) {
+      const int64_t left = k - i;
+      const __mmask16 m = left >= 16 ? (__mmask16)0xFFFF : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1);
+      __m256bh h = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, xr + i));
+      _mm256_storeu_si256((__m256i*)(o + i), (__m256i)h);
+    }
+  }
+}
+
+// bf16 x bf16 tiles: 32 products per vdpbf16ps, pairs of neighbouring k summed into each f32
+// lane; the lanes are summed at the end as in tile() above.
+template <int R, int T>
+inline void tile_bf16_dot(const uint16_t* w, const uint16_t* xb, int64_t k, int64_t kp, int64_t r0, int64_t t0,
+                          float* y, int64_t m) {
+  __m512 acc[R][T];
+#pragma GCC unroll 8
+  for (int a = 0; a < R; a++)
+#pragma GCC unroll 8
+    for (int b = 0; b < T; b++) acc[a][b] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < kp; i += 32) {
+    __m512i xv[T];
+#pragma GCC unroll 8
+    for (int b = 0; b < T; b++) xv[b] = _mm512_loadu_si512(xb + (t0 + b) * kp + i);
+#pragma GCC unroll 8
+    for (int a = 0; a < R; a++) {
+      const uint16_t* p = w + (r0 + a) * k + i;
+      __m512i v = i + 32 <= k ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi16((__mmask32)((1ull << (k - i)) - 1), p);
+#pragma GCC unroll 8
+      for (int b = 0; b < T; b++) acc[a][b] = _mm512_dpbf16_ps(acc[a][b], (__m512bh)v, (__m512bh)xv[b]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int a = 0; a < R; a++)
+#pragma GCC unroll 8
+    for (int b = 0; b < T; b++) y[(t0 + b) * m + r0 + a] = _mm512_reduce_add_ps(acc[a][b]);
+}
+
+void rows_bf16_dot_avx512(const uint16_t* xb, int64_t n, int64_t k, int64_t kp, const uint16_t* w, int64_t m,
+                          int64_t rb, int64_t re, float* y) {
+  for (int64_t b0 = rb; b0 < re; b0 += 32) {
+    int64_t b1 = b0 + 32 < re ? b0 + 32 : re, t = 0;
+    for (; t + 4 <= n; t += 4) {
+      int64_t r = b0;
+      for (; r + 4 <= b1; r += 4) tile_bf16_dot<4, 4>(w, xb, k, kp, r, t, y, m);
+      for (; r < b1; r++) tile_bf16_dot<1, 4>(w, xb, k, kp, r, t, y, m);
+    }
+    for (; t < n; t++) {
+      int64_t r = b0;
+      for (; r + 4 <= b1; r += 4) tile_bf16_dot<4, 1>(w, xb, k, kp, r, t, y, m);
+      for (; r < b1; r++) tile_bf16_dot<1, 1>(w, xb, k, kp, r, t, y, m);
+    }
+  }
+}
+
+// x [n, k] times B [k, m]: 4 rows of x by 4 vectors of 16 columns of B in registers, one
+// broadcast of x and one load of B per step of k; no horizontal sums.
+template <int T>
+inline void tile_nn(const float* x, int64_t k, const float* b, int64_t m, int64_t t0, int64_t j0, int nv,
+                    __mmask16 last, float* y) {
+  __m512 acc[T][4];
+#pragma GCC unroll 4
+  for (int t = 0; t < T; t++)
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; v++) acc[t][v] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < k; i++) {
+    __m512 bv[4];
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; v++)
+      bv[v] = v < nv ? _mm512_maskz_loadu_ps(v == nv - 1 ? last : (__mmask16)0xFFFF, b + i * m + j0 + 16 * v)
+                     : _mm512_setzero_ps();
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++) {
+      __m512 xv = _mm512_set1_ps(x[(t0 + t) * k + i]);
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; v++) acc[t][v] = _mm512_fmadd_ps(xv, bv[v], acc[t][v]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int t = 0; t < T; t++)
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; v++)
+      if (v < nv) _mm512_mask_storeu_ps(y + (t0 + t) * m + j0 + 16 * v, v == nv - 1 ? last : (__mmask16)0xFFFF, acc[t][v]);
+}
+
+void matmul_nn_avx512(const float* x, int64_t n, int64_t k, const float* b, int64_t m, float* y) {
+  for (int64_t j0 = 0; j0 < m; j0 += 64) {
+    const int64_t w = m - j0 < 64 ? m - j0 : 64;
+    const int nv = (int)((w + 15) / 16);
+    const int64_t rem = w - 16 * (nv - 1);
+    const __mmask16 last = (__mmask16)(rem >= 16 ? 0xFFFF : (1u << rem) - 1);
+    int64_t t = 0;
+    for (; t + 4 <= n; t += 4) tile_nn<4>(x, k, b, m, t, j0, nv, last, y);
+    for (; t < n; t++) tile_nn<1>(x, k, b, m, t, j0, nv, last, y);
+  }
+}
+
 }  // namespace kvad::kernels

@@ -38,6 +38,21 @@ void softmax(float* x, int64_t n) {
   for (int64_t i = 0; i < n; i++) x[i] *= inv;
 }
 
+void softmax_scaled_avx512(float* x, int64_t n, float scale);
+
+static void softmax_scaled_scalar(float* x, int64_t n, float scale) {
+  for (int64_t i = 0; i < n; i++) x[i] *= scale;
+  softmax(x, n);
+}
+
+void softmax_scaled(float* x, int64_t n, float scale, Isa isa) {
+#if defined(__x86_64__)
+  if (isa == Isa::Avx512) return softmax_scaled_avx512(x, n, scale);
+#endif
+  (void)isa;
+  softmax_scaled_scalar(x, n, scale);
+}
+
 void silu_mul_avx512(float* gate, const float* up, int64_t n);
 void silu_mul_avx2(float* gate, const float* up, int64_t n);
 void gelu_tanh_avx512(float* x, int64_t n);

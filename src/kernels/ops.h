@@ -14,6 +14,9 @@ void rmsnorm(const float* x, const float* w, float eps, int64_t n, float* out);
 void layernorm(const float* x, const float* w, const float* b, float eps, int64_t n, float* out);
 // x = softmax(x) in place, max-subtracted.
 void softmax(float* x, int64_t n);
+// x = softmax(scale * x) in place: attention's row over thousands of keys (an image's 4,096
+// tokens), where a scalar exp per score would cost more than the products that made them.
+void softmax_scaled(float* x, int64_t n, float scale, Isa isa = best_isa());
 // gate = silu(gate) * up   (SwiGLU); runs on the pool for large n
 void silu_mul(float* gate, const float* up, int64_t n, Isa isa = best_isa());
 // x = gelu_tanh(x)   (GPT-2's "gelu_new")
