@@ -114,6 +114,31 @@ TEST(Safetensors, WriteThenReadRoundTrips) {
   EXPECT_EQ(y.data[0], 2);
 }
 
+// release(): a tensor's pages leave the process's resident memory (a converted image model does not
+// count twice) and read back with the same bytes (the mapping is the file's, never zeroed).
+static long resident_pages() {
+  long size = 0, resident = 0;
+  std::ifstream("/proc/self/statm") >> size >> resident;
+  return resident;
+}
+
+TEST(Checkpoint, ReleasedPagesLeaveMemoryAndReadBackTheSame) {
+  std::string dir = test::temp_dir("release");
+  const size_t n = 16u << 20;  // 16 MiB
+  std::string bytes(n, '\0');
+  for (size_t i = 0; i < n; i++) bytes[i] = (char)(i * 131 % 251);
+  write_safetensors(dir + "/model.safetensors", {{"w", DType::F32, {(int64_t)n / 4}, bytes}});
+  SafetensorsCheckpoint ck(dir);
+  TensorView t = ck.get("w");
+  long sum = 0;
+  for (size_t i = 0; i < n; i += 4096) sum += t.data[i];  // touch every page
+  const long before = resident_pages();
+  ck.release(t);
+  const long after = resident_pages();
+  EXPECT_GT(before - after, (long)(n / 2 / 4096)) << "resident pages " << before << " -> " << after << " (sum " << sum << ")";
+  EXPECT_EQ(std::memcmp(t.data, bytes.data(), n), 0);
+}
+
 TEST(Checkpoint, GuardNamesUnreadAndMissingTensors) {
   std::string dir = test::temp_dir("guard");
   write_safetensors(dir + "/model.safetensors", {{"used", DType::F32, {1}, std::string(4, '\0')},

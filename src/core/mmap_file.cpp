@@ -33,6 +33,12 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   ::close(fd);
 }
 
+void release_mapped_pages(const void* p, size_t n) {
+  const uintptr_t page = (uintptr_t)::sysconf(_SC_PAGESIZE);
+  const uintptr_t b = ((uintptr_t)p + page - 1) / page * page, e = ((uintptr_t)p + n) / page * page;
+  if (e > b) ::madvise((void*)b, e - b, MADV_DONTNEED);  // advice: a failure only leaves the pages resident
+}
+
 MappedFile::~MappedFile() {
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }

@@ -24,4 +24,11 @@ class MappedFile {
   size_t size_ = 0;
 };
 
+// Drops the whole pages inside [p, p + n) of a read-only file mapping from this process's resident
+// memory once their bytes were copied: they stay in the page cache, and a later read maps them
+// back. A model converted at load (an image model's reordered convolutions, a quantised copy)
+// would otherwise count twice in memory, the file and the copy, until the mapping is closed. Only
+// for memory a MappedFile maps: on anonymous memory it would zero the pages.
+void release_mapped_pages(const void* p, size_t n);
+
 }  // namespace kvad

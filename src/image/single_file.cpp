@@ -14,8 +14,9 @@
 
 namespace kvad::image {
 
-PartCheckpoint::PartCheckpoint(std::shared_ptr<const void> keep, const std::string& source, const std::string& part)
-    : keep_(std::move(keep)) {
+PartCheckpoint::PartCheckpoint(std::shared_ptr<const void> keep, const std::string& source, const std::string& part,
+                               bool file_mapped)
+    : keep_(std::move(keep)), file_mapped_(file_mapped) {
   description_ = source + " (" + part + ")";
 }
 
@@ -254,18 +255,18 @@ PipelineKind detect_single_file(const std::vector<TensorView>& tensors, const st
 
 SingleFile open_single_file(const std::string& path, const SingleFileLayout& L) {
   auto file = std::make_shared<SafetensorsFile>(path);
-  return place_tensors(file->tensors(), file, path, L);
+  return place_tensors(file->tensors(), file, path, L, /*file_mapped=*/true);
 }
 
 SingleFile place_tensors(const std::vector<TensorView>& tensors, std::shared_ptr<const void> keep, const std::string& path,
-                         const SingleFileLayout& L) {
+                         const SingleFileLayout& L, bool file_mapped) {
   SingleFile sf;
   sf.path = path;
   sf.kind = detect_single_file(tensors, path);
-  sf.unet = std::make_shared<PartCheckpoint>(keep, path, "unet");
-  sf.vae = std::make_shared<PartCheckpoint>(keep, path, "vae");
-  sf.text_encoder = std::make_shared<PartCheckpoint>(keep, path, "text_encoder");
-  if (sf.kind == PipelineKind::SDXL) sf.text_encoder_2 = std::make_shared<PartCheckpoint>(keep, path, "text_encoder_2");
+  sf.unet = std::make_shared<PartCheckpoint>(keep, path, "unet", file_mapped);
+  sf.vae = std::make_shared<PartCheckpoint>(keep, path, "vae", file_mapped);
+  sf.text_encoder = std::make_shared<PartCheckpoint>(keep, path, "text_encoder", file_mapped);
+  if (sf.kind == PipelineKind::SDXL) sf.text_encoder_2 = std::make_shared<PartCheckpoint>(keep, path, "text_encoder_2", file_mapped);
   const std::string clip1 = sf.kind == PipelineKind::SDXL ? "conditioner.embedders.0.transformer." : "cond_stage_model.transformer.";
   const std::string clip2 = "conditioner.embedders.1.model.";
 

@@ -27,7 +27,12 @@ namespace kvad::image {
 class PartCheckpoint : public Checkpoint {
  public:
   // `keep` holds the memory the views point into (the mapped file); `source` names it in errors.
-  PartCheckpoint(std::shared_ptr<const void> keep, const std::string& source, const std::string& part);
+  // `file_mapped`: the views point into a MappedFile, whose pages release() may drop.
+  PartCheckpoint(std::shared_ptr<const void> keep, const std::string& source, const std::string& part,
+                 bool file_mapped = false);
+  void release(const TensorView& t) const override {
+    if (file_mapped_) release_mapped_pages(t.data, t.nbytes);
+  }
   void add(const std::string& name, TensorView view);
   std::vector<std::string> names() const override;
   size_t size() const { return tensors_.size(); }
@@ -37,6 +42,7 @@ class PartCheckpoint : public Checkpoint {
 
  private:
   std::shared_ptr<const void> keep_;  // the mapping the views point into
+  bool file_mapped_ = false;
   std::map<std::string, TensorView> tensors_;
 };
 
@@ -68,7 +74,8 @@ struct SingleFile {
 SingleFile open_single_file(const std::string& path, const SingleFileLayout& layout);
 // The same over tensors already parsed (a file's, or bytes parsed in memory by the fuzzer); `keep`
 // holds what they point into, `what` names it in errors.
+// `file_mapped`: `keep` is a mapped file (SafetensorsFile), so loads may release its pages.
 SingleFile place_tensors(const std::vector<TensorView>& tensors, std::shared_ptr<const void> keep, const std::string& what,
-                         const SingleFileLayout& layout);
+                         const SingleFileLayout& layout, bool file_mapped = false);
 
 }  // namespace kvad::image

@@ -303,8 +303,8 @@ struct Unet::Impl {
 };
 
 Unet::Unet(const UnetConfig& c, std::shared_ptr<Checkpoint> ck, WeightFormat fmt)
-    : c_(c), file_(std::move(ck)), impl_(std::make_unique<Impl>()) {
-  load_table(impl_->table(c_), *file_, fmt);
+    : c_(c), impl_(std::make_unique<Impl>()) {
+  load_table(impl_->table(c_), *ck, fmt);
 }
 
 Unet::~Unet() = default;

@@ -55,7 +55,9 @@ class Unet {
   static std::unique_ptr<Unet> load(const std::string& dir, WeightFormat fmt = WeightFormat::F32);
   // From a parsed config and a checkpoint whose names are diffusers' (the single-file loader
   // renames Stability's into these).
-  // The checkpoint is kept (a layer may point into its mapping; nn.h's loads copy today). Every tensor the
+  // Every layer copies its weights (convolutions reordered, formats converted; image/nn.h) and
+  // releases the file's pages as it goes, so the checkpoint is not kept: a 10 GB SDXL UNet does
+  // not count twice in memory. Every tensor the
   // table lists is read with its shape checked; the caller checks that nothing is left unread
   // (a single file holds the other parts too).
   Unet(const UnetConfig& c, std::shared_ptr<Checkpoint> ck, WeightFormat fmt);
@@ -74,7 +76,6 @@ class Unet {
  private:
   struct Impl;
   UnetConfig c_;
-  std::shared_ptr<Checkpoint> file_;
   std::unique_ptr<Impl> impl_;
   Probe probe_ = nullptr;
   void* probe_ctx_ = nullptr;

@@ -185,8 +185,8 @@ struct Vae::Impl {
 };
 
 Vae::Vae(const VaeConfig& c, std::shared_ptr<Checkpoint> ck, WeightFormat fmt)
-    : c_(c), file_(std::move(ck)), impl_(std::make_unique<Impl>()) {
-  Checkpoint& f = *file_;
+    : c_(c), impl_(std::make_unique<Impl>()) {
+  Checkpoint& f = *ck;
   Impl& m = *impl_;
   const auto& ch = c_.block_out_channels;
   if (ch.empty()) fail("{}: 'block_out_channels' is empty", c_.source);

@@ -26,7 +26,7 @@ VaeConfig parse_vae_config(const Json& j, const std::string& what);
 class Vae {
  public:
   static std::unique_ptr<Vae> load(const std::string& dir, WeightFormat fmt = WeightFormat::F32);
-  // The checkpoint is kept: f32/bf16 matrices are used in place from its mapping. Every tensor the
+  // Every layer copies its weights (image/nn.h), so the checkpoint is not kept. Every tensor the
   // table lists is read with its shape checked; the caller checks that nothing is left unread
   // (a single file holds the other parts too).
   Vae(const VaeConfig& c, std::shared_ptr<Checkpoint> ck, WeightFormat fmt);
@@ -46,7 +46,6 @@ class Vae {
  private:
   struct Impl;
   VaeConfig c_;
-  std::shared_ptr<Checkpoint> file_;
   std::unique_ptr<Impl> impl_;
   Probe probe_ = nullptr;
   void* probe_ctx_ = nullptr;

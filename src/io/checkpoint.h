@@ -49,6 +49,10 @@ class Checkpoint {
   // `ignorable` (e.g. "rotary_emb.inv_freq").
   void check_all_read(const std::vector<std::string>& ignorable) const;
   const std::string& description() const { return description_; }
+  // Called by a load that copied (converted) a tensor and will not read its bytes again: a
+  // checkpoint over a file mapping drops those pages from the process's resident memory
+  // (release_mapped_pages); the default, for memory that is not a file's, does nothing.
+  virtual void release(const TensorView&) const {}
 
  protected:
   virtual const TensorView* lookup(const std::string& name) const = 0;

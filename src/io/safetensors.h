@@ -36,6 +36,7 @@ class SafetensorsCheckpoint : public Checkpoint {
   SafetensorsCheckpoint(const std::string& model_dir, const std::string& single_name, const std::string& index_name);
   std::vector<std::string> names() const override;
   std::vector<std::string> files() const;  // the .safetensors paths read
+  void release(const TensorView& t) const override { release_mapped_pages(t.data, t.nbytes); }
 
  protected:
   const TensorView* lookup(const std::string& name) const override;
