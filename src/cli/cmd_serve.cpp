@@ -68,6 +68,8 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--image-model", a->o.image_models, "a Stable Diffusion 1.5 / SDXL model to serve at "
                   "/v1/images/generations and on the UI's Images page: a diffusers folder, a store or Hub name, or a "
                   "single-file checkpoint with --image-base (repeatable; its id is the folder's or file's name)");
+  cmd->add_option("--image-quant", a->o.image_quant, "weights of the --image-model painters: f32 (default), bf16 or q8 "
+                  "(as kvad images make --quant)")->check(CLI::IsMember({"f32", "bf16", "q8"}));
   cmd->add_option("--image-base", a->o.image_base, "the diffusers folder single-file --image-model checkpoints take their "
                   "configs and tokenizers from (the model they were fine-tuned from)");
   cmd->add_option("--step-tokens", a->o.step_tokens, "rows one engine step may compute: the decodes, then prefill chunks "

@@ -73,21 +73,25 @@ std::vector<ClipTextEncoder::Decl> ClipTextEncoder::tensor_table() {
   return t;
 }
 
-ClipTextEncoder::ClipTextEncoder(const ClipTextConfig& c, std::shared_ptr<Checkpoint> ck) : c_(c), file_(std::move(ck)) {
+ClipTextEncoder::ClipTextEncoder(const ClipTextConfig& c, std::shared_ptr<Checkpoint> ck, WeightFormat fmt)
+    : c_(c), file_(std::move(ck)) {
   for (const Decl& d : tensor_table()) {
     TensorView v = file_->get(d.name, d.shape);
-    if (d.weight) *d.weight = Weight::from_tensor(v, WeightFormat::AsStored);
+    if (d.weight) {
+      *d.weight = Weight::from_tensor(v, fmt);
+      if (fmt != WeightFormat::AsStored) file_->release(v);  // converted: the copy is what runs
+    }
     else *d.values = to_f32(v);
   }
   // Real checkpoints also carry the position_ids buffer (0..76), which is not a parameter.
   file_->check_all_read({"embeddings.position_ids"});
 }
 
-ClipTextEncoder ClipTextEncoder::load(const std::string& dir) {
+ClipTextEncoder ClipTextEncoder::load(const std::string& dir, WeightFormat fmt) {
   std::string cfg = join_path(dir, "config.json");
   if (!file_exists(cfg)) fail("{}: missing (a text encoder folder holds config.json and its weights)", cfg);
   ClipTextConfig c = parse_clip_text_config(read_json_file(cfg), cfg);
-  return ClipTextEncoder(c, open_part_weights(dir));
+  return ClipTextEncoder(c, open_part_weights(dir), fmt);
 }
 
 void ClipTextEncoder::layer_forward(const Layer& L, std::vector<float>& h, int64_t T) const {

@@ -3,7 +3,7 @@
 // causal self-attention (no padding mask: pad tokens are ordinary tokens under the causal mask),
 // quick_gelu (CLIP ViT-L, SD 1.5) or gelu (OpenCLIP bigG, SDXL's second encoder) MLPs, a final
 // LayerNorm. The sizes come from the part's config.json, so tiny test encoders and fine-tunes load
-// the same way. Weights f32 for now (bf16 stays bf16 in place; q8 is later work).
+// the same way. Weights as stored (f32 / bf16 in place) or converted at load (bf16, q8).
 //
 // What a pipeline takes from it (image/prompt.h puts them together):
 //   last_hidden_state  the last layer after final_layer_norm      SD 1.5's conditioning
@@ -46,11 +46,12 @@ struct ClipTextOutput {
 class ClipTextEncoder {
  public:
   // A text_encoder folder: config.json and its weights (any of diffusers' file names).
-  static ClipTextEncoder load(const std::string& dir);
+  static ClipTextEncoder load(const std::string& dir, WeightFormat fmt = WeightFormat::AsStored);
   // From a parsed config and an open checkpoint; every tensor the table lists is read with its
   // shape checked, and a tensor the checkpoint holds that nothing reads is an error. f32 and bf16
-  // matrices are used in place from the file's mapping: the encoder keeps `ck` open.
-  ClipTextEncoder(const ClipTextConfig& c, std::shared_ptr<Checkpoint> ck);
+  // matrices are used in place from the file's mapping (fmt AsStored): the encoder keeps `ck` open.
+  // Other formats convert the matrices at load (q8: a quarter of f32's memory for SDXL's 0.8 B).
+  ClipTextEncoder(const ClipTextConfig& c, std::shared_ptr<Checkpoint> ck, WeightFormat fmt = WeightFormat::AsStored);
 
   const ClipTextConfig& config() const { return c_; }
   // `ids`: 1 .. positions tokens, each in [0, vocab).

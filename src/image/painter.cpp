@@ -20,23 +20,38 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
+PartFormats PartFormats::for_quant(WeightFormat q) {
+  if (q != WeightFormat::F32 && q != WeightFormat::BF16 && q != WeightFormat::Q8)
+    fail("--quant {}: image models run in f32, bf16 or q8", weight_format_name(q));
+  PartFormats f;
+  f.unet = q;
+  f.vae = q == WeightFormat::F32 ? WeightFormat::F32 : WeightFormat::BF16;
+  f.text = q == WeightFormat::F32 ? WeightFormat::AsStored : q;
+  return f;
+}
+
+std::string PartFormats::describe() const {
+  return fmt::format("UNet {}, VAE {}, text encoders {}", weight_format_name(unet), weight_format_name(vae),
+                     text == WeightFormat::AsStored ? "as stored" : weight_format_name(text));
+}
+
 Painter::~Painter() = default;
 
 std::unique_ptr<Painter> Painter::load(const std::string& dir, WeightFormat fmt) {
-  if (fmt != WeightFormat::F32) fail("{}: image models run in f32 for now (quantised UNets are later work)", dir);
   std::unique_ptr<Painter> p(new Painter());
+  p->formats_ = PartFormats::for_quant(fmt);
   p->folder_ = read_pipeline_folder(dir);
   const PipelineFolder& f = p->folder_;
-  p->text_ = PromptEncoder::load(f);
-  p->unet_ = Unet::load(f.part("unet").dir, fmt);
-  p->vae_ = Vae::load(f.part("vae").dir, fmt);
+  p->text_ = PromptEncoder::load(f, {}, p->formats_.text);
+  p->unet_ = Unet::load(f.part("unet").dir, p->formats_.unet);
+  p->vae_ = Vae::load(f.part("vae").dir, p->formats_.vae);
   p->finish_load(dir);
   return p;
 }
 
 std::unique_ptr<Painter> Painter::load_single_file(const std::string& file, const std::string& base_dir, WeightFormat fmt) {
-  if (fmt != WeightFormat::F32) fail("{}: image models run in f32 for now (quantised UNets are later work)", file);
   std::unique_ptr<Painter> p(new Painter());
+  p->formats_ = PartFormats::for_quant(fmt);
   p->folder_ = read_pipeline_folder(base_dir);
   const PipelineFolder& f = p->folder_;
   // The file's header read once; its kind first: a base of the other kind would only fail later
@@ -46,11 +61,11 @@ std::unique_ptr<Painter> Painter::load_single_file(const std::string& file, cons
   if (kind != f.kind)
     fail("{}: an {} checkpoint, but its base {} is an {} pipeline: give the base it was fine-tuned from", file,
          pipeline_kind_name(kind), base_dir, pipeline_kind_name(f.kind));
-  SingleFile sf = place_tensors(mapped->tensors(), mapped, file, layout_from_base(f));
-  p->text_ = PromptEncoder::load(f, {sf.text_encoder, sf.text_encoder_2});
+  SingleFile sf = place_tensors(mapped->tensors(), mapped, file, layout_from_base(f), /*file_mapped=*/true);
+  p->text_ = PromptEncoder::load(f, {sf.text_encoder, sf.text_encoder_2}, p->formats_.text);
   std::string ucfg = join_path(f.part("unet").dir, "config.json"), vcfg = join_path(f.part("vae").dir, "config.json");
-  p->unet_ = std::make_unique<Unet>(parse_unet_config(read_json_file(ucfg), ucfg), sf.unet, fmt);
-  p->vae_ = std::make_unique<Vae>(parse_vae_config(read_json_file(vcfg), vcfg), sf.vae, fmt);
+  p->unet_ = std::make_unique<Unet>(parse_unet_config(read_json_file(ucfg), ucfg), sf.unet, p->formats_.unet);
+  p->vae_ = std::make_unique<Vae>(parse_vae_config(read_json_file(vcfg), vcfg), sf.vae, p->formats_.vae);
   sf.check_all_read();  // every tensor of the file is a weight some part read
   p->finish_load(file);
   return p;

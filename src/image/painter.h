@@ -68,9 +68,21 @@ struct PaintResult {
   int64_t width = 0, height = 0;
 };
 
+// What each part's weights become for one --quant choice. The UNet takes the format asked for
+// (it is >95% of the work); the text encoders too (they run once per image, but SDXL's are 0.8 B
+// parameters of memory); the VAE never goes below bf16: q8 on its 512-channel convolutions over a
+// full-resolution image is where quantisation error shows as colour noise, and bf16 already halves
+// its time (docs/images.md, "Speed and formats").
+struct PartFormats {
+  WeightFormat unet = WeightFormat::F32, vae = WeightFormat::F32, text = WeightFormat::AsStored;
+  static PartFormats for_quant(WeightFormat q);
+  std::string describe() const;  // "UNet q8, VAE bf16, text encoders q8"
+};
+
 class Painter {
  public:
-  // A diffusers pipeline folder (model_index.json and its parts). Only f32 runs for now.
+  // A diffusers pipeline folder (model_index.json and its parts), its weights in `fmt` (f32, bf16
+  // or q8: PartFormats::for_quant).
   static std::unique_ptr<Painter> load(const std::string& dir, WeightFormat fmt = WeightFormat::F32);
   // A single-file checkpoint in Stability's layout (image/single_file.h): its UNet, VAE and text
   // encoder(s) from the file; the configs, tokenizers and scheduler from `base_dir`, the diffusers
@@ -80,6 +92,7 @@ class Painter {
   ~Painter();
 
   PipelineKind kind() const { return folder_.kind; }
+  const PartFormats& formats() const { return formats_; }
   const std::string& dir() const { return folder_.dir; }
   // Width and height must be positive multiples of this: the VAE's factor (8 for 4 levels) times the
   // UNet's 2^(levels - 1).
@@ -107,6 +120,7 @@ class Painter {
   std::unique_ptr<Vae> vae_;
   SchedulerConfig sched_;
   int64_t default_size_ = 512;
+  PartFormats formats_;
 };
 
 }  // namespace kvad::image

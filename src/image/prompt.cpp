@@ -8,7 +8,8 @@
 
 namespace kvad::image {
 
-PromptEncoder PromptEncoder::load(const PipelineFolder& p, const std::vector<std::shared_ptr<Checkpoint>>& weights) {
+PromptEncoder PromptEncoder::load(const PipelineFolder& p, const std::vector<std::shared_ptr<Checkpoint>>& weights,
+                                  WeightFormat fmt) {
   PromptEncoder e;
   e.kind = p.kind;
   e.force_zeros_for_empty_prompt = p.force_zeros_for_empty_prompt;
@@ -19,9 +20,9 @@ PromptEncoder PromptEncoder::load(const PipelineFolder& p, const std::vector<std
     const size_t i = e.encoders.size();
     if (i < weights.size() && weights[i]) {
       std::string cfg = join_path(p.part(enc_part).dir, "config.json");
-      e.encoders.emplace_back(parse_clip_text_config(read_json_file(cfg), cfg), weights[i]);
+      e.encoders.emplace_back(parse_clip_text_config(read_json_file(cfg), cfg), weights[i], fmt);
     } else {
-      e.encoders.push_back(ClipTextEncoder::load(p.part(enc_part).dir));
+      e.encoders.push_back(ClipTextEncoder::load(p.part(enc_part).dir, fmt));
     }
     const auto& t = e.tokenizers.back();
     const auto& c = e.encoders.back().config();

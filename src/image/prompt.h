@@ -28,7 +28,9 @@ struct PromptEncoder {
   // `weights`: the encoders' weights when they come from elsewhere (a single file's parts, in
   // text_encoder, text_encoder_2 order); empty: each encoder's own folder. Configs and tokenizers
   // always come from the folder.
-  static PromptEncoder load(const PipelineFolder& p, const std::vector<std::shared_ptr<Checkpoint>>& weights = {});
+  // `fmt`: the encoders' matrices (AsStored keeps the file's f32 / bf16 in place).
+  static PromptEncoder load(const PipelineFolder& p, const std::vector<std::shared_ptr<Checkpoint>>& weights = {},
+                            WeightFormat fmt = WeightFormat::AsStored);
 };
 
 struct Conditioning {

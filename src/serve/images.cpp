@@ -71,12 +71,12 @@ ImageRequest parse_image_request(const std::string& body) {
   return r;
 }
 
-void ImageModels::load(const std::vector<std::string>& names, const std::string& base) {
+void ImageModels::load(const std::vector<std::string>& names, const std::string& base, WeightFormat fmt) {
   for (const std::string& n : names) {
     try {
       ImageModelRef ref = resolve_image_model(n);
       if (painters_.count(ref.name)) fail("another image model is already served as '{}'", ref.name);
-      painters_[ref.name] = load_painter(n, base);
+      painters_[ref.name] = load_painter(n, base, fmt);
     } catch (const Error& e) {
       fail("--image-model {}: {}", n, e.what());
     }
@@ -108,7 +108,8 @@ Json ImageModels::list() const {
     out.push_back({{"id", id},
                    {"kind", image::pipeline_kind_name(p->kind())},
                    {"default_size", p->default_size()},
-                   {"size_multiple", p->size_multiple()}});
+                   {"size_multiple", p->size_multiple()},
+                   {"weights", p->formats().describe()}});
   return out;
 }
 

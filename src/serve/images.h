@@ -70,7 +70,7 @@ class ImageModels {
  public:
   // Loads each model (a folder, a store or Hub name, or a single file with `base`: runtime/image_model.h);
   // throws naming the one that fails. Its id is the folder's (or file's, or repo's) name.
-  void load(const std::vector<std::string>& names, const std::string& base);
+  void load(const std::vector<std::string>& names, const std::string& base, WeightFormat fmt = WeightFormat::F32);
   // By id; "" = the only one. HttpError 404 naming what exists otherwise.
   std::shared_ptr<const image::Painter> find(const std::string& id, std::string& id_out) const;
   Json list() const;  // [{id, kind, default_size, size_multiple}]

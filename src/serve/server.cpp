@@ -302,7 +302,7 @@ std::string bind_failure(const std::string& host, int port) {
 int Server::start() {
   Impl& s = *impl_;
   if (!s.opts.model.empty()) s.sched.load_now(s.opts.model, s.opts.alias);
-  s.images.load(s.opts.image_models, s.opts.image_base);
+  s.images.load(s.opts.image_models, s.opts.image_base, parse_weight_format(s.opts.image_quant));
   if (s.opts.port == 0) {
     s.port = s.http.bind_to_any_port(s.opts.host);
     if (s.port <= 0) fail("cannot listen on {}: no free port", s.opts.host);
