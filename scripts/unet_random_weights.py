@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""Writes a diffusers unet folder (config.json + diffusion_pytorch_model.safetensors) with random
-float32 weights in the real layout, for timing kvad's UNet at real sizes without a download.
+"""Writes a diffusers unet (or vae) folder (config.json + diffusion_pytorch_model.safetensors) with
+random float32 weights in the real layout, for timing kvad's UNet and VAE at real sizes without a
+download.
 
     python3 scripts/unet_random_weights.py --preset sd15 --out /tmp/sd15-unet
+    python3 scripts/unet_random_weights.py --part vae --preset sd15 --out /tmp/sd15-vae
     python3 scripts/unet_random_weights.py --config path/to/unet/config.json --out DIR
 
 Names and shapes follow diffusers 0.25.1's UNet2DConditionModel for the configs kvad runs
@@ -35,6 +37,15 @@ SDXL = {
     "transformer_layers_per_block": [1, 2, 10],
     "up_block_types": ["CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "UpBlock2D"], "use_linear_projection": True,
 }
+
+
+VAE = {
+    "_class_name": "AutoencoderKL", "act_fn": "silu", "block_out_channels": [128, 256, 512, 512],
+    "down_block_types": ["DownEncoderBlock2D"] * 4, "in_channels": 3, "latent_channels": 4, "layers_per_block": 2,
+    "norm_num_groups": 32, "out_channels": 3, "sample_size": 512, "scaling_factor": 0.18215,
+    "up_block_types": ["UpDecoderBlock2D"] * 4,
+}
+VAE_SDXL = dict(VAE, sample_size=1024, scaling_factor=0.13025, force_upcast=True)
 
 
 def per_level(v, n):
@@ -125,12 +136,66 @@ def tensors(c):
     return out
 
 
+def vae_tensors(c):
+    """(name, shape) of every AutoencoderKL parameter (diffusers 0.25.1 names), in module order."""
+    boc, lpb, L = c["block_out_channels"], c.get("layers_per_block", 2), c["latent_channels"]
+    out = []
+
+    def conv(n, o, i, k):
+        out.extend([(n + ".weight", [o, i, k, k]), (n + ".bias", [o])])
+
+    def norm(n, ch):
+        out.extend([(n + ".weight", [ch]), (n + ".bias", [ch])])
+
+    def resnet(p, i, o):
+        norm(p + "norm1", i)
+        conv(p + "conv1", o, i, 3)
+        norm(p + "norm2", o)
+        conv(p + "conv2", o, o, 3)
+        if i != o:
+            conv(p + "conv_shortcut", o, i, 1)
+
+    def mid(p, ch):
+        resnet(p + "resnets.0.", ch, ch)
+        norm(p + "attentions.0.group_norm", ch)
+        for n in ("to_q", "to_k", "to_v", "to_out.0"):
+            out.extend([(p + "attentions.0." + n + ".weight", [ch, ch]), (p + "attentions.0." + n + ".bias", [ch])])
+        resnet(p + "resnets.1.", ch, ch)
+
+    conv("encoder.conv_in", boc[0], c["in_channels"], 3)
+    prev = boc[0]
+    for i, ch in enumerate(boc):
+        for j in range(lpb):
+            resnet(f"encoder.down_blocks.{i}.resnets.{j}.", prev if j == 0 else ch, ch)
+        if i < len(boc) - 1:
+            conv(f"encoder.down_blocks.{i}.downsamplers.0.conv", ch, ch, 3)
+        prev = ch
+    mid("encoder.mid_block.", boc[-1])
+    norm("encoder.conv_norm_out", boc[-1])
+    conv("encoder.conv_out", 2 * L, boc[-1], 3)
+    conv("quant_conv", 2 * L, 2 * L, 1)
+    conv("post_quant_conv", L, L, 1)
+    conv("decoder.conv_in", boc[-1], L, 3)
+    mid("decoder.mid_block.", boc[-1])
+    rev = list(reversed(boc))
+    prev = rev[0]
+    for i, ch in enumerate(rev):
+        for j in range(lpb + 1):
+            resnet(f"decoder.up_blocks.{i}.resnets.{j}.", prev if j == 0 else ch, ch)
+        if i < len(boc) - 1:
+            conv(f"decoder.up_blocks.{i}.upsamplers.0.conv", ch, ch, 3)
+        prev = ch
+    norm("decoder.conv_norm_out", boc[0])
+    conv("decoder.conv_out", c["out_channels"], boc[0], 3)
+    return out
+
+
 def write(c, out_dir, seed):
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(c, f, indent=2)
     rng = np.random.default_rng(seed)
-    ts = tensors(c)
+    ts = vae_tensors(c) if c["_class_name"] == "AutoencoderKL" else tensors(c)
     header, off = {}, 0
     for n, s in ts:
         nb = 4 * int(np.prod(s))
@@ -154,15 +219,19 @@ def write(c, out_dir, seed):
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
-    ap.add_argument("--preset", choices=["sd15", "sdxl"])
+    ap.add_argument("--part", choices=["unet", "vae"], default="unet")
+    ap.add_argument("--preset", choices=["sd15", "sdxl"], default="sd15")
     ap.add_argument("--config", help="a unet config.json to follow instead of a preset")
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--list", action="store_true", help="print names and shapes only")
     a = ap.parse_args()
-    cfg = json.load(open(a.config)) if a.config else (SD15 if a.preset == "sd15" else SDXL)
+    presets = {("unet", "sd15"): SD15, ("unet", "sdxl"): SDXL, ("vae", "sd15"): VAE, ("vae", "sdxl"): VAE_SDXL}
+    cfg = json.load(open(a.config)) if a.config else presets[(a.part, a.preset)]
     if a.list:
-        for n, s in tensors(cfg):
+        for n, s in (vae_tensors(cfg) if cfg["_class_name"] == "AutoencoderKL" else tensors(cfg)):
             print(n, s)
+    elif not a.out:
+        ap.error("--out DIR is required (or --list)")
     else:
         write(cfg, a.out, a.seed)

@@ -12,6 +12,7 @@
 #include "core/fs.h"
 #include "core/rng.h"
 #include "runtime/bench.h"
+#include "runtime/image_bench.h"
 #include "serve/serving_bench.h"
 
 #include <unistd.h>
@@ -191,6 +192,68 @@ static void bench_speculation(const ModelArgs& args, const std::string& prompt_f
   }
 }
 
+// kvad bench images: a denoising step and a VAE decode at real size, formats interleaved
+// (runtime/image_bench.h).
+static void add_bench_images(CLI::App* bench) {
+  auto* cmd = bench->add_subcommand("images", "time an image model's UNet step (batch 2, guidance) and VAE decode at real "
+                                              "size, weight formats side by side");
+  struct Args {
+    ImageBenchOptions o;
+    std::string quant = "f32,bf16,q8", json_out;
+  };
+  auto a = std::make_shared<Args>();
+  cmd->add_option("--unet", a->o.unet_dir, "a unet/ folder (config.json + weights; scripts/unet_random_weights.py writes "
+                  "SD 1.5 / SDXL shapes)");
+  cmd->add_option("--vae", a->o.vae_dir, "a vae/ folder (scripts/unet_random_weights.py --part vae)");
+  cmd->add_option("-q,--quant", a->quant, "formats to compare, interleaved: f32,bf16,q8 (default; the VAE skips q8, "
+                  "which the painter never gives it)");
+  cmd->add_option("--size", a->o.image_size, "image side in pixels (default: the UNet's sample_size x 8, else 512)")
+      ->check(CLI::Range(8, 4096));
+  cmd->add_option("--batch", a->o.batch, "UNet rows per call (default 2: guidance)")->check(CLI::Range(1, 16));
+  cmd->add_option("-r,--reps", a->o.reps, "measured calls per format (default 3)")->check(CLI::Range(1, 1000));
+  cmd->add_option("--warmup", a->o.warmup, "unmeasured calls per format first (default 1)")->check(CLI::Range(0, 100));
+  cmd->add_option("--json-out", a->json_out, "also write the results to this file (atomically)");
+  cmd->callback([a] {
+    a->o.formats.clear();
+    std::stringstream in(a->quant);
+    for (std::string f; std::getline(in, f, ',');) {
+      WeightFormat w = parse_weight_format(f);
+      if (w != WeightFormat::F32 && w != WeightFormat::BF16 && w != WeightFormat::Q8)
+        fail("--quant {}: image models run in f32, bf16 or q8", f);
+      a->o.formats.push_back(w);
+    }
+    std::printf("%s%s%s; batch %lld, %d reps after %d warm-up, %d threads, %s\n", a->o.unet_dir.c_str(),
+                a->o.unet_dir.empty() || a->o.vae_dir.empty() ? "" : " + ", a->o.vae_dir.c_str(), (long long)a->o.batch,
+                a->o.reps, a->o.warmup, pool().size(), cpu_summary().c_str());
+    std::fflush(stdout);
+    std::vector<ImageBenchRun> runs = bench_image_parts(a->o);
+    const size_t peak = peak_rss_bytes();
+    std::printf("%-5s %-5s %8s %18s %8s\n", "part", "quant", "load s", "s per call", "speed-up");
+    Json all = Json::array();
+    for (const ImageBenchRun& r : runs) {
+      // Against the first format of the same part, rep by rep (paired), as the interleaving allows.
+      const ImageBenchRun* base = nullptr;
+      for (const ImageBenchRun& b : runs)
+        if (b.part == r.part) { base = &b; break; }
+      std::vector<double> ratio;
+      for (size_t i = 0; i < r.reps.size(); i++) ratio.push_back(base->reps[i] / r.reps[i]);
+      Stats sp = stats_of(ratio);
+      std::printf("%-5s %-5s %8.1f %18s %7.2fx%s\n", r.part.c_str(), weight_format_name(r.format), r.load_s,
+                  with_spread(r.seconds, 2).c_str(), sp.median, busy_note(r.other_cores).c_str());
+      all.push_back({{"part", r.part}, {"quant", weight_format_name(r.format)}, {"load_s", r.load_s},
+                     {"seconds", stats_json(r.seconds)}, {"reps", r.reps}, {"speedup_vs_first", sp.median},
+                     {"other_cores", r.other_cores}});
+    }
+    std::printf("peak RSS %.0f MB (every format above loaded at once: run one --quant alone for one format's memory)\n",
+                (double)peak / 1e6);
+    busy_footnote();
+    if (!a->json_out.empty())
+      atomic_write_file(a->json_out, Json{{"runs", all}, {"threads", pool().size()}, {"cpu", cpu_summary()},
+                                          {"peak_rss_bytes", peak}, {"unet", a->o.unet_dir}, {"vae", a->o.vae_dir}}
+                                         .dump(2) + "\n");
+  });
+}
+
 void add_bench(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "measure prefill and decode speed of a model");
   struct Args {
@@ -204,6 +267,7 @@ void add_bench(CLI::App& app) {
   auto a = std::make_shared<Args>();
   add_model_args(cmd, a->model, /*required=*/false);  // `kvad bench serve` needs none
   add_bench_serve(cmd);
+  add_bench_images(cmd);
   cmd->add_option("-p,--prompt-tokens", a->prompt_tokens, "prompt lengths to measure, e.g. 128,512 (default)");
   cmd->add_option("-g,--gen-tokens", a->gen_tokens, "decode steps after the prompt (default 128; 0 = prefill only)");
   cmd->add_option("-r,--reps", a->reps, "measured repetitions (default 5)")->check(CLI::Range(1, 1000));
@@ -216,7 +280,7 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--prompt-file", a->prompt_file, "with --spec / --draft: the prompt, a text file (default: -p random "
                   "tokens, which no draft can guess)");
   cmd->callback([a, cmd] {
-    if (cmd->got_subcommand("serve")) return;
+    if (cmd->got_subcommand("serve") || cmd->got_subcommand("images")) return;
     if (a->model.spec.any()) return bench_speculation(a->model, a->prompt_file, a->prompt_tokens, a->gen_tokens, a->reps, a->json);
     if (a->model.model.empty()) a->model.model = default_model();  // as run does; `kvad bench serve` measures a server
     std::vector<int64_t> ps = parse_list(a->prompt_tokens, "--prompt-tokens");
