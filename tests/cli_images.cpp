@@ -10,6 +10,7 @@
 #include <map>
 
 #include "core/fs.h"
+#include "core/json.h"
 #include "image/png.h"
 #include "peer_image.h"
 #include "test_support.h"
@@ -91,7 +92,7 @@ TEST(CliImages, BadFlagsAndFoldersAreClearErrors) {
   const std::string m = "--model '" + model() + "' ";
   expect_error(m + "--size 100x64", 1, "multiples of 64");
   expect_error(m + "--size 64xlarge", 1, "--size 64xlarge: expected WIDTHxHEIGHT");
-  expect_error(m + "--quant q8", 1, "f32");
+  expect_error(m + "--quant q4", 2, "--quant");
   expect_error(m + "--size 0", 1, "multiples of 64");
   test::RunResult nodir = run_kvad("images make 'a fox' " + m + "--out '" + dir + "/missing/x.png'");
   EXPECT_EQ(nodir.exit_code, 1);
@@ -105,6 +106,36 @@ TEST(CliImages, BadFlagsAndFoldersAreClearErrors) {
   test::RunResult r = run_kvad("images make --model '" + model() + "'");
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("prompt"), std::string::npos) << r.err;
+}
+
+// --quant q8 paints and says what each part became; kvad bench images times the tiny pipeline's
+// parts in every format, the VAE without q8 (the painter never gives it q8).
+TEST(CliImages, QuantisedFormatsPaintAndBenchmark) {
+  KVAD_REQUIRE_PEER_IMAGE();
+  std::string dir = test::temp_dir("cli-images-quant");
+  Made q8 = make(join_path(dir, "q8.png"), "--quant q8 --steps 2 --seed 5");
+  ASSERT_EQ(q8.run.exit_code, 0) << q8.run.err;
+  EXPECT_NE(q8.run.err.find("UNet q8, VAE bf16, text encoders q8"), std::string::npos) << q8.run.err;
+  EXPECT_EQ(q8.png.w, 128);
+  const std::string json = join_path(dir, "bench.json");
+  test::RunResult b = run_kvad("bench images --unet '" + model() + "/unet' --vae '" + model() + "/vae' --size 128 -r 2 "
+                               "--warmup 0 --json-out '" + json + "'");
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  for (const char* row : {"unet  f32", "unet  bf16", "unet  q8", "vae   f32", "vae   bf16"})
+    EXPECT_NE(b.out.find(row), std::string::npos) << row << "\n" << b.out;
+  EXPECT_EQ(b.out.find("vae   q8"), std::string::npos) << b.out;
+  Json j = read_json_file(json);
+  ASSERT_EQ(j["runs"].size(), 5u);
+  for (const Json& r : j["runs"]) {
+    EXPECT_EQ(r["reps"].size(), 2u);
+    EXPECT_GT(r["seconds"]["median"].get<double>(), 0.0);
+  }
+  test::RunResult none = run_kvad("bench images");
+  EXPECT_NE(none.exit_code, 0);
+  EXPECT_NE(none.err.find("--unet DIR"), std::string::npos) << none.err;
+  test::RunResult q4 = run_kvad("bench images --unet '" + model() + "/unet' -q f32,q4");
+  EXPECT_NE(q4.exit_code, 0);
+  EXPECT_NE(q4.err.find("f32, bf16 or q8"), std::string::npos) << q4.err;
 }
 
 TEST(CliImages, CtrlCStopsBetweenStepsAndWritesNothing) {

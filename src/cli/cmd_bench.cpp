@@ -205,8 +205,8 @@ static void add_bench_images(CLI::App* bench) {
   cmd->add_option("--unet", a->o.unet_dir, "a unet/ folder (config.json + weights; scripts/unet_random_weights.py writes "
                   "SD 1.5 / SDXL shapes)");
   cmd->add_option("--vae", a->o.vae_dir, "a vae/ folder (scripts/unet_random_weights.py --part vae)");
-  cmd->add_option("-q,--quant", a->quant, "formats to compare, interleaved: f32,bf16,q8 (default; the VAE skips q8, "
-                  "which the painter never gives it)");
+  cmd->add_option("-q,--quant", a->quant, "formats to compare, interleaved: f32,bf16,q8 (default; the VAE runs as "
+                  "the painter runs it: bf16 for q8)");
   cmd->add_option("--size", a->o.image_size, "image side in pixels (default: the UNet's sample_size x 8, else 512)")
       ->check(CLI::Range(8, 4096));
   cmd->add_option("--batch", a->o.batch, "UNet rows per call (default 2: guidance)")->check(CLI::Range(1, 16));

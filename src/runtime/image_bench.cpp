@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/json.h"
+#include "image/painter.h"
 #include "image/unet.h"
 #include "image/vae.h"
 
@@ -88,9 +89,14 @@ std::vector<ImageBenchRun> bench_image_parts(const ImageBenchOptions& o) {
     };
     subjects.push_back(std::move(s));
   }
-  for (WeightFormat f : o.formats) {
+  // The VAE in the format the painter gives it for each --quant (bf16 for q8), each once.
+  std::vector<WeightFormat> vae_formats;
+  for (WeightFormat q : o.formats) {
+    WeightFormat f = image::PartFormats::for_quant(q).vae;
+    if (std::find(vae_formats.begin(), vae_formats.end(), f) == vae_formats.end()) vae_formats.push_back(f);
+  }
+  for (WeightFormat f : vae_formats) {
     if (o.vae_dir.empty()) break;
-    if (f == WeightFormat::Q8) continue;  // the painter's VAE is bf16 at --quant q8 (image/painter.h)
     auto t0 = clock_type::now();
     vaes.push_back(image::Vae::load(o.vae_dir, f));
     const double load_s = since(t0);

@@ -31,7 +31,8 @@ struct ImageBenchOptions {
 };
 
 // Loads each part once per format, then measures. Random inputs (seeded): speed does not depend
-// on the values. The VAE runs once per format asked for except q8 (the painter keeps it bf16).
+// on the values. The VAE runs in the format the painter gives it for each one asked for (bf16 for
+// q8: image::PartFormats), each once.
 std::vector<ImageBenchRun> bench_image_parts(const ImageBenchOptions& o);
 
 }  // namespace kvad
