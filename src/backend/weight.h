@@ -77,11 +77,6 @@ class Weight {
   bool empty() const { return rows_ == 0; }
   bool quantized() const { return quantized_; }
   bool is_f32() const { return !quantized_ && !kq_ && wt_ == kernels::WType::F32; }
-  // The values [rows, cols] of a dense bf16 weight, else nullptr: for kernels that take bf16
-  // operands directly (kernels::matmul_bf16_dot, an image model's convolutions).
-  const uint16_t* bf16_data() const {
-    return !quantized_ && !kq_ && wt_ == kernels::WType::BF16 ? static_cast<const uint16_t*>(data_) : nullptr;
-  }
   const QuantMatrix& quant() const { return q_; }
   const KQuantMatrix& kquant() const { return kq_; }  // empty unless a K-quant weight
 

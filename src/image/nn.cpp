@@ -1,5 +1,5 @@
 // The UNet's and VAE's layers (nn.h) on channels-last maps. The convolutions and projections are
-// kvad's matrix products (Weight::matmul); attention runs the single-threaded row kernels per
+// kvad's matrix products (kernels/gemm.h, q8 through Weight); attention runs the single-threaded kernels per
 // block of queries inside one parallel region; the norms and activations are plain loops.
 #include "image/nn.h"
 
@@ -31,16 +31,40 @@ std::vector<float> to_nchw(const Map& m) {
   return out;
 }
 
-// y = x W^T. A bf16 weight takes bf16 activations too when the product is batched: twice the
-// f32 kernels' speed (vdpbf16ps); the activations of a UNet come out of GroupNorms and LayerNorms
-// in a range bf16 keeps to 3 significant digits, as PyTorch's bf16 path does.
-static void product(const Weight& w, const float* x, int64_t n, float* y) {
-  if (w.bf16_data() && n >= 4) kernels::matmul_bf16_dot(x, n, w.cols(), w.bf16_data(), w.rows(), y);
-  else w.matmul(x, n, y);
+// A bf16 layer takes bf16 activations too (kernels/gemm.h): twice the f32 rate; the activations of
+// a UNet come out of GroupNorms and LayerNorms in a range bf16 keeps to 3 significant digits, as
+// PyTorch's bf16 path does.
+void LayerWeight::product(const float* x, int64_t n, float* y) const {
+  if (!packed.empty()) kernels::gemm_packed(x, n, packed, y);
+  else q.matmul(x, n, y);
+}
+
+LayerWeight LayerWeight::from_f32(const std::vector<float>& v, int64_t rows, int64_t cols, WeightFormat fmt) {
+  LayerWeight l;
+  l.rows = rows, l.cols = cols;
+  if (fmt == WeightFormat::F32) l.packed = kernels::PackedWeight::pack_f32(v.data(), rows, cols);
+  else if (fmt == WeightFormat::BF16) l.packed = kernels::PackedWeight::pack_bf16(v.data(), rows, cols);
+  else if (fmt == WeightFormat::Q8) l.q = Weight::from_f32(v, rows, cols, fmt);
+  else fail("image layers run in f32, bf16 or q8, not {}", weight_format_name(fmt));
+  return l;
+}
+
+void Linear::apply_group(const float* x, int64_t n, std::initializer_list<std::pair<const Linear*, float*>> outs) {
+  bool all_q8 = true;
+  for (auto& [l, y] : outs) all_q8 = all_q8 && l->w.packed.empty() && l->b.empty();
+  if (all_q8 && outs.size() <= 3) {
+    const Linear* ls[3];
+    float* ys[3];
+    size_t i = 0;
+    for (auto& [l, y] : outs) ls[i] = l, ys[i++] = y;
+    if (i == 2) return Weight::matmul_group(x, n, {{&ls[0]->w.q, ys[0]}, {&ls[1]->w.q, ys[1]}});
+    if (i == 3) return Weight::matmul_group(x, n, {{&ls[0]->w.q, ys[0]}, {&ls[1]->w.q, ys[1]}, {&ls[2]->w.q, ys[2]}});
+  }
+  for (auto& [l, y] : outs) l->apply(x, n, y);
 }
 
 void Linear::apply(const float* x, int64_t n, float* y) const {
-  product(w, x, n, y);
+  w.product(x, n, y);
   if (!b.empty()) kernels::add_bias(y, b.data(), n, out());
 }
 
@@ -51,7 +75,7 @@ Linear Linear::load(Checkpoint& ck, const std::string& name, int64_t out, int64_
   // on each pixel.
   bool conv1x1 = ck.get(wn).shape.size() == 4;
   TensorView t = ck.get(wn, conv1x1 ? std::vector<int64_t>{out, in, 1, 1} : std::vector<int64_t>{out, in});
-  l.w = Weight::from_f32(to_f32(t), out, in, fmt);
+  l.w = LayerWeight::from_f32(to_f32(t), out, in, fmt);
   ck.release(t);  // copied: the file's pages need not stay resident beside the copy
   if (bias) l.b = to_f32(ck.get(name + ".bias", {out}));
   return l;
@@ -71,7 +95,7 @@ Conv2d Conv2d::load(Checkpoint& ck, const std::string& name, int64_t cout, int64
       for (int64_t ky = 0; ky < k; ky++)
         for (int64_t kx = 0; kx < k; kx++)
           packed[(size_t)(((o * k + ky) * k + kx) * cin + i)] = w[(size_t)(((o * cin + i) * k + ky) * k + kx)];
-  c.w = Weight::from_f32(std::move(packed), cout, k * k * cin, fmt);
+  c.w = LayerWeight::from_f32(packed, cout, k * k * cin, fmt);
   c.b = to_f32(ck.get(name + ".bias", {cout}));
   return c;
 }
@@ -81,7 +105,7 @@ Map Conv2d::apply(const Map& x) const {
   const int64_t oh = out_size(x.h), ow = out_size(x.w);
   Map y(x.n, oh, ow, cout);
   if (k == 1 && stride == 1 && pad == 0) {
-    product(w, x.v.data(), x.pixels(), y.v.data());
+    w.product(x.v.data(), x.pixels(), y.v.data());
   } else {
     // im2col in chunks of output pixels, so the patch matrix stays a few MB whatever the image size.
     const int64_t K = k * k * cin, total = x.n * oh * ow;
@@ -103,7 +127,7 @@ Map Conv2d::apply(const Map& x) const {
           }
         }
       });
-      product(w, col.data(), rows, y.v.data() + p0 * cout);
+      w.product(col.data(), rows, y.v.data() + p0 * cout);
     }
   }
   kernels::add_bias(y.v.data(), b.data(), y.pixels(), cout);

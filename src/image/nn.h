@@ -2,8 +2,8 @@
 //
 // Why channels last (NHWC) when diffusers is NCHW: a 3x3 convolution is then one matrix product
 // whose rows are pixels (each row the k x k x C_in patch around a pixel, im2col) against the
-// weight as [C_out, k*k*C_in], exactly the [outputs, inputs] layout `Weight::matmul` and every
-// kvad kernel (f32, bf16, q8) already run fast; and a spatial transformer's tokens are the map's
+// weight as [C_out, k*k*C_in], the [outputs, inputs] layout kvad's kernels take (kernels/gemm.h's
+// packed panels for f32 / bf16, the int8 kernels for q8); and a spatial transformer's tokens are the map's
 // rows as they lie, with no transpose in or out. The checkpoint's [C_out, C_in, kh, kw] weight is
 // reordered once at load. Maps cross to NCHW only at the edges (goldens, latents given by a user).
 #pragma once
@@ -14,6 +14,7 @@
 
 #include "backend/weight.h"
 #include "io/checkpoint.h"
+#include "kernels/gemm.h"
 
 namespace kvad::image {
 
@@ -38,14 +39,27 @@ struct Map {
 Map from_nchw(const float* x, int64_t n, int64_t c, int64_t h, int64_t w);
 std::vector<float> to_nchw(const Map& m);
 
+// A layer's matrix [out, in]: f32 and bf16 packed for kernels/gemm.h (the products here are over
+// thousands of pixel rows), q8 as a Weight (kvad's int8 kernels).
+struct LayerWeight {
+  kernels::PackedWeight packed;  // f32 / bf16
+  Weight q;                      // q8
+  int64_t rows = 0, cols = 0;
+  // y[n, rows] = x[n, cols] W^T
+  void product(const float* x, int64_t n, float* y) const;
+  static LayerWeight from_f32(const std::vector<float>& v, int64_t rows, int64_t cols, WeightFormat fmt);
+};
+
 // y = x W^T + b on rows (a transformer's projections, the time embedding's MLP).
 struct Linear {
-  Weight w;               // [out, in]
+  LayerWeight w;          // [out, in]
   std::vector<float> b;   // [out] or empty
-  int64_t in() const { return w.cols(); }
-  int64_t out() const { return w.rows(); }
+  int64_t in() const { return w.cols; }
+  int64_t out() const { return w.rows; }
   // y[n, out] = x[n, in] W^T + b
   void apply(const float* x, int64_t n, float* y) const;
+  // Several layers over the same input (q/k/v): a q8 group quantises the input once.
+  static void apply_group(const float* x, int64_t n, std::initializer_list<std::pair<const Linear*, float*>> outs);
   // From "<name>.weight" [out, in] (and "<name>.bias" when `bias`); a 1x1 conv's [out, in, 1, 1]
   // weight reads as a linear layer too (SD 1.5's proj_in / proj_out).
   static Linear load(Checkpoint& ck, const std::string& name, int64_t out, int64_t in, bool bias,
@@ -55,7 +69,7 @@ struct Linear {
 // 2-D convolution, square kernel, zero padding, stride 1 or 2, with bias (all of SD's convs).
 struct Conv2d {
   int64_t cin = 0, cout = 0, k = 1, stride = 1, pad = 0;
-  Weight w;              // [cout, k*k*cin], patch order (ky, kx, ci): matches im2col below
+  LayerWeight w;          // [cout, k*k*cin], patch order (ky, kx, ci): matches im2col below
   std::vector<float> b;  // [cout]
   Map apply(const Map& x) const;
   int64_t out_size(int64_t in) const { return (in + 2 * pad - k) / stride + 1; }

@@ -116,7 +116,7 @@ void block_forward(const TransformerBlock& B, std::vector<float>& a, int64_t n, 
     std::vector<float> k(x.size()), v(x.size());
     x = a;
     B.norm1.apply(x.data(), N);
-    Weight::matmul_group(x.data(), N, {{&B.q1.w, q.data()}, {&B.k1.w, k.data()}, {&B.v1.w, v.data()}});
+    Linear::apply_group(x.data(), N, {{&B.q1, q.data()}, {&B.k1, k.data()}, {&B.v1, v.data()}});
     for (int64_t b = 0; b < n; b++) {
       const int64_t r = b * T * C;
       attention(q.data() + r, C, k.data() + r, v.data() + r, C, T, T, heads, D, att.data() + r);
@@ -130,7 +130,7 @@ void block_forward(const TransformerBlock& B, std::vector<float>& a, int64_t n, 
     x = a;
     B.norm2.apply(x.data(), N);
     B.q2.apply(x.data(), N, q.data());
-    Weight::matmul_group(context, n * tokens, {{&B.k2.w, k.data()}, {&B.v2.w, v.data()}});
+    Linear::apply_group(context, n * tokens, {{&B.k2, k.data()}, {&B.v2, v.data()}});
     for (int64_t b = 0; b < n; b++)
       attention(q.data() + b * T * C, C, k.data() + b * tokens * C, v.data() + b * tokens * C, C, T, tokens, heads, D,
                 att.data() + b * T * C);

@@ -57,26 +57,6 @@ void matmul(const float* x, int64_t n, int64_t k, const void* w, WType wt, int64
   pool().parallel_for(m, grain, [&](int64_t b, int64_t e) { fn(x, n, k, w, m, b, e, y); });
 }
 
-void matmul_bf16_dot(const float* x, int64_t n, int64_t k, const uint16_t* w, int64_t m, float* y, Isa isa) {
-#if defined(__x86_64__)
-  if (isa == Isa::Avx512) {
-    // Round the activations once for every thread; rows padded to 32 so the kernel's loads of x
-    // need no mask.
-    const int64_t kp = (k + 31) / 32 * 32;
-    thread_local std::vector<uint16_t> xb;
-    xb.resize((size_t)(n * kp));
-    uint16_t* xw = xb.data();
-    pool().parallel_for(n, 64, [&](int64_t b, int64_t e) { bf16_rows_avx512(x + b * k, e - b, k, kp, xw + b * kp); });
-    const uint16_t* xp = xb.data();
-    pool().parallel_for(m, 16, [&](int64_t b, int64_t e) { rows_bf16_dot_avx512(xp, n, k, kp, w, m, b, e, y); });
-    return;
-  }
-#endif
-  std::vector<float> xr((size_t)(n * k));
-  for (int64_t i = 0; i < n * k; i++) xr[(size_t)i] = bf16_to_f32(f32_to_bf16(x[i]));
-  matmul(xr.data(), n, k, w, WType::BF16, m, y, isa);
-}
-
 void matmul_nn_scalar(const float* x, int64_t n, int64_t k, const float* b, int64_t m, float* y) {
   for (int64_t t = 0; t < n; t++) {
     float* yt = y + t * m;

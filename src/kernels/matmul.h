@@ -23,14 +23,6 @@ using RowsFn = void (*)(const float* x, int64_t n, int64_t k, const void* w, int
                         int64_t row_end, float* y);
 RowsFn rows_kernel(WType wt, Isa isa);
 
-// y[n, m] = bf16(x)[n, k] * W[m, k]^T: the activations rounded to bf16 (to nearest even) as well
-// as the weights, products summed in f32 (AVX512-BF16 `vdpbf16ps`: 32 products per instruction,
-// twice the f32 path's). Not for language models, whose activations keep f32 on the BF16 path: for
-// an image model's convolutions at --quant bf16, large products whose inputs pass through a
-// GroupNorm anyway. On the pool; the reference is rows_bf16 on the rounded x.
-void matmul_bf16_dot(const float* x, int64_t n, int64_t k, const uint16_t* w, int64_t m, float* y,
-                     Isa isa = best_isa());
-
 // y[n, m] = x[n, k] * B[k, m] with B row-major [k, m] (m contiguous), single-threaded: for a short
 // k against a long m (attention scores of 40-160-wide heads against thousands of keys, with the
 // keys transposed), where the dot-product kernels above would spend their time in horizontal sums.
@@ -45,10 +37,5 @@ void rows_f32_avx512(const float*, int64_t, int64_t, const void*, int64_t, int64
 void rows_bf16_avx512(const float*, int64_t, int64_t, const void*, int64_t, int64_t, int64_t, float*);
 void matmul_nn_scalar(const float* x, int64_t n, int64_t k, const float* b, int64_t m, float* y);
 void matmul_nn_avx512(const float* x, int64_t n, int64_t k, const float* b, int64_t m, float* y);
-// n rows of x [n, k] rounded to bf16 into out [n, kp], each row zero-padded to kp.
-void bf16_rows_avx512(const float* x, int64_t n, int64_t k, int64_t kp, uint16_t* out);
-// x already bf16, each row zero-padded to kp (a multiple of 32); rows [rb, re) of W.
-void rows_bf16_dot_avx512(const uint16_t* xb, int64_t n, int64_t k, int64_t kp, const uint16_t* w, int64_t m,
-                          int64_t rb, int64_t re, float* y);
 
 }  // namespace kvad::kernels

@@ -196,64 +196,6 @@ void rows_bf16_avx512(const float* x, int64_t n, int64_t k, const void* wv, int6
   }
 }
 
-void bf16_rows_avx512(const float* x, int64_t n, int64_t k, int64_t kp, uint16_t* out) {
-  for (int64_t t = 0; t < n; t++) {
-    const float* xr = x + t * k;
-    uint16_t* o = out + t * kp;
-    for (int64_t i = 0; i < kp; i += 16) {
-      const int64_t left = k - i;
-      const __mmask16 m = left >= 16 ? (__mmask16)0xFFFF : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1);
-      __m256bh h = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, xr + i));
-      _mm256_storeu_si256((__m256i*)(o + i), (__m256i)h);
-    }
-  }
-}
-
-// bf16 x bf16 tiles: 32 products per vdpbf16ps, pairs of neighbouring k summed into each f32
-// lane; the lanes are summed at the end as in tile() above.
-template <int R, int T>
-inline void tile_bf16_dot(const uint16_t* w, const uint16_t* xb, int64_t k, int64_t kp, int64_t r0, int64_t t0,
-                          float* y, int64_t m) {
-  __m512 acc[R][T];
-#pragma GCC unroll 8
-  for (int a = 0; a < R; a++)
-#pragma GCC unroll 8
-    for (int b = 0; b < T; b++) acc[a][b] = _mm512_setzero_ps();
-  for (int64_t i = 0; i < kp; i += 32) {
-    __m512i xv[T];
-#pragma GCC unroll 8
-    for (int b = 0; b < T; b++) xv[b] = _mm512_loadu_si512(xb + (t0 + b) * kp + i);
-#pragma GCC unroll 8
-    for (int a = 0; a < R; a++) {
-      const uint16_t* p = w + (r0 + a) * k + i;
-      __m512i v = i + 32 <= k ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi16((__mmask32)((1ull << (k - i)) - 1), p);
-#pragma GCC unroll 8
-      for (int b = 0; b < T; b++) acc[a][b] = _mm512_dpbf16_ps(acc[a][b], (__m512bh)v, (__m512bh)xv[b]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int a = 0; a < R; a++)
-#pragma GCC unroll 8
-    for (int b = 0; b < T; b++) y[(t0 + b) * m + r0 + a] = _mm512_reduce_add_ps(acc[a][b]);
-}
-
-void rows_bf16_dot_avx512(const uint16_t* xb, int64_t n, int64_t k, int64_t kp, const uint16_t* w, int64_t m,
-                          int64_t rb, int64_t re, float* y) {
-  for (int64_t b0 = rb; b0 < re; b0 += 32) {
-    int64_t b1 = b0 + 32 < re ? b0 + 32 : re, t = 0;
-    for (; t + 4 <= n; t += 4) {
-      int64_t r = b0;
-      for (; r + 4 <= b1; r += 4) tile_bf16_dot<4, 4>(w, xb, k, kp, r, t, y, m);
-      for (; r < b1; r++) tile_bf16_dot<1, 4>(w, xb, k, kp, r, t, y, m);
-    }
-    for (; t < n; t++) {
-      int64_t r = b0;
-      for (; r + 4 <= b1; r += 4) tile_bf16_dot<4, 1>(w, xb, k, kp, r, t, y, m);
-      for (; r < b1; r++) tile_bf16_dot<1, 1>(w, xb, k, kp, r, t, y, m);
-    }
-  }
-}
-
 // x [n, k] times B [k, m]: 4 rows of x by 4 vectors of 16 columns of B in registers, one
 // broadcast of x and one load of B per step of k; no horizontal sums.
 template <int T>

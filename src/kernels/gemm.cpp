@@ -1,0 +1,89 @@
+#include "kernels/gemm.h"
+
+#include <algorithm>
+
+#include "core/dtype.h"
+#include "core/threads.h"
+
+namespace kvad::kernels {
+
+constexpr int64_t kPanel = 32;
+
+PackedWeight PackedWeight::pack_f32(const float* w, int64_t m, int64_t k) {
+  PackedWeight p;
+  p.m = m, p.k = k;
+  const int64_t panels = (m + kPanel - 1) / kPanel;
+  p.f32.assign((size_t)(panels * k * kPanel), 0.0f);
+  for (int64_t o = 0; o < m; o++)
+    for (int64_t i = 0; i < k; i++) p.f32[(size_t)(((o / kPanel) * k + i) * kPanel + o % kPanel)] = w[o * k + i];
+  return p;
+}
+
+PackedWeight PackedWeight::pack_bf16(const float* w, int64_t m, int64_t k) {
+  PackedWeight p;
+  p.m = m, p.k = k, p.bf16 = true;
+  const int64_t panels = (m + kPanel - 1) / kPanel, k2 = (k + 1) / 2;
+  p.b16.assign((size_t)(panels * k2 * kPanel * 2), 0);
+  for (int64_t o = 0; o < m; o++)
+    for (int64_t i = 0; i < k; i++)
+      p.b16[(size_t)((((o / kPanel) * k2 + i / 2) * kPanel + o % kPanel) * 2 + i % 2)] = f32_to_bf16(w[o * k + i]);
+  return p;
+}
+
+// The reference: the same products from the packed layout, one output at a time (a bf16 panel's
+// activations rounded as the SIMD path rounds them).
+void gemm_block_scalar(const float* a, const PackedWeight& w, int64_t r0, int64_t r1, int64_t p0, int64_t p1, float* c) {
+  const int64_t k = w.k, k2 = (k + 1) / 2;
+  for (int64_t r = r0; r < r1; r++)
+    for (int64_t o = p0 * kPanel; o < std::min(w.m, p1 * kPanel); o++) {
+      const int64_t p = o / kPanel, j = o % kPanel;
+      float s = 0;
+      for (int64_t i = 0; i < k; i++) {
+        const float x = a[r * k + i];
+        s += w.bf16 ? bf16_to_f32(f32_to_bf16(x)) * bf16_to_f32(w.b16[(size_t)(((p * k2 + i / 2) * kPanel + j) * 2 + i % 2)])
+                    : x * w.f32[(size_t)((p * k + i) * kPanel + j)];
+      }
+      c[r * w.m + o] = s;
+    }
+}
+
+void gemm_packed(const float* a, int64_t n, const PackedWeight& w, float* c, Isa isa) {
+  const int64_t panels = (w.m + kPanel - 1) / kPanel;
+  const int64_t rows_per_task = 96, panels_per_task = 8;
+  const int64_t row_tasks = (n + rows_per_task - 1) / rows_per_task;
+  const int64_t panel_tasks = (panels + panels_per_task - 1) / panels_per_task;
+  auto task = [&](int64_t t, const auto& body) {
+    const int64_t rb = t / panel_tasks, pb = t % panel_tasks;
+    body(rb * rows_per_task, std::min(n, (rb + 1) * rows_per_task), pb * panels_per_task,
+         std::min(panels, (pb + 1) * panels_per_task));
+  };
+#if defined(__x86_64__)
+  if (isa == Isa::Avx512 && w.bf16) {
+    // The activations rounded to bf16 once, rows padded to an even k.
+    const int64_t kp = (w.k + 1) / 2 * 2;
+    thread_local std::vector<uint16_t> ab;
+    ab.resize((size_t)(n * kp));
+    uint16_t* abp = ab.data();
+    pool().parallel_for(n, 64, [&](int64_t b, int64_t e) { bf16_rows_avx512(a + b * w.k, e - b, w.k, kp, abp + b * kp); });
+    pool().parallel_for(row_tasks * panel_tasks, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; t++)
+        task(t, [&](int64_t r0, int64_t r1, int64_t q0, int64_t q1) { gemm_block_bf16_avx512(abp, kp, w, r0, r1, q0, q1, c); });
+    });
+    return;
+  }
+  if (isa == Isa::Avx512) {
+    pool().parallel_for(row_tasks * panel_tasks, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; t++)
+        task(t, [&](int64_t r0, int64_t r1, int64_t q0, int64_t q1) { gemm_block_f32_avx512(a, w, r0, r1, q0, q1, c); });
+    });
+    return;
+  }
+#endif
+  (void)isa;
+  pool().parallel_for(row_tasks * panel_tasks, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; t++)
+      task(t, [&](int64_t r0, int64_t r1, int64_t q0, int64_t q1) { gemm_block_scalar(a, w, r0, r1, q0, q1, c); });
+  });
+}
+
+}  // namespace kvad::kernels

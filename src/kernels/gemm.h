@@ -1,0 +1,44 @@
+// Large products against a weight packed once at load: C[n, m] = A[n, k] W^T for W [m, k] as
+// checkpoints store it. For an image model's convolutions and projections, where n is thousands
+// of pixels: matmul()'s dot-product tiles re-read 4 activation rows of the whole k (11 KB each at
+// k = 2,880) from L2 for every 4 weight rows, so they wait on L2 at ~60% of the FMA rate. Here
+// the weight is cut into panels of 32 outputs, [k][32] contiguous, and a micro-tile of 12 rows x
+// 32 outputs lives in 24 registers: per step of k, two loads of the panel and 12 broadcasts feed
+// 24 FMAs, with k blocked (256) so the panel's block stays in L1 while 96 rows pass over it.
+//
+// bf16 panels hold pairs of neighbouring k per output ([k/2][32][2]) for vdpbf16ps: the
+// activations are rounded to bf16 too (to nearest even), twice the f32 rate.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/cpu.h"
+
+namespace kvad::kernels {
+
+struct PackedWeight {
+  int64_t m = 0, k = 0;         // outputs, inputs
+  bool bf16 = false;
+  std::vector<float> f32;       // [ceil(m/32)][k][32], zero-padded past m
+  std::vector<uint16_t> b16;    // [ceil(m/32)][ceil(k/2)][32][2], zero-padded past m and k
+  bool empty() const { return m == 0; }
+  size_t bytes() const { return f32.size() * 4 + b16.size() * 2; }
+  // From W [m, k] row-major; the bf16 form rounds to nearest even.
+  static PackedWeight pack_f32(const float* w, int64_t m, int64_t k);
+  static PackedWeight pack_bf16(const float* w, int64_t m, int64_t k);
+};
+
+// C[n, m] = A[n, k] W^T on the pool: blocks of rows x groups of panels are the pool's tasks, so a
+// product of few rows (a time embedding) still splits over its outputs.
+void gemm_packed(const float* a, int64_t n, const PackedWeight& w, float* c, Isa isa = best_isa());
+
+// The tasks' bodies (gemm.cpp / gemm_avx512.cpp): rows [r0, r1) x panels [p0, p1). `a` is f32
+// [n, k] for f32 panels, bf16 [n, kp] (kp = k rounded up to even) for bf16 ones.
+void gemm_block_scalar(const float* a, const PackedWeight& w, int64_t r0, int64_t r1, int64_t p0, int64_t p1, float* c);
+void gemm_block_f32_avx512(const float* a, const PackedWeight& w, int64_t r0, int64_t r1, int64_t p0, int64_t p1, float* c);
+// n rows of x [n, k] rounded to bf16 into out [n, kp], each row zero-padded to kp >= k.
+void bf16_rows_avx512(const float* x, int64_t n, int64_t k, int64_t kp, uint16_t* out);
+void gemm_block_bf16_avx512(const uint16_t* a, int64_t kp, const PackedWeight& w, int64_t r0, int64_t r1, int64_t p0,
+                            int64_t p1, float* c);
+
+}  // namespace kvad::kernels

@@ -1,0 +1,75 @@
+// gemm_packed (kernels/gemm.h) against float64 sums, f32 and bf16 panels, for the scalar
+// reference and every ISA the CPU has, on shapes ragged in rows (micro-tiles of 12, tasks of 96),
+// outputs (panels of 32) and depth (blocks of 256, odd k for the bf16 pairs).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/cpu.h"
+#include "core/dtype.h"
+#include "core/rng.h"
+#include "core/threads.h"
+#include "kernels/gemm.h"
+
+using namespace kvad;
+using namespace kvad::kernels;
+
+namespace {
+
+std::vector<float> randn(Rng& r, size_t n) {
+  std::vector<float> v(n);
+  for (float& x : v) x = (float)r.normal();
+  return v;
+}
+
+std::vector<Isa> isas() {
+  std::vector<Isa> out = {Isa::Scalar};
+  if (best_isa() >= Isa::Avx512) out.push_back(Isa::Avx512);
+  return out;
+}
+
+}  // namespace
+
+TEST(Gemm, PackedProductsMatchTheSumInDouble) {
+  if (best_isa() < Isa::Avx512) std::printf("  no AVX-512 on this CPU: the scalar reference alone is checked\n");
+  Rng rng(21);
+  const int64_t shapes[][3] = {{1, 1, 1},   {12, 32, 32},  {13, 33, 31},  {2, 320, 1280}, {97, 300, 70},
+                               {200, 7, 5}, {25, 513, 65}, {130, 36, 320}, {5, 2880, 40}};
+  for (auto& s : shapes) {
+    const int64_t n = s[0], k = s[1], m = s[2];
+    std::vector<float> a = randn(rng, (size_t)(n * k)), w = randn(rng, (size_t)(m * k)), c((size_t)(n * m));
+    for (bool bf16 : {false, true}) {
+      const PackedWeight pw = bf16 ? PackedWeight::pack_bf16(w.data(), m, k) : PackedWeight::pack_f32(w.data(), m, k);
+      for (Isa isa : isas()) {
+        std::fill(c.begin(), c.end(), NAN);
+        gemm_packed(a.data(), n, pw, c.data(), isa);
+        for (int64_t t = 0; t < n; t++)
+          for (int64_t o = 0; o < m; o++) {
+            double want = 0;
+            for (int64_t i = 0; i < k; i++) {
+              const float x = a[(size_t)(t * k + i)], y = w[(size_t)(o * k + i)];
+              want += bf16 ? (double)bf16_to_f32(f32_to_bf16(x)) * bf16_to_f32(f32_to_bf16(y)) : (double)x * y;
+            }
+            ASSERT_NEAR(c[(size_t)(t * m + o)], want, 4e-6 * std::sqrt((double)k) * 4)
+                << "n=" << n << " k=" << k << " m=" << m << (bf16 ? " bf16" : " f32") << " isa=" << isa_name(isa)
+                << " at " << t << "," << o;
+          }
+      }
+    }
+  }
+}
+
+TEST(Gemm, ThreadedEqualsSingleThreaded) {
+  Rng rng(4);
+  const int64_t n = 301, k = 530, m = 300;
+  std::vector<float> a = randn(rng, (size_t)(n * k)), w = randn(rng, (size_t)(m * k)), c1((size_t)(n * m)), c2(c1.size());
+  const PackedWeight pw = PackedWeight::pack_f32(w.data(), m, k);
+  const int before = pool().size();
+  set_threads(1);
+  gemm_packed(a.data(), n, pw, c1.data());
+  set_threads(before < 2 ? 2 : before);
+  gemm_packed(a.data(), n, pw, c2.data());
+  set_threads(before);
+  EXPECT_EQ(c1, c2);  // each output is summed by one thread in the same order either way
+}
