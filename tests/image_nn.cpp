@@ -13,6 +13,7 @@
 #include "core/rng.h"
 #include "core/threads.h"
 #include "image/nn.h"
+#include "kernels/ops.h"
 #include "io/safetensors.h"
 #include "test_support.h"
 
@@ -192,9 +193,9 @@ TEST(ImageNn, LinearReadsAOneByOneConvToo) {
 TEST(ImageNn, ElementwiseAndResampling) {
   Rng r(11);
   auto x = randn(r, 1000, 4.0f), g = randn(r, 1000, 4.0f);
-  std::vector<float> s = x, m = x;
+  std::vector<float> s = x, m(x.size());
   silu(s.data(), (int64_t)s.size());
-  mul_gelu(m.data(), g.data(), (int64_t)m.size());
+  kernels::gelu_erf_mul(x.data(), g.data(), m.data(), (int64_t)m.size());  // GEGLU's product
   for (size_t i = 0; i < x.size(); i++) {
     double v = x[i], gv = g[i];
     EXPECT_NEAR(s[i], v / (1 + std::exp(-v)), 1e-5);

@@ -248,7 +248,8 @@ TEST(AttentionKvType, BytesPerPositionAreWhatEachTypeStores) {
 // against a float64 sum, for every instruction set the CPU has, ragged in all three sizes.
 TEST(Matmul, NnMatchesTheSumInDouble) {
   Rng rng(5);
-  const int64_t shapes[][3] = {{1, 1, 1}, {3, 40, 100}, {5, 7, 64}, {4, 160, 4099}, {33, 64, 17}, {9, 3, 130}};
+  const int64_t shapes[][3] = {{1, 1, 1},    {3, 40, 100}, {5, 7, 64},   {4, 160, 4099},
+                               {33, 64, 17}, {9, 3, 130},  {13, 4099, 40}, {25, 77, 20}};
   std::vector<Isa> isas = {Isa::Scalar};
   for (Isa i : available_isas()) isas.push_back(i);
   for (auto& s : shapes) {

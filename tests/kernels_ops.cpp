@@ -30,6 +30,23 @@ TEST(Ops, SimdActivationsMatchScalar) {
   }
 }
 
+// gelu_erf_mul (GEGLU) against the exact erf GELU in double, scalar and SIMD, both signs and the
+// saturated tails.
+TEST(Ops, GeluErfMulMatchesDouble) {
+  Rng rng(17);
+  std::vector<float> v(1003), g(1003), out(1003);
+  for (size_t i = 0; i < v.size(); i++) v[i] = (float)rng.normal(), g[i] = (float)(rng.normal() * 4);
+  g[0] = -30, g[1] = 30, g[2] = 0, g[3] = -1e-3f;
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+    if (isa > best_isa()) continue;
+    kernels::gelu_erf_mul(v.data(), g.data(), out.data(), (int64_t)v.size(), isa);
+    for (size_t i = 0; i < v.size(); i++) {
+      const double want = v[i] * 0.5 * g[i] * (1 + std::erf(g[i] / std::sqrt(2.0)));
+      ASSERT_NEAR(out[i], want, 4e-7 * std::fabs(v[i]) * (1 + std::fabs(g[i]))) << isa_name(isa) << " " << g[i];
+    }
+  }
+}
+
 // softmax_scaled (attention rows over an image's thousands of keys) against softmax in double, for
 // the scalar reference and every instruction set the CPU has; lengths around the lanes.
 TEST(Ops, SoftmaxScaledMatchesDouble) {

@@ -197,15 +197,6 @@ void silu(float* x, int64_t n) {
   });
 }
 
-void mul_gelu(float* x, const float* gate, int64_t n) {
-  pool().parallel_for(n, 4096, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; i++) {
-      float g = gate[i];
-      x[i] *= 0.5f * g * (1.0f + std::erf(g * 0.70710678118654752f));
-    }
-  });
-}
-
 Map upsample_nearest2x(const Map& x) {
   Map y(x.n, x.h * 2, x.w * 2, x.c);
   for (int64_t b = 0; b < x.n; b++)
@@ -216,23 +207,22 @@ Map upsample_nearest2x(const Map& x) {
 
 void attention(const float* q, int64_t q_stride, const float* k, const float* v, int64_t kv_stride, int64_t n_q,
                int64_t n_kv, int64_t heads, int64_t d, float* out) {
-  // Per head: K and V transposed to [d, n_kv]. The scores q_block K^T are then a short-k product
-  // against long rows of keys (matmul_nn: no horizontal sums over a 40-wide head), and
-  // out_block = p V = p (V^T)^T is the row kernels' [outputs, inputs] layout with k = n_kv.
+  // Per head: K transposed to [d, n_kv] and V packed [n_kv, d]. Both products are then matmul_nn's
+  // broadcast form: the scores q_block K^T a short k (the head) against long rows of keys, and
+  // out_block = p V a long k (the keys) into one head's width; neither spends time in horizontal
+  // sums, and both read their right-hand side from cache once per block of 32 queries.
   const Isa isa = best_isa();
-  const kernels::RowsFn rows = kernels::rows_kernel(kernels::WType::F32, isa);
   const float scale = 1.0f / std::sqrt((float)d);
   const int64_t block = 32;
   const int64_t width = heads * d;
-  std::vector<float> kt((size_t)(d * n_kv)), vt((size_t)(d * n_kv));
+  std::vector<float> kt((size_t)(d * n_kv)), vh((size_t)(n_kv * d));
   const int nt = pool().size();
   std::vector<float> scratch((size_t)(nt * block * (n_kv + 2 * d)));
   for (int64_t h = 0; h < heads; h++) {
-    for (int64_t j = 0; j < n_kv; j++)
-      for (int64_t i = 0; i < d; i++) {
-        kt[(size_t)(i * n_kv + j)] = k[j * kv_stride + h * d + i];
-        vt[(size_t)(i * n_kv + j)] = v[j * kv_stride + h * d + i];
-      }
+    for (int64_t j = 0; j < n_kv; j++) {
+      for (int64_t i = 0; i < d; i++) kt[(size_t)(i * n_kv + j)] = k[j * kv_stride + h * d + i];
+      std::copy_n(v + j * kv_stride + h * d, d, vh.data() + j * d);
+    }
     const int64_t blocks = (n_q + block - 1) / block;
     pool().run([&](int t, int n) {
       float* s = scratch.data() + (size_t)t * block * (n_kv + 2 * d);
@@ -243,7 +233,7 @@ void attention(const float* q, int64_t q_stride, const float* k, const float* v,
         for (int64_t r = 0; r < m; r++) std::copy_n(q + (i0 + r) * q_stride + h * d, d, qb + r * d);
         kernels::matmul_nn(qb, m, d, kt.data(), n_kv, s, isa);
         for (int64_t r = 0; r < m; r++) kernels::softmax_scaled(s + r * n_kv, n_kv, scale, isa);
-        rows(s, m, n_kv, vt.data(), d, 0, d, ob);
+        kernels::matmul_nn(s, m, n_kv, vh.data(), d, ob, isa);
         for (int64_t r = 0; r < m; r++) std::copy_n(ob + r * d, d, out + (i0 + r) * width + h * d);
       }
     });

@@ -98,8 +98,6 @@ struct LayerNorm {
 };
 
 void silu(float* x, int64_t n);
-// x[i] = x[i] * gelu(gate[i]) (exact erf gelu), i < n: GEGLU's product, the gate half given apart.
-void mul_gelu(float* x, const float* gate, int64_t n);
 // Nearest-neighbour upsampling by 2 in both directions (diffusers' Upsample2D before its conv).
 Map upsample_nearest2x(const Map& x);
 

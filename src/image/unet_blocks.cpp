@@ -7,6 +7,8 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/threads.h"
+#include "kernels/ops.h"
 
 namespace kvad::image {
 
@@ -142,15 +144,15 @@ void block_forward(const TransformerBlock& B, std::vector<float>& a, int64_t n, 
     x = a;
     B.norm3.apply(x.data(), N);
     const int64_t F = B.ff_out.in();
-    std::vector<float> g((size_t)(N * 2 * F));
+    std::vector<float> g((size_t)(N * 2 * F)), h((size_t)(N * F));
     B.ff_in.apply(x.data(), N, g.data());
-    // Row r's product lands in g[r*F ..): its first half, in place; rows after r are still ahead.
-    for (int64_t r = 0; r < N; r++) {
-      float* row = g.data() + r * 2 * F;
-      mul_gelu(row, row + F, F);
-      if (r) std::memmove(g.data() + r * F, row, (size_t)F * sizeof(float));
-    }
-    B.ff_out.apply(g.data(), N, o.data());
+    pool().parallel_for(N, 16, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; r++) {
+        const float* row = g.data() + r * 2 * F;
+        kernels::gelu_erf_mul(row, row + F, h.data() + r * F, F);
+      }
+    });
+    B.ff_out.apply(h.data(), N, o.data());
     add_into(a, o);
   }
 }

@@ -196,34 +196,40 @@ void rows_bf16_avx512(const float* x, int64_t n, int64_t k, const void* wv, int6
   }
 }
 
-// x [n, k] times B [k, m]: 4 rows of x by 4 vectors of 16 columns of B in registers, one
-// broadcast of x and one load of B per step of k; no horizontal sums.
-template <int T>
-inline void tile_nn(const float* x, int64_t k, const float* b, int64_t m, int64_t t0, int64_t j0, int nv,
-                    __mmask16 last, float* y) {
-  __m512 acc[T][4];
-#pragma GCC unroll 4
+// x [n, k] times B [k, m]: T rows of x by NV vectors of 16 columns of B in registers (T x NV <= 24),
+// one broadcast of x per row and one load of B per vector per step of k; no horizontal sums. A
+// 64-column block takes 6 rows at a time; a head-wide block (40 columns: attention's p V) 8.
+template <int T, int NV>
+inline void tile_nn(const float* x, int64_t k, const float* b, int64_t m, int64_t t0, int64_t j0, __mmask16 last,
+                    float* y) {
+  __m512 acc[T][NV];
+#pragma GCC unroll 12
   for (int t = 0; t < T; t++)
 #pragma GCC unroll 4
-    for (int v = 0; v < 4; v++) acc[t][v] = _mm512_setzero_ps();
+    for (int v = 0; v < NV; v++) acc[t][v] = _mm512_setzero_ps();
   for (int64_t i = 0; i < k; i++) {
-    __m512 bv[4];
+    __m512 bv[NV];
 #pragma GCC unroll 4
-    for (int v = 0; v < 4; v++)
-      bv[v] = v < nv ? _mm512_maskz_loadu_ps(v == nv - 1 ? last : (__mmask16)0xFFFF, b + i * m + j0 + 16 * v)
-                     : _mm512_setzero_ps();
-#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++) bv[v] = _mm512_maskz_loadu_ps(v == NV - 1 ? last : (__mmask16)0xFFFF, b + i * m + j0 + 16 * v);
+#pragma GCC unroll 12
     for (int t = 0; t < T; t++) {
       __m512 xv = _mm512_set1_ps(x[(t0 + t) * k + i]);
 #pragma GCC unroll 4
-      for (int v = 0; v < 4; v++) acc[t][v] = _mm512_fmadd_ps(xv, bv[v], acc[t][v]);
+      for (int v = 0; v < NV; v++) acc[t][v] = _mm512_fmadd_ps(xv, bv[v], acc[t][v]);
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 12
   for (int t = 0; t < T; t++)
 #pragma GCC unroll 4
-    for (int v = 0; v < 4; v++)
-      if (v < nv) _mm512_mask_storeu_ps(y + (t0 + t) * m + j0 + 16 * v, v == nv - 1 ? last : (__mmask16)0xFFFF, acc[t][v]);
+    for (int v = 0; v < NV; v++)
+      _mm512_mask_storeu_ps(y + (t0 + t) * m + j0 + 16 * v, v == NV - 1 ? last : (__mmask16)0xFFFF, acc[t][v]);
+}
+
+template <int T, int NV>
+inline void rows_nn(const float* x, int64_t n, int64_t k, const float* b, int64_t m, int64_t j0, __mmask16 last, float* y) {
+  int64_t t = 0;
+  for (; t + T <= n; t += T) tile_nn<T, NV>(x, k, b, m, t, j0, last, y);
+  for (; t < n; t++) tile_nn<1, NV>(x, k, b, m, t, j0, last, y);
 }
 
 void matmul_nn_avx512(const float* x, int64_t n, int64_t k, const float* b, int64_t m, float* y) {
@@ -232,9 +238,12 @@ void matmul_nn_avx512(const float* x, int64_t n, int64_t k, const float* b, int6
     const int nv = (int)((w + 15) / 16);
     const int64_t rem = w - 16 * (nv - 1);
     const __mmask16 last = (__mmask16)(rem >= 16 ? 0xFFFF : (1u << rem) - 1);
-    int64_t t = 0;
-    for (; t + 4 <= n; t += 4) tile_nn<4>(x, k, b, m, t, j0, nv, last, y);
-    for (; t < n; t++) tile_nn<1>(x, k, b, m, t, j0, nv, last, y);
+    switch (nv) {
+      case 4: rows_nn<6, 4>(x, n, k, b, m, j0, last, y); break;
+      case 3: rows_nn<8, 3>(x, n, k, b, m, j0, last, y); break;
+      case 2: rows_nn<12, 2>(x, n, k, b, m, j0, last, y); break;
+      default: rows_nn<12, 1>(x, n, k, b, m, j0, last, y); break;
+    }
   }
 }
 

@@ -53,6 +53,19 @@ void softmax_scaled(float* x, int64_t n, float scale, Isa isa) {
   softmax_scaled_scalar(x, n, scale);
 }
 
+void gelu_erf_mul_avx512(const float* value, const float* gate, float* out, int64_t n);
+
+void gelu_erf_mul(const float* value, const float* gate, float* out, int64_t n, Isa isa) {
+#if defined(__x86_64__)
+  if (isa == Isa::Avx512) return gelu_erf_mul_avx512(value, gate, out, n);
+#endif
+  (void)isa;
+  for (int64_t i = 0; i < n; i++) {
+    const float g = gate[i];
+    out[i] = value[i] * (0.5f * g * (1.0f + std::erf(g * 0.70710678118654752f)));
+  }
+}
+
 void silu_mul_avx512(float* gate, const float* up, int64_t n);
 void silu_mul_avx2(float* gate, const float* up, int64_t n);
 void gelu_tanh_avx512(float* x, int64_t n);

@@ -41,6 +41,29 @@ void softmax_scaled_avx512(float* x, int64_t n, float scale) {
   }
 }
 
+void gelu_erf_mul_avx512(const float* value, const float* gate, float* out, int64_t n) {
+  const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f), rsqrt2 = _mm512_set1_ps(0.70710678118654752f),
+               p = _mm512_set1_ps(0.3275911f), a1 = _mm512_set1_ps(0.254829592f), a2 = _mm512_set1_ps(-0.284496736f),
+               a3 = _mm512_set1_ps(1.421413741f), a4 = _mm512_set1_ps(-1.453152027f), a5 = _mm512_set1_ps(1.061405429f);
+  for (int64_t i = 0; i < n; i += 16) {
+    __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+    const __m512 g = _mm512_maskz_loadu_ps(m, gate + i);
+    const __m512 z = _mm512_mul_ps(g, rsqrt2), az = _mm512_abs_ps(z);
+    const __m512 t = _mm512_div_ps(one, _mm512_fmadd_ps(p, az, one));
+    __m512 poly = _mm512_fmadd_ps(a5, t, a4);
+    poly = _mm512_fmadd_ps(poly, t, a3);
+    poly = _mm512_fmadd_ps(poly, t, a2);
+    poly = _mm512_fmadd_ps(poly, t, a1);
+    poly = _mm512_mul_ps(poly, t);
+    // erf(|z|) = 1 - poly e^{-z^2}; the sign of z put back by the odd symmetry.
+    __m512 e = _mm512_fnmadd_ps(poly, vexp::exp(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(az, az))), one);
+    e = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(e),
+                                            _mm512_and_si512(_mm512_castps_si512(z), _mm512_set1_epi32((int)0x80000000u))));
+    const __m512 gelu = _mm512_mul_ps(_mm512_mul_ps(half, g), _mm512_add_ps(one, e));
+    _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, value + i), gelu));
+  }
+}
+
 void gelu_tanh_avx512(float* x, int64_t n) {
   const __m512 c = _mm512_set1_ps(0.7978845608028654f), k = _mm512_set1_ps(0.044715f), half = _mm512_set1_ps(0.5f),
                one = _mm512_set1_ps(1.0f), two = _mm512_set1_ps(2.0f);
