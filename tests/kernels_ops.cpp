@@ -47,6 +47,42 @@ TEST(Ops, GeluErfMulMatchesDouble) {
   }
 }
 
+// channel_moments / channel_affine (GroupNorm over channels-last maps): every ISA against double
+// sums and the plain formula, channels ragged around the 16 lanes, rows past a 64-row run.
+TEST(Ops, ChannelMomentsAndAffineMatchDouble) {
+  Rng rng(19);
+  for (int64_t c : {1, 16, 37, 130}) {
+    const int64_t rows = 150;
+    std::vector<float> x((size_t)(rows * c)), center((size_t)c), scale((size_t)c), shift((size_t)c);
+    for (float& v : x) v = (float)(rng.normal() * 3 + 5);
+    for (int64_t ch = 0; ch < c; ch++)
+      center[(size_t)ch] = (float)rng.normal() + 5, scale[(size_t)ch] = (float)rng.normal(), shift[(size_t)ch] = (float)rng.normal();
+    for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+      if (isa > best_isa()) continue;
+      std::vector<double> s1((size_t)c, 1.0), s2((size_t)c, 2.0);  // added to, not overwritten
+      kernels::channel_moments(x.data(), rows, c, center.data(), s1.data(), s2.data(), isa);
+      for (int64_t ch = 0; ch < c; ch++) {
+        double w1 = 1, w2 = 2;
+        for (int64_t r = 0; r < rows; r++) {
+          const double d = (double)x[(size_t)(r * c + ch)] - center[(size_t)ch];
+          w1 += d, w2 += d * d;
+        }
+        ASSERT_NEAR(s1[(size_t)ch], w1, 1e-4 * rows) << "c=" << c << " " << isa_name(isa);
+        ASSERT_NEAR(s2[(size_t)ch], w2, 1e-5 * w2) << "c=" << c << " " << isa_name(isa);
+      }
+      for (bool silu : {false, true}) {
+        std::vector<float> y = x;
+        kernels::channel_affine(y.data(), rows, c, scale.data(), shift.data(), silu, isa);
+        for (int64_t i = 0; i < rows * c; i++) {
+          const double v = (double)x[(size_t)i] * scale[(size_t)(i % c)] + shift[(size_t)(i % c)];
+          const double want = silu ? v / (1 + std::exp(-v)) : v;
+          ASSERT_NEAR(y[(size_t)i], want, 2e-6 * (1 + std::fabs(want))) << "c=" << c << " " << isa_name(isa);
+        }
+      }
+    }
+  }
+}
+
 // softmax_scaled (attention rows over an image's thousands of keys) against softmax in double, for
 // the scalar reference and every instruction set the CPU has; lengths around the lanes.
 TEST(Ops, SoftmaxScaledMatchesDouble) {

@@ -138,33 +138,46 @@ static inline float silu1(float v) { return v / (1.0f + std::exp(-v)); }
 
 void GroupNorm::apply(Map& x, bool then_silu) const {
   if (x.c % groups) fail("group norm: {} channels do not split into {} groups", x.c, groups);
-  const int64_t cg = x.c / groups, hw = x.h * x.w;
-  pool().parallel_for(x.n * groups, 1, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; t++) {
-      const int64_t img = t / groups, g = t % groups;
-      float* base = x.v.data() + img * hw * x.c + g * cg;
-      double sum = 0;
-      for (int64_t p = 0; p < hw; p++)
-        for (int64_t i = 0; i < cg; i++) sum += base[p * x.c + i];
-      const double mean = sum / double(hw * cg);
-      double var = 0;
-      for (int64_t p = 0; p < hw; p++)
-        for (int64_t i = 0; i < cg; i++) {
-          double d = base[p * x.c + i] - mean;
-          var += d * d;
-        }
-      const float inv = float(1.0 / std::sqrt(var / double(hw * cg) + eps)), m = float(mean);
-      const float* wg = w.data() + g * cg;
-      const float* bg = b.data() + g * cg;
-      for (int64_t p = 0; p < hw; p++) {
-        float* px = base + p * x.c;
-        for (int64_t i = 0; i < cg; i++) {
-          float v = (px[i] - m) * inv * wg[i] + bg[i];
-          px[i] = then_silu ? silu1(v) : v;
+  const int64_t C = x.c, cg = C / groups, hw = x.h * x.w;
+  const int nt = pool().size();
+  // Per image: per-channel sums over the pixels (rows contiguous in channels, so the SIMD runs
+  // across channels), folded into the groups: first the mean, then the squared deviations about
+  // it (two passes, as before, so a large mean costs no precision); then one scale and shift per
+  // channel, with the SiLU that follows in a ResNet.
+  std::vector<double> part((size_t)(nt * 2 * C));
+  std::vector<float> center((size_t)C), scale((size_t)C), shift((size_t)C);
+  std::vector<double> mean((size_t)groups), inv((size_t)groups);
+  for (int64_t img = 0; img < x.n; img++) {
+    float* base = x.v.data() + img * hw * C;
+    for (int pass = 0; pass < 2; pass++) {
+      std::fill(part.begin(), part.end(), 0.0);
+      pool().run([&](int t, int n) {
+        const int64_t r0 = hw * t / n, r1 = hw * (t + 1) / n;
+        double* s = part.data() + (size_t)t * 2 * C;
+        kernels::channel_moments(base + r0 * C, r1 - r0, C, center.data(), s, s + C);
+      });
+      for (int64_t g = 0; g < groups; g++) {
+        double s1 = 0, s2 = 0;
+        for (int t = 0; t < nt; t++)
+          for (int64_t ch = g * cg; ch < (g + 1) * cg; ch++) s1 += part[(size_t)(t * 2 * C + ch)], s2 += part[(size_t)(t * 2 * C + C + ch)];
+        if (pass == 0) mean[(size_t)g] = s1 / double(hw * cg);
+        else {  // about the mean rounded to f32: the remaining offset s1 / N comes out exactly
+          const double N = double(hw * cg), off = s1 / N;
+          inv[(size_t)g] = 1.0 / std::sqrt(std::max(0.0, s2 / N - off * off) + eps);
+          mean[(size_t)g] = center[(size_t)(g * cg)] + off;
         }
       }
+      for (int64_t ch = 0; ch < C; ch++) center[(size_t)ch] = pass == 0 ? (float)mean[(size_t)(ch / cg)] : 0.0f;
     }
-  });
+    for (int64_t ch = 0; ch < C; ch++) {
+      const int64_t g = ch / cg;
+      scale[(size_t)ch] = (float)(inv[(size_t)g] * w[(size_t)ch]);
+      shift[(size_t)ch] = (float)(b[(size_t)ch] - mean[(size_t)g] * inv[(size_t)g] * w[(size_t)ch]);
+    }
+    pool().parallel_for(hw, 256, [&](int64_t r0, int64_t r1) {
+      kernels::channel_affine(base + r0 * C, r1 - r0, C, scale.data(), shift.data(), then_silu);
+    });
+  }
 }
 
 GroupNorm GroupNorm::load(Checkpoint& ck, const std::string& name, int64_t c, int64_t groups, double eps) {

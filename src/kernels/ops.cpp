@@ -66,6 +66,34 @@ void gelu_erf_mul(const float* value, const float* gate, float* out, int64_t n, 
   }
 }
 
+void channel_moments_avx512(const float* x, int64_t rows, int64_t c, const float* center, double* s1, double* s2);
+void channel_affine_avx512(float* x, int64_t rows, int64_t c, const float* scale, const float* shift, bool silu);
+
+void channel_moments(const float* x, int64_t rows, int64_t c, const float* center, double* s1, double* s2, Isa isa) {
+#if defined(__x86_64__)
+  if (isa == Isa::Avx512) return channel_moments_avx512(x, rows, c, center, s1, s2);
+#endif
+  (void)isa;
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t ch = 0; ch < c; ch++) {
+      const double d = (double)x[r * c + ch] - center[ch];
+      s1[ch] += d;
+      s2[ch] += d * d;
+    }
+}
+
+void channel_affine(float* x, int64_t rows, int64_t c, const float* scale, const float* shift, bool silu, Isa isa) {
+#if defined(__x86_64__)
+  if (isa == Isa::Avx512) return channel_affine_avx512(x, rows, c, scale, shift, silu);
+#endif
+  (void)isa;
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t ch = 0; ch < c; ch++) {
+      const float v = x[r * c + ch] * scale[ch] + shift[ch];
+      x[r * c + ch] = silu ? v / (1.0f + std::exp(-v)) : v;
+    }
+}
+
 void silu_mul_avx512(float* gate, const float* up, int64_t n);
 void silu_mul_avx2(float* gate, const float* up, int64_t n);
 void gelu_tanh_avx512(float* x, int64_t n);

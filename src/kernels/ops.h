@@ -23,6 +23,15 @@ void silu_mul(float* gate, const float* up, int64_t n, Isa isa = best_isa());
 // feed-forward, 2 x 4,096 x 1,280 of them per block at SD 1.5's first level). The SIMD erf is
 // Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7) on the vectorised exp.
 void gelu_erf_mul(const float* value, const float* gate, float* out, int64_t n, Isa isa = best_isa());
+// Per-channel moments of a block of channels-last rows x [rows, c] about `center` [c]:
+// s1[ch] += sum_r (x - center[ch]), s2[ch] += sum_r (x - center[ch])^2, summed in f32 over runs of
+// 64 rows and in double across runs (a GroupNorm's statistics over 4,096+ pixels).
+void channel_moments(const float* x, int64_t rows, int64_t c, const float* center, double* s1, double* s2,
+                     Isa isa = best_isa());
+// x[r, ch] = x[r, ch] * scale[ch] + shift[ch], then SiLU when `silu`; in place (a GroupNorm's
+// normalisation and affine folded into one scale and shift per channel).
+void channel_affine(float* x, int64_t rows, int64_t c, const float* scale, const float* shift, bool silu,
+                    Isa isa = best_isa());
 // x = gelu_tanh(x)   (GPT-2's "gelu_new")
 void gelu_tanh(float* x, int64_t n, Isa isa = best_isa());
 // y += x

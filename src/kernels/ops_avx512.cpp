@@ -64,6 +64,40 @@ void gelu_erf_mul_avx512(const float* value, const float* gate, float* out, int6
   }
 }
 
+void channel_moments_avx512(const float* x, int64_t rows, int64_t c, const float* center, double* s1, double* s2) {
+  for (int64_t r0 = 0; r0 < rows; r0 += 64) {
+    const int64_t r1 = r0 + 64 < rows ? r0 + 64 : rows;
+    for (int64_t ch = 0; ch < c; ch += 16) {
+      const __mmask16 m = c - ch >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (c - ch)) - 1);
+      const __m512 ctr = _mm512_maskz_loadu_ps(m, center + ch);
+      __m512 a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps();
+      for (int64_t r = r0; r < r1; r++) {
+        const __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + r * c + ch), ctr);
+        a1 = _mm512_add_ps(a1, d);
+        a2 = _mm512_fmadd_ps(d, d, a2);
+      }
+      alignas(64) float t1[16], t2[16];
+      _mm512_store_ps(t1, a1);
+      _mm512_store_ps(t2, a2);
+      for (int64_t i = 0; i < 16 && ch + i < c; i++) s1[ch + i] += t1[i], s2[ch + i] += t2[i];
+    }
+  }
+}
+
+void channel_affine_avx512(float* x, int64_t rows, int64_t c, const float* scale, const float* shift, bool silu) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (int64_t ch = 0; ch < c; ch += 16) {
+    const __mmask16 m = c - ch >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (c - ch)) - 1);
+    const __m512 sc = _mm512_maskz_loadu_ps(m, scale + ch), sh = _mm512_maskz_loadu_ps(m, shift + ch);
+    for (int64_t r = 0; r < rows; r++) {
+      float* p = x + r * c + ch;
+      __m512 v = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, p), sc, sh);
+      if (silu) v = _mm512_div_ps(v, _mm512_add_ps(one, vexp::exp(_mm512_sub_ps(_mm512_setzero_ps(), v))));
+      _mm512_mask_storeu_ps(p, m, v);
+    }
+  }
+}
+
 void gelu_tanh_avx512(float* x, int64_t n) {
   const __m512 c = _mm512_set1_ps(0.7978845608028654f), k = _mm512_set1_ps(0.044715f), half = _mm512_set1_ps(0.5f),
                one = _mm512_set1_ps(1.0f), two = _mm512_set1_ps(2.0f);
