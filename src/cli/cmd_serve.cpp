@@ -22,7 +22,7 @@ void add_serve(CLI::App& app) {
   struct Args {
     serve::ServeOptions o;
     int threads = 0;
-    std::string kv_memory, api_key_file, kv_type = "f32", log_level = "info";
+    std::string kv_memory, memory, api_key_file, kv_type = "f32", log_level = "info";
     bool no_model = false;
   };
   auto a = std::make_shared<Args>();
@@ -68,6 +68,9 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--image-model", a->o.image_models, "a Stable Diffusion 1.5 / SDXL model to serve at "
                   "/v1/images/generations and on the UI's Images page: a diffusers folder, a store or Hub name, or a "
                   "single-file checkpoint with --image-base (repeatable; its id is the folder's or file's name)");
+  cmd->add_option("--memory", a->memory, "one memory budget for the language model (weights + KV pool), the image "
+                  "models and a painting's working memory, e.g. 20GiB (default: 90% of this machine's); image requests "
+                  "that would not fit are refused with a 400");
   cmd->add_option("--image-quant", a->o.image_quant, "weights of the --image-model painters: f32 (default), bf16 or q8 "
                   "(as kvad images make --quant)")->check(CLI::IsMember({"f32", "bf16", "q8"}));
   cmd->add_option("--image-base", a->o.image_base, "the diffusers folder single-file --image-model checkpoints take their "
@@ -106,6 +109,7 @@ void add_serve(CLI::App& app) {
     // The Models page offers the default model's folder beside the store and --models-dir.
     if (is_directory(shipped_models_dir())) a->o.model_dirs.push_back(shipped_models_dir());
     if (!a->kv_memory.empty()) a->o.kv_bytes = parse_byte_size(a->kv_memory, "--kv-memory");
+    if (!a->memory.empty()) a->o.memory_bytes = parse_byte_size(a->memory, "--memory");
     if (!a->api_key_file.empty()) {
       if (!a->o.api_key.empty()) fail("give --api-key or --api-key-file, not both");
       std::string k = read_file(a->api_key_file);

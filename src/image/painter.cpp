@@ -105,6 +105,17 @@ void Painter::finish_load(const std::string& dir) {
 
 int64_t Painter::vae_factor() const { return int64_t(1) << (vae_->config().block_out_channels.size() - 1); }
 
+size_t Painter::working_bytes(int64_t width, int64_t height) const {
+  const double pixels = (double)width * (double)height;
+  const double vae = pixels * 4.0 * 4.0 * (double)vae_->config().block_out_channels.at(0);
+  const std::vector<int64_t>& ch = unet_->config().block_out_channels;
+  double unet = 0;
+  const double latent_rows = 2.0 * pixels / double(vae_factor() * vae_factor());  // batch 2: guidance
+  for (size_t l = 0; l < ch.size(); l++)
+    unet = std::max(unet, latent_rows / double(int64_t(1) << (2 * l)) * 80.0 * (double)ch[l]);
+  return (size_t)(1.25 * std::max(vae, unet)) + (size_t(64) << 20);  // + the im2col chunk, scratch
+}
+
 int64_t Painter::size_multiple() const {
   return vae_factor() * (int64_t(1) << (unet_->config().block_out_channels.size() - 1));
 }

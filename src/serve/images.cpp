@@ -9,7 +9,9 @@
 #include "core/base64.h"
 #include "core/error.h"
 #include "runtime/image_model.h"
+#include "io/download.h"  // format_bytes
 #include "serve/fn_job.h"
+#include "serve/metrics.h"
 #include "serve/request_fields.h"
 #include "serve/request_log.h"
 #include "serve/server_impl.h"
@@ -76,7 +78,10 @@ void ImageModels::load(const std::vector<std::string>& names, const std::string&
     try {
       ImageModelRef ref = resolve_image_model(n);
       if (painters_.count(ref.name)) fail("another image model is already served as '{}'", ref.name);
+      const size_t before = rss_bytes();
       painters_[ref.name] = load_painter(n, base, fmt);
+      const size_t after = rss_bytes();
+      resident_[ref.name] = after > before ? after - before : 0;
     } catch (const Error& e) {
       fail("--image-model {}: {}", n, e.what());
     }
@@ -109,8 +114,26 @@ Json ImageModels::list() const {
                    {"kind", image::pipeline_kind_name(p->kind())},
                    {"default_size", p->default_size()},
                    {"size_multiple", p->size_multiple()},
-                   {"weights", p->formats().describe()}});
+                   {"weights", p->formats().describe()},
+                   {"resident_bytes", resident_.count(id) ? resident_.at(id) : 0}});
   return out;
+}
+
+size_t ImageModels::resident_bytes() const {
+  size_t total = 0;
+  for (const auto& [id, b] : resident_) total += b;
+  return total;
+}
+
+size_t ImageModels::default_working_bytes() const {
+  size_t most = 0;
+  for (const auto& [id, p] : painters_) most = std::max(most, p->working_bytes(p->default_size(), p->default_size()));
+  return most;
+}
+
+std::string MemoryBudget::describe() const {
+  return fmt::format("the language model ({}) and the image models ({}) leave {} of the server's memory budget ({}, --memory)",
+                     format_bytes(language_model), format_bytes(images), format_bytes(left()), format_bytes(limit));
 }
 
 int64_t Gallery::add(Entry e) {
@@ -208,13 +231,32 @@ Painted paint_one(Server::Impl& s, const image::Painter& p, const std::string& m
   return out;
 }
 
-// The model's own constraint on the size (a multiple of its UNet and VAE strides), as a 400 on 'size'.
-void check_size(const image::Painter& p, const ImageRequest& r) {
+}  // namespace
+
+MemoryBudget memory_budget(Server::Impl& s) {
+  MemoryBudget b;
+  b.limit = s.opts.memory_bytes;
+  b.language_model = s.sched.stats().weight_bytes.load() + s.sched.stats().kv_capacity_bytes.load();
+  b.images = s.images.resident_bytes();
+  return b;
+}
+
+namespace {
+
+// The model's own constraint on the size (a multiple of its UNet and VAE strides) and the memory
+// budget's, as a 400 on 'size'.
+void check_size(Server::Impl& s, const image::Painter& p, const ImageRequest& r) {
+  image::PaintRequest pr;
   try {
-    p.checked(paint_request(r, 0));
+    pr = p.checked(paint_request(r, 0));
   } catch (const Error& e) {
     bad("size", e.what());
   }
+  const MemoryBudget b = memory_budget(s);
+  const size_t need = p.working_bytes(pr.width, pr.height);
+  if (b.limit && need > b.left())
+    bad("size", fmt::format("painting {}x{} needs about {} of working memory; {}: ask for a smaller size", pr.width,
+                            pr.height, format_bytes(need), b.describe()));
 }
 
 uint64_t seed_of(const ImageRequest& r) {
@@ -290,7 +332,7 @@ bool stream_images(Server::Impl& s, const ImageRequest& r, const std::string& id
 void start_stream(Server::Impl& s, const ImageRequest& r, StreamShape shape, httplib::Response& res) {
   std::string id;
   auto painter = s.images.find(r.model, id);
-  check_size(*painter, r);  // a 400 now, not an event mid-stream
+  check_size(s, *painter, r);  // a 400 now, not an event mid-stream
   auto slot = std::make_shared<ImageSlot>(s.images);
   const uint64_t seed = seed_of(r);
   Server::Impl* sp = &s;
@@ -326,7 +368,7 @@ void add_image_routes(Server::Impl& s) {
       if (r.stream) return start_stream(s, r, StreamShape::OpenAI, res);
       std::string id;
       auto painter = s.images.find(r.model, id);
-      check_size(*painter, r);
+      check_size(s, *painter, r);
       ImageSlot slot(s.images);
       const uint64_t seed = seed_of(r);
       Json data = Json::array();

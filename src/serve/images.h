@@ -16,6 +16,7 @@
 
 #include "core/json.h"
 #include "image/painter.h"
+#include "serve/server.h"
 
 namespace kvad::serve {
 
@@ -73,8 +74,13 @@ class ImageModels {
   void load(const std::vector<std::string>& names, const std::string& base, WeightFormat fmt = WeightFormat::F32);
   // By id; "" = the only one. HttpError 404 naming what exists otherwise.
   std::shared_ptr<const image::Painter> find(const std::string& id, std::string& id_out) const;
-  Json list() const;  // [{id, kind, default_size, size_multiple}]
+  Json list() const;  // [{id, kind, default_size, size_multiple, weights, resident_bytes}]
   bool empty() const { return painters_.empty(); }
+  // What the painters hold in memory: the resident bytes each load added (the process's RSS
+  // before and after; the file pages a load released are not counted).
+  size_t resident_bytes() const;
+  // The working memory of the most demanding default-size painting (the startup check).
+  size_t default_working_bytes() const;
 
   Gallery gallery;
   std::atomic<int> in_flight{0};
@@ -82,6 +88,22 @@ class ImageModels {
 
  private:
   std::map<std::string, std::shared_ptr<const image::Painter>> painters_;
+  std::map<std::string, size_t> resident_;
 };
+
+// The server's one memory budget (--memory; default 90% of the machine's): the language model's
+// weights and KV pool, the painters' weights and one painting's working memory must fit in it.
+// Checked at start (a clear error listing each part) and for each image request (a 400 on 'size'
+// saying what the size would need and what is left), so a large picture is refused rather than
+// taking the process, and every chat in it, down with it.
+struct MemoryBudget {
+  size_t limit = 0;
+  size_t language_model = 0;  // weights + KV pool, as loaded now
+  size_t images = 0;          // the painters' resident bytes
+  size_t left() const { return limit > language_model + images ? limit - language_model - images : 0; }
+  std::string describe() const;  // "the language model (X) and the image models (Y) leave Z of the budget (B, --memory)"
+};
+// The budget as it stands now (the language model can be swapped from the UI).
+MemoryBudget memory_budget(Server::Impl& s);
 
 }  // namespace kvad::serve

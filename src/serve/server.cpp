@@ -13,6 +13,8 @@
 #include <thread>
 
 #include "core/cpu.h"
+#include "core/meminfo.h"
+#include "io/download.h"  // format_bytes
 #include "core/threads.h"
 #include "serve/server_impl.h"
 
@@ -299,10 +301,25 @@ std::string bind_failure(const std::string& host, int port) {
 }
 }  // namespace
 
+// What was loaded at start, plus one default-size painting, must fit the budget: said now, with
+// each part's size, rather than when the first large picture takes the process down.
+static void check_memory_at_start(Server::Impl& s) {
+  const MemoryBudget b = memory_budget(s);
+  const size_t painting = s.images.default_working_bytes();
+  if (!b.limit || b.language_model + b.images + painting <= b.limit) return;
+  fail("--memory {}: the language model needs {} (weights and KV pool), the image models {}{}: {} in all. Give a "
+       "larger --memory, a smaller --kv-memory or --quant{}",
+       format_bytes(b.limit), format_bytes(b.language_model), format_bytes(b.images),
+       painting ? fmt::format(", and painting at their default size {} more", format_bytes(painting)) : "",
+       format_bytes(b.language_model + b.images + painting), s.images.empty() ? "" : ", or --image-quant q8");
+}
+
 int Server::start() {
   Impl& s = *impl_;
   if (!s.opts.model.empty()) s.sched.load_now(s.opts.model, s.opts.alias);
   s.images.load(s.opts.image_models, s.opts.image_base, parse_weight_format(s.opts.image_quant));
+  if (s.opts.memory_bytes == 0) s.opts.memory_bytes = (size_t)(0.9 * (double)meminfo_bytes("MemTotal"));
+  check_memory_at_start(s);
   if (s.opts.port == 0) {
     s.port = s.http.bind_to_any_port(s.opts.host);
     if (s.port <= 0) fail("cannot listen on {}: no free port", s.opts.host);

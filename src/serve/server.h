@@ -36,6 +36,7 @@ struct ServeOptions {
   std::vector<std::string> image_models;  // --image-model NAME: text-to-image pipelines (serve/images.h)
   std::string image_base;                 // --image-base: the diffusers folder single-file image models take configs from
   std::string image_quant = "f32";        // --image-quant: f32, bf16 or q8 (image::PartFormats)
+  size_t memory_bytes = 0;                // --memory: one budget for every model and painting (0: 90% of the machine's; serve/images.h)
   bool shared_prefix_cache = false;    // reuse cached prefixes across clients (default: per client address / cache_salt)
   // Addresses of front ends (nginx under `kvad cluster`) whose requests carry the real client in
   // X-Forwarded-For: from these, the client address is that header's last entry (the one the

@@ -13,6 +13,7 @@
 #include "core/checksum.h"
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/meminfo.h"
 #include "core/threads.h"
 #include "train/base.h"
 #include "train/checkpoint.h"
@@ -29,15 +30,7 @@ namespace kvad::train {
 // often 32k+, whose attention probabilities alone would not fit a batch).
 constexpr int64_t kDefaultLoraContext = 512;
 
-uint64_t available_memory_bytes() {
-  std::ifstream f("/proc/meminfo");
-  std::string key;
-  uint64_t kb = 0;
-  std::string unit;
-  while (f >> key >> kb >> unit)
-    if (key == "MemAvailable:") return kb * 1024;
-  return 0;
-}
+uint64_t available_memory_bytes() { return meminfo_bytes("MemAvailable"); }
 
 namespace {
 

@@ -148,3 +148,16 @@ test('refusals name the field; an unknown model is a 404; no key is a 401', asyn
   const res = await fetch(URL + '/kvad/images', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '{"prompt":"x"}' });
   assert.equal(res.status, 401, 'the UI route is guarded by the key too');
 });
+
+test('a size the memory budget cannot hold is a 400 on size, saying what it needs and what is left', async () => {
+  // run.sh starts this server with --memory 1GiB: 2048x2048 needs ~2.75 GB on the tiny pipeline's VAE.
+  await assert.rejects(client.images.generate({ model, prompt: 'a fox', size: '2048x2048', steps: 1 }), (e) => {
+    assert.equal(e.status, 400);
+    assert.equal(e.param, 'size');
+    assert.match(e.message, /painting 2048x2048 needs about [0-9.]+ GB of working memory; the language model \([0-9.]+ [kM]?B\) and the image models \([0-9.]+ [kMG]?B\) leave [0-9.]+ [MG]B of the server's memory budget \(1\.07 GB, --memory\)/);
+    return true;
+  });
+  const models = await (await fetch(URL + '/kvad/images/models', { headers: { Authorization: 'Bearer ' + KEY } })).json();
+  assert.match(models.models[0].weights, /^UNet f32, VAE f32, text encoders as stored$/);
+  assert.ok(models.models[0].resident_bytes > 0);
+});

@@ -44,9 +44,17 @@ case "$KIND" in
     KVAD_URL=$URL KVAD_KEY=test-key node --test "$HERE/ollama.test.mjs"
     stop_server
     # Images beside the language model (the tiny SD 1.5 pipeline of tests/fixtures/peer-image).
-    start_server images --api-key test-key --image-model "$HERE/../fixtures/peer-image/models/sd15-tiny"
+    # --memory 1GiB: 128x128 paints, 2048x2048 (~2.75 GB of working memory) is refused (images.test.mjs).
+    start_server images --api-key test-key --memory 1GiB --image-model "$HERE/../fixtures/peer-image/models/sd15-tiny"
     KVAD_URL=$URL KVAD_KEY=test-key node --test "$HERE/images.test.mjs"
     stop_server
+    # A budget too small for what is loaded is said at start, with each part's size.
+    if "$KVAD" serve --model "$MODEL" --port 0 --memory 20MiB --image-model "$HERE/../fixtures/peer-image/models/sd15-tiny" \
+        >"$WORK/budget.out" 2>"$WORK/budget.err"; then
+      echo "FAIL: kvad serve started with --memory 20MiB"; exit 1
+    fi
+    grep -q -- "--memory 21.0 MB: the language model needs" "$WORK/budget.err" ||
+      { echo "FAIL: the start-up budget error does not say what needs what:"; cat "$WORK/budget.err"; exit 1; }
     ;;
   errors)
     need curl
