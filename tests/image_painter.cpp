@@ -195,7 +195,7 @@ TEST(ImagePainter, Bf16AndQ8PaintTheSamePicture) {
     std::printf("  %s (%s): mean |level difference| %.3f, max %d\n", weight_format_name(f), p->formats().describe().c_str(),
                 mean, worst_px);
     EXPECT_GT(worst_px, 0) << weight_format_name(f) << ": identical to f32, so the format was not applied";
-    // Measured 2026-12-03: bf16 mean 0.32 / max 3, q8 mean 1.62 / max 18 levels (of 255). Bounds at 3x.
-    EXPECT_LE(mean, f == WeightFormat::BF16 ? 1.0 : 5.0) << weight_format_name(f);
+    // Measured 2026-12-03: bf16 mean 0.51 / max 4, q8 mean 1.65 / max 12 levels (of 255). Bounds at 3x.
+    EXPECT_LE(mean, f == WeightFormat::BF16 ? 1.5 : 5.0) << weight_format_name(f);
   }
 }

@@ -107,7 +107,7 @@ int64_t Painter::vae_factor() const { return int64_t(1) << (vae_->config().block
 
 size_t Painter::working_bytes(int64_t width, int64_t height) const {
   const double pixels = (double)width * (double)height;
-  const double vae = pixels * 4.0 * 4.0 * (double)vae_->config().block_out_channels.at(0);
+  const double vae = pixels * 5.0 * 4.0 * (double)vae_->config().block_out_channels.at(0);
   const std::vector<int64_t>& ch = unet_->config().block_out_channels;
   double unet = 0;
   const double latent_rows = 2.0 * pixels / double(vae_factor() * vae_factor());  // batch 2: guidance

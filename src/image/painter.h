@@ -104,10 +104,10 @@ class Painter {
 
   // The memory one painting at width x height needs beyond the weights (bytes, an estimate with a
   // quarter's margin): the stages run one at a time, so the larger of the VAE decode at full
-  // resolution (its last levels hold about 4 maps of the first level's width per pixel: ~2 KB a
-  // pixel for SD's 128) and a UNet call of batch 2 (per latent row at its widest attending level,
-  // ~80 bytes per channel: the skips, q/k/v and GEGLU's 3 x 4 x width). Measured against peak RSS
-  // at 512 and 1024 in docs/images.md ("Memory").
+  // resolution (its last levels hold about 5 maps of the first level's width per pixel: ~2.5 KB a
+  // pixel for SD's 128) and a UNet call of batch 2 (per latent row at its widest level, ~80 bytes
+  // per channel: the skips, q/k/v and GEGLU's 3 x 4 x width). Measured: SD 1.5's VAE decode 0.70 /
+  // 2.72 GB at 512 / 1024 (estimate 0.90 / 3.42), its UNet 0.29 GB at 512 (docs/images.md, "Memory").
   size_t working_bytes(int64_t width, int64_t height) const;
 
   // Checks a request's sizes and numbers (errors say what is allowed); fills the defaults.

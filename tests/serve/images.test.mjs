@@ -150,7 +150,7 @@ test('refusals name the field; an unknown model is a 404; no key is a 401', asyn
 });
 
 test('a size the memory budget cannot hold is a 400 on size, saying what it needs and what is left', async () => {
-  // run.sh starts this server with --memory 1GiB: 2048x2048 needs ~2.75 GB on the tiny pipeline's VAE.
+  // run.sh starts this server with --memory 1GiB: 2048x2048 needs ~3.4 GB on the tiny pipeline's VAE.
   await assert.rejects(client.images.generate({ model, prompt: 'a fox', size: '2048x2048', steps: 1 }), (e) => {
     assert.equal(e.status, 400);
     assert.equal(e.param, 'size');

@@ -44,7 +44,7 @@ case "$KIND" in
     KVAD_URL=$URL KVAD_KEY=test-key node --test "$HERE/ollama.test.mjs"
     stop_server
     # Images beside the language model (the tiny SD 1.5 pipeline of tests/fixtures/peer-image).
-    # --memory 1GiB: 128x128 paints, 2048x2048 (~2.75 GB of working memory) is refused (images.test.mjs).
+    # --memory 1GiB: 128x128 paints, 2048x2048 (~3.4 GB of working memory) is refused (images.test.mjs).
     start_server images --api-key test-key --memory 1GiB --image-model "$HERE/../fixtures/peer-image/models/sd15-tiny"
     KVAD_URL=$URL KVAD_KEY=test-key node --test "$HERE/images.test.mjs"
     stop_server
