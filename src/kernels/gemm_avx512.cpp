@@ -3,6 +3,8 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstring>
+#include <type_traits>
 
 #include "kernels/gemm.h"
 
