@@ -106,6 +106,8 @@ Map Conv2d::apply(const Map& x) const {
   Map y(x.n, oh, ow, cout);
   if (k == 1 && stride == 1 && pad == 0) {
     w.product(x.v.data(), x.pixels(), y.v.data());
+  } else if (w.packed.bf16) {
+    im2col_bf16(x, y);
   } else {
     // im2col in chunks of output pixels, so the patch matrix stays a few MB whatever the image size.
     const int64_t K = k * k * cin, total = x.n * oh * ow;
@@ -132,6 +134,35 @@ Map Conv2d::apply(const Map& x) const {
   }
   kernels::add_bias(y.v.data(), b.data(), y.pixels(), cout);
   return y;
+}
+
+// The bf16 form: patches written straight in bf16 (rows padded to an even length, as
+// kernels::gemm_packed_bf16 takes them): half the bytes of the f32 patches and no second pass to
+// round them.
+void Conv2d::im2col_bf16(const Map& x, Map& y) const {
+  const int64_t oh = out_size(x.h), ow = out_size(x.w);
+  const int64_t K = k * k * cin, Kp = (K + 1) / 2 * 2, total = x.n * oh * ow;
+  const int64_t chunk = std::max<int64_t>(64, std::min<int64_t>(total, (int64_t(8) << 20) / (Kp * 2)));
+  std::vector<uint16_t> col((size_t)(chunk * Kp));
+  for (int64_t p0 = 0; p0 < total; p0 += chunk) {
+    const int64_t rows = std::min(chunk, total - p0);
+    pool().parallel_for(rows, 16, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; r++) {
+        int64_t p = p0 + r, b = p / (oh * ow), oy = p / ow % oh, ox = p % ow;
+        uint16_t* dst = col.data() + r * Kp;
+        for (int64_t ky = 0; ky < k; ky++) {
+          int64_t iy = oy * stride - pad + ky;
+          for (int64_t kx = 0; kx < k; kx++, dst += cin) {
+            int64_t ix = ox * stride - pad + kx;
+            if (iy < 0 || iy >= x.h || ix < 0 || ix >= x.w) std::fill(dst, dst + cin, uint16_t(0));
+            else kernels::to_bf16(x.at(b, iy, ix), cin, dst);
+          }
+        }
+        if (Kp > K) *dst = 0;
+      }
+    });
+    kernels::gemm_packed_bf16(col.data(), rows, Kp, w.packed, y.v.data() + p0 * cout);
+  }
 }
 
 static inline float silu1(float v) { return v / (1.0f + std::exp(-v)); }

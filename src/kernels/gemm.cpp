@@ -47,16 +47,49 @@ void gemm_block_scalar(const float* a, const PackedWeight& w, int64_t r0, int64_
     }
 }
 
-void gemm_packed(const float* a, int64_t n, const PackedWeight& w, float* c, Isa isa) {
+namespace {
+
+// The pool's tasks of a product: blocks of rows x groups of panels.
+template <typename Body>
+void for_each_task(int64_t n, const PackedWeight& w, const Body& body) {
   const int64_t panels = (w.m + kPanel - 1) / kPanel;
   const int64_t rows_per_task = 96, panels_per_task = 8;
   const int64_t row_tasks = (n + rows_per_task - 1) / rows_per_task;
   const int64_t panel_tasks = (panels + panels_per_task - 1) / panels_per_task;
-  auto task = [&](int64_t t, const auto& body) {
-    const int64_t rb = t / panel_tasks, pb = t % panel_tasks;
-    body(rb * rows_per_task, std::min(n, (rb + 1) * rows_per_task), pb * panels_per_task,
-         std::min(panels, (pb + 1) * panels_per_task));
-  };
+  pool().parallel_for(row_tasks * panel_tasks, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; t++) {
+      const int64_t rb = t / panel_tasks, pb = t % panel_tasks;
+      body(rb * rows_per_task, std::min(n, (rb + 1) * rows_per_task), pb * panels_per_task,
+           std::min(panels, (pb + 1) * panels_per_task));
+    }
+  });
+}
+
+}  // namespace
+
+void to_bf16(const float* x, int64_t n, uint16_t* out, Isa isa) {
+#if defined(__x86_64__)
+  if (isa == Isa::Avx512) return bf16_rows_avx512(x, 1, n, n, out);
+#endif
+  (void)isa;
+  for (int64_t i = 0; i < n; i++) out[i] = f32_to_bf16(x[i]);
+}
+
+void gemm_packed_bf16(const uint16_t* a, int64_t n, int64_t kp, const PackedWeight& w, float* c, Isa isa) {
+#if defined(__x86_64__)
+  if (isa == Isa::Avx512) {
+    for_each_task(n, w, [&](int64_t r0, int64_t r1, int64_t q0, int64_t q1) { gemm_block_bf16_avx512(a, kp, w, r0, r1, q0, q1, c); });
+    return;
+  }
+#endif
+  // The reference: back to f32 (exact) and the scalar blocks, which round it again (a no-op).
+  std::vector<float> af((size_t)(n * w.k));
+  for (int64_t r = 0; r < n; r++)
+    for (int64_t i = 0; i < w.k; i++) af[(size_t)(r * w.k + i)] = bf16_to_f32(a[r * kp + i]);
+  for_each_task(n, w, [&](int64_t r0, int64_t r1, int64_t q0, int64_t q1) { gemm_block_scalar(af.data(), w, r0, r1, q0, q1, c); });
+}
+
+void gemm_packed(const float* a, int64_t n, const PackedWeight& w, float* c, Isa isa) {
 #if defined(__x86_64__)
   if (isa == Isa::Avx512 && w.bf16) {
     // The activations rounded to bf16 once, rows padded to an even k.
@@ -65,25 +98,14 @@ void gemm_packed(const float* a, int64_t n, const PackedWeight& w, float* c, Isa
     ab.resize((size_t)(n * kp));
     uint16_t* abp = ab.data();
     pool().parallel_for(n, 64, [&](int64_t b, int64_t e) { bf16_rows_avx512(a + b * w.k, e - b, w.k, kp, abp + b * kp); });
-    pool().parallel_for(row_tasks * panel_tasks, 1, [&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; t++)
-        task(t, [&](int64_t r0, int64_t r1, int64_t q0, int64_t q1) { gemm_block_bf16_avx512(abp, kp, w, r0, r1, q0, q1, c); });
-    });
-    return;
+    return gemm_packed_bf16(abp, n, kp, w, c, isa);
   }
   if (isa == Isa::Avx512) {
-    pool().parallel_for(row_tasks * panel_tasks, 1, [&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; t++)
-        task(t, [&](int64_t r0, int64_t r1, int64_t q0, int64_t q1) { gemm_block_f32_avx512(a, w, r0, r1, q0, q1, c); });
-    });
+    for_each_task(n, w, [&](int64_t r0, int64_t r1, int64_t q0, int64_t q1) { gemm_block_f32_avx512(a, w, r0, r1, q0, q1, c); });
     return;
   }
 #endif
-  (void)isa;
-  pool().parallel_for(row_tasks * panel_tasks, 1, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; t++)
-      task(t, [&](int64_t r0, int64_t r1, int64_t q0, int64_t q1) { gemm_block_scalar(a, w, r0, r1, q0, q1, c); });
-  });
+  for_each_task(n, w, [&](int64_t r0, int64_t r1, int64_t q0, int64_t q1) { gemm_block_scalar(a, w, r0, r1, q0, q1, c); });
 }
 
 }  // namespace kvad::kernels

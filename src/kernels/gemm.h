@@ -32,6 +32,13 @@ struct PackedWeight {
 // product of few rows (a time embedding) still splits over its outputs.
 void gemm_packed(const float* a, int64_t n, const PackedWeight& w, float* c, Isa isa = best_isa());
 
+// The same with A already rounded to bf16, [n, kp] with kp = k rounded up to even and the pad
+// zero (bf16 panels only): for a caller that writes its activations in bf16 directly (an image
+// convolution's im2col), saving the f32 copy and the rounding pass.
+void gemm_packed_bf16(const uint16_t* a, int64_t n, int64_t kp, const PackedWeight& w, float* c, Isa isa = best_isa());
+// out[i] = bf16(x[i]), to nearest even, i < n.
+void to_bf16(const float* x, int64_t n, uint16_t* out, Isa isa = best_isa());
+
 // The tasks' bodies (gemm.cpp / gemm_avx512.cpp): rows [r0, r1) x panels [p0, p1). `a` is f32
 // [n, k] for f32 panels, bf16 [n, kp] (kp = k rounded up to even) for bf16 ones.
 void gemm_block_scalar(const float* a, const PackedWeight& w, int64_t r0, int64_t r1, int64_t p0, int64_t p1, float* c);
