@@ -100,69 +100,62 @@ Conv2d Conv2d::load(Checkpoint& ck, const std::string& name, int64_t cout, int64
   return c;
 }
 
-Map Conv2d::apply(const Map& x) const {
-  if (x.c != cin) fail("conv2d: input has {} channels, the weight expects {}", x.c, cin);
-  const int64_t oh = out_size(x.h), ow = out_size(x.w);
-  Map y(x.n, oh, ow, cout);
-  if (k == 1 && stride == 1 && pad == 0) {
-    w.product(x.v.data(), x.pixels(), y.v.data());
-  } else if (w.packed.bf16) {
-    im2col_bf16(x, y);
-  } else {
-    // im2col in chunks of output pixels, so the patch matrix stays a few MB whatever the image size.
-    const int64_t K = k * k * cin, total = x.n * oh * ow;
-    const int64_t chunk = std::max<int64_t>(64, std::min<int64_t>(total, (int64_t(8) << 20) / (K * 4)));
-    std::vector<float> col((size_t)(chunk * K));
-    for (int64_t p0 = 0; p0 < total; p0 += chunk) {
-      const int64_t rows = std::min(chunk, total - p0);
-      pool().parallel_for(rows, 16, [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; r++) {
-          int64_t p = p0 + r, b = p / (oh * ow), oy = p / ow % oh, ox = p % ow;
-          float* dst = col.data() + r * K;
-          for (int64_t ky = 0; ky < k; ky++) {
-            int64_t iy = oy * stride - pad + ky;
-            for (int64_t kx = 0; kx < k; kx++, dst += cin) {
-              int64_t ix = ox * stride - pad + kx;
-              if (iy < 0 || iy >= x.h || ix < 0 || ix >= x.w) std::fill(dst, dst + cin, 0.0f);
-              else std::copy_n(x.at(b, iy, ix), cin, dst);
-            }
-          }
-        }
-      });
-      w.product(col.data(), rows, y.v.data() + p0 * cout);
-    }
-  }
-  kernels::add_bias(y.v.data(), b.data(), y.pixels(), cout);
-  return y;
-}
+namespace {
 
-// The bf16 form: patches written straight in bf16 (rows padded to an even length, as
-// kernels::gemm_packed_bf16 takes them): half the bytes of the f32 patches and no second pass to
-// round them.
-void Conv2d::im2col_bf16(const Map& x, Map& y) const {
-  const int64_t oh = out_size(x.h), ow = out_size(x.w);
-  const int64_t K = k * k * cin, Kp = (K + 1) / 2 * 2, total = x.n * oh * ow;
-  const int64_t chunk = std::max<int64_t>(64, std::min<int64_t>(total, (int64_t(8) << 20) / (Kp * 2)));
-  std::vector<uint16_t> col((size_t)(chunk * Kp));
+// im2col in chunks of output pixels, so the patch matrix stays a few MB whatever the image size:
+// each pixel's k x k patch of cin channels written as a row of `row_len` T (`put` converts a run
+// of channels; padding and a row's tail are zeros), then `product(col, rows, first_pixel)`.
+template <typename T, typename Put, typename Product>
+void im2col_chunks(const Conv2d& c, const Map& x, int64_t row_len, const Put& put, const Product& product) {
+  const int64_t oh = c.out_size(x.h), ow = c.out_size(x.w), total = x.n * oh * ow;
+  const int64_t chunk = std::max<int64_t>(64, std::min<int64_t>(total, (int64_t(8) << 20) / (row_len * (int64_t)sizeof(T))));
+  std::vector<T> col((size_t)(chunk * row_len));
   for (int64_t p0 = 0; p0 < total; p0 += chunk) {
     const int64_t rows = std::min(chunk, total - p0);
     pool().parallel_for(rows, 16, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; r++) {
         int64_t p = p0 + r, b = p / (oh * ow), oy = p / ow % oh, ox = p % ow;
-        uint16_t* dst = col.data() + r * Kp;
-        for (int64_t ky = 0; ky < k; ky++) {
-          int64_t iy = oy * stride - pad + ky;
-          for (int64_t kx = 0; kx < k; kx++, dst += cin) {
-            int64_t ix = ox * stride - pad + kx;
-            if (iy < 0 || iy >= x.h || ix < 0 || ix >= x.w) std::fill(dst, dst + cin, uint16_t(0));
-            else kernels::to_bf16(x.at(b, iy, ix), cin, dst);
+        T* dst = col.data() + r * row_len;
+        for (int64_t ky = 0; ky < c.k; ky++) {
+          int64_t iy = oy * c.stride - c.pad + ky;
+          for (int64_t kx = 0; kx < c.k; kx++, dst += c.cin) {
+            int64_t ix = ox * c.stride - c.pad + kx;
+            if (iy < 0 || iy >= x.h || ix < 0 || ix >= x.w) std::fill(dst, dst + c.cin, T(0));
+            else put(x.at(b, iy, ix), c.cin, dst);
           }
         }
-        if (Kp > K) *dst = 0;
+        std::fill(dst, col.data() + (r + 1) * row_len, T(0));
       }
     });
-    kernels::gemm_packed_bf16(col.data(), rows, Kp, w.packed, y.v.data() + p0 * cout);
+    product(col.data(), rows, p0);
   }
+}
+
+}  // namespace
+
+Map Conv2d::apply(const Map& x) const {
+  if (x.c != cin) fail("conv2d: input has {} channels, the weight expects {}", x.c, cin);
+  const int64_t oh = out_size(x.h), ow = out_size(x.w);
+  Map y(x.n, oh, ow, cout);
+  const int64_t K = k * k * cin;
+  if (k == 1 && stride == 1 && pad == 0) {
+    w.product(x.v.data(), x.pixels(), y.v.data());
+  } else if (w.packed.bf16) {
+    // Patches written straight in bf16 (rows padded to an even length, as gemm_packed_bf16 takes
+    // them): half the bytes of f32 patches and no second pass to round them.
+    const int64_t Kp = (K + 1) / 2 * 2;
+    im2col_chunks<uint16_t>(
+        *this, x, Kp, [](const float* src, int64_t n, uint16_t* dst) { kernels::to_bf16(src, n, dst); },
+        [&](const uint16_t* col, int64_t rows, int64_t p0) {
+          kernels::gemm_packed_bf16(col, rows, Kp, w.packed, y.v.data() + p0 * cout);
+        });
+  } else {
+    im2col_chunks<float>(
+        *this, x, K, [](const float* src, int64_t n, float* dst) { std::copy_n(src, n, dst); },
+        [&](const float* col, int64_t rows, int64_t p0) { w.product(col, rows, y.v.data() + p0 * cout); });
+  }
+  kernels::add_bias(y.v.data(), b.data(), y.pixels(), cout);
+  return y;
 }
 
 static inline float silu1(float v) { return v / (1.0f + std::exp(-v)); }

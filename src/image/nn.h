@@ -73,7 +73,6 @@ struct Conv2d {
   std::vector<float> b;  // [cout]
   Map apply(const Map& x) const;
   int64_t out_size(int64_t in) const { return (in + 2 * pad - k) / stride + 1; }
-  void im2col_bf16(const Map& x, Map& y) const;  // apply()'s product for bf16 weights
   // From "<name>.weight" [cout, cin, k, k] and "<name>.bias" [cout]; shapes checked.
   static Conv2d load(Checkpoint& ck, const std::string& name, int64_t cout, int64_t cin, int64_t k,
                      int64_t stride, int64_t pad, WeightFormat fmt = WeightFormat::F32);

@@ -16,16 +16,31 @@ constexpr int64_t kPanel = 32, kRows = 12, kDepth = 256;
 
 inline __mmask16 lanes(int64_t n) { return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1); }
 
-// c[MR rows][32] (+)= a[MR rows][kc] x panel[kc][32]; `first`: c is overwritten, not added to.
+// A tile's accumulators from c (or zero when `first`), and back.
 template <int MR>
-inline void tile_f32(const float* a, int64_t lda, const float* b, int64_t kc, float* c, int64_t ldc, __mmask16 m0,
-                     __mmask16 m1, bool first) {
-  __m512 c0[MR], c1[MR];
+__attribute__((always_inline)) inline void load_tile(__m512* c0, __m512* c1, const float* c, int64_t ldc, __mmask16 m0, __mmask16 m1, bool first) {
 #pragma GCC unroll 12
   for (int r = 0; r < MR; r++) {
     c0[r] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m0, c + r * ldc);
     c1[r] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m1, c + r * ldc + 16);
   }
+}
+
+template <int MR>
+__attribute__((always_inline)) inline void store_tile(const __m512* c0, const __m512* c1, float* c, int64_t ldc, __mmask16 m0, __mmask16 m1) {
+#pragma GCC unroll 12
+  for (int r = 0; r < MR; r++) {
+    _mm512_mask_storeu_ps(c + r * ldc, m0, c0[r]);
+    _mm512_mask_storeu_ps(c + r * ldc + 16, m1, c1[r]);
+  }
+}
+
+// c[MR rows][32] (+)= a[MR rows][kc] x panel[kc][32]; `first`: c is overwritten, not added to.
+template <int MR>
+inline void tile_f32(const float* a, int64_t lda, const float* b, int64_t kc, float* c, int64_t ldc, __mmask16 m0,
+                     __mmask16 m1, bool first) {
+  __m512 c0[MR], c1[MR];
+  load_tile<MR>(c0, c1, c, ldc, m0, m1, first);
   for (int64_t i = 0; i < kc; i++) {
     const __m512 b0 = _mm512_loadu_ps(b + i * kPanel), b1 = _mm512_loadu_ps(b + i * kPanel + 16);
 #pragma GCC unroll 12
@@ -35,11 +50,7 @@ inline void tile_f32(const float* a, int64_t lda, const float* b, int64_t kc, fl
       c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
     }
   }
-#pragma GCC unroll 12
-  for (int r = 0; r < MR; r++) {
-    _mm512_mask_storeu_ps(c + r * ldc, m0, c0[r]);
-    _mm512_mask_storeu_ps(c + r * ldc + 16, m1, c1[r]);
-  }
+  store_tile<MR>(c0, c1, c, ldc, m0, m1);
 }
 
 // The same over pairs of k: a row's two bf16 values broadcast as one 32-bit lane.
@@ -47,11 +58,7 @@ template <int MR>
 inline void tile_bf16(const uint16_t* a, int64_t lda, const uint16_t* b, int64_t kc2, float* c, int64_t ldc,
                       __mmask16 m0, __mmask16 m1, bool first) {
   __m512 c0[MR], c1[MR];
-#pragma GCC unroll 12
-  for (int r = 0; r < MR; r++) {
-    c0[r] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m0, c + r * ldc);
-    c1[r] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m1, c + r * ldc + 16);
-  }
+  load_tile<MR>(c0, c1, c, ldc, m0, m1, first);
   for (int64_t i = 0; i < kc2; i++) {
     const __m512i b0 = _mm512_loadu_si512(b + i * 2 * kPanel), b1 = _mm512_loadu_si512(b + i * 2 * kPanel + kPanel);
 #pragma GCC unroll 12
@@ -63,11 +70,7 @@ inline void tile_bf16(const uint16_t* a, int64_t lda, const uint16_t* b, int64_t
       c1[r] = _mm512_dpbf16_ps(c1[r], (__m512bh)av, (__m512bh)b1);
     }
   }
-#pragma GCC unroll 12
-  for (int r = 0; r < MR; r++) {
-    _mm512_mask_storeu_ps(c + r * ldc, m0, c0[r]);
-    _mm512_mask_storeu_ps(c + r * ldc + 16, m1, c1[r]);
-  }
+  store_tile<MR>(c0, c1, c, ldc, m0, m1);
 }
 
 // Rows [r0, r1) in tiles of 12 (the last one shorter) by panel p over depth [k0, k0 + kc).
