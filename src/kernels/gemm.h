@@ -22,7 +22,6 @@ struct PackedWeight {
   std::vector<float> f32;       // [ceil(m/32)][k][32], zero-padded past m
   std::vector<uint16_t> b16;    // [ceil(m/32)][ceil(k/2)][32][2], zero-padded past m and k
   bool empty() const { return m == 0; }
-  size_t bytes() const { return f32.size() * 4 + b16.size() * 2; }
   // From W [m, k] row-major; the bf16 form rounds to nearest even.
   static PackedWeight pack_f32(const float* w, int64_t m, int64_t k);
   static PackedWeight pack_bf16(const float* w, int64_t m, int64_t k);
