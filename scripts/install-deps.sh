@@ -20,6 +20,7 @@ PKGS=(
   libedit-dev                  # kvad chat: line editing and history (BSD licence; readline is GPL-3)
   libncurses-dev               # kvad tui: the full-screen terminal UI (ncursesw)
   libpng-dev                   # kvad images: the PNG files it writes (with the generation parameters)
+  libvulkan-dev glslc          # --device gpu: Vulkan headers, and GLSL -> SPIR-V for the shaders (libvulkan is dlopen'ed)
   libopenmpi-dev openmpi-bin   # kvad train under mpirun: data-parallel gradient allreduce (OpenMPI)
   libjs-marked                 # web UI: Markdown of chat answers (embedded in the binary)
   node-dompurify               # web UI: sanitises that Markdown's HTML so model output never runs (embedded)
@@ -28,6 +29,7 @@ TEST_PKGS=(
   clang lld libclang-rt-14-dev # libFuzzer and the sanitizer build
   libgtest-dev                 # GoogleTest: the test suite
   tmux                         # tests: kvad chat in a real terminal (send-keys, capture-pane)
+  mesa-vulkan-drivers          # tests: lavapipe, Mesa's CPU Vulkan driver, runs the GPU backend's tests
   chromium                     # tests: the web UI in headless Chromium (driven by npm's playwright-core)
   curl                         # tests: every error case of the server's API
   python3-jsonschema           # tests: an independent validator of grammar-constrained JSON

@@ -6,6 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc)}
+# The GPU backend's tests run on lavapipe (mesa-vulkan-drivers): here a missing device is a failure,
+# not a skip (tests/support/gpu_device.h).
+export KVAD_REQUIRE_VULKAN=1
 
 # Where each test runs (docs/build.md has the times that decided it):
 #   release pass: the binary users run, driven end to end (the openai npm client, curl on every

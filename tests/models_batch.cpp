@@ -13,6 +13,7 @@
 #include "models/registry.h"
 #include "models/synth.h"
 #include "one_sequence.h"
+#include "synth_tiny.h"
 #include "test_support.h"
 
 using namespace kvad;
@@ -32,15 +33,7 @@ TEST(ModelBatch, EverySequenceGetsTheLogitsItGetsAlone) {
   const int64_t bs = 3;
   for (std::string arch : {"llama", "qwen2", "qwen3", "gpt2", "qwen3_moe", "qwen3_next"}) {
     SCOPED_TRACE(arch);
-    SynthOptions o;
-    o.arch = arch;
-    o.preset = "tiny";
-    o.dtype = DType::F32;
-    o.std = 0.1;
-    o.norm_jitter = 0.1;
-    o.out = test::temp_dir("batch-" + arch);
-    synthesize(o);
-    auto m = load_model_dir(o.out, {});
+    auto m = load_model_dir(test::synth_tiny(arch, "batch"), {});
     const int64_t V = m->config().vocab_size;
     // K sequences: {tokens already held, new rows in the batched step}.
     const int64_t shape[][2] = {{0, 7}, {5, 1}, {11, 4}, {3, 1}, {0, 1}, {8, 9}, {17, 1}, {2, 2}};

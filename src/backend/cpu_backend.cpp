@@ -7,6 +7,7 @@
 
 #include "backend/arena.h"
 #include "backend/backend.h"
+#include "backend/checks.h"
 #include "core/error.h"
 #include "core/threads.h"
 #include "kernels/matmul.h"
@@ -16,9 +17,7 @@ namespace kvad {
 
 namespace {
 
-void need(bool ok, const char* op, const Tensor& a, const char* what) {
-  if (!ok) fail("cpu backend {}: {} (tensor [{}, {}] stride {})", op, what, a.rows, a.cols, a.stride);
-}
+void need(bool ok, const char* op, const Tensor& a, const char* what) { need_shape(ok, "cpu", op, a, what); }
 
 class CpuBackend final : public Backend {
  public:
@@ -208,10 +207,7 @@ class CpuBackend final : public Backend {
 
   void attention(const Memory& memory, int64_t layer, const Batch& batch, const kernels::AttentionShape& s, Tensor q,
                  Tensor k, Tensor v, Tensor out) override {
-    const int64_t kvw = (int64_t)s.n_kv_heads * s.head_dim, qw = (int64_t)s.n_heads * s.head_dim;
-    need(q.rows == batch.size() && q.cols == qw, "attention", q, "q is not [rows, heads * head_dim]");
-    need(k.rows == q.rows && k.cols == kvw && v.rows == q.rows && v.cols == kvw, "attention", k, "k/v shape");
-    need(out.rows == q.rows && out.cols == qw, "attention", out, "output shape");
+    check_attention_shapes("cpu", batch, s, q, k, v, out);
     const auto& spans = batch.attention_spans();
     kernels::KvPages pages = memory.pages(layer);
     kernels::kv_store(k.data, k.stride, v.data, v.stride, spans.data(), (int64_t)spans.size(), s.n_kv_heads, s.head_dim, pages);

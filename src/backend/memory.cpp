@@ -108,13 +108,23 @@ uint8_t* map_bytes(size_t n) {
 }
 }  // namespace
 
+void Memory::check_shape() const {
+  if (n_blocks_ <= 0 || block_size_ <= 0) fail("KV memory: {} blocks of {} positions is empty", n_blocks_, block_size_);
+  if (!spec_.rewindable() && n_states_ <= 0) fail("KV memory: recurrent layers need state slots, none were given");
+  for (const LayerMemorySpec& l : spec_.layers)
+    if (l.kind == MemoryKind::Recurrent && l.state_floats <= 0) fail("KV memory: a recurrent layer with an empty state");
+}
+
+Memory::Memory(MemorySpec spec, int64_t n_blocks, int64_t block_size, int64_t n_states, ElsewhereTag)
+    : spec_(std::move(spec)), n_blocks_(n_blocks), block_size_(block_size), n_states_(n_states) {
+  check_shape();
+}
+
 Memory::Memory(MemorySpec spec, int64_t n_blocks, int64_t block_size, int64_t n_states)
     : spec_(std::move(spec)), n_blocks_(n_blocks), block_size_(block_size), n_states_(n_states) {
-  if (n_blocks <= 0 || block_size <= 0) fail("KV memory: {} blocks of {} positions is empty", n_blocks, block_size);
-  if (!spec_.rewindable() && n_states <= 0) fail("KV memory: recurrent layers need state slots, none were given");
+  check_shape();
   for (const LayerMemorySpec& l : spec_.layers) {
     if (l.kind == MemoryKind::Recurrent) {
-      if (l.state_floats <= 0) fail("KV memory: a recurrent layer with an empty state");
       k_.emplace_back(nullptr);
       v_.emplace_back(nullptr);
       states_.emplace_back(map_bytes((size_t)(n_states * l.state_floats) * sizeof(float)));
@@ -128,6 +138,7 @@ Memory::Memory(MemorySpec spec, int64_t n_blocks, int64_t block_size, int64_t n_
 }
 
 kernels::KvPages Memory::pages(int64_t layer) const {
+  if ((size_t)layer >= k_.size()) fail("KV memory: layer {} has no host pages (its pages live on a device)", layer);
   uint8_t* k = k_[(size_t)layer].get();
   uint8_t* v = v_[(size_t)layer] ? v_[(size_t)layer].get() : k;
   return {k, v, block_size_, spec_.kv_type};
@@ -151,7 +162,7 @@ void Memory::copy_block(int32_t src, int32_t dst, int64_t positions) {
 
 float* Memory::state(int64_t layer, int32_t slot) const {
   const LayerMemorySpec& l = spec_.layers.at((size_t)layer);
-  if (l.kind != MemoryKind::Recurrent || slot < 0 || slot >= n_states_)
+  if (l.kind != MemoryKind::Recurrent || slot < 0 || slot >= n_states_ || (size_t)layer >= states_.size())
     fail("KV memory: no state slot {} in layer {} ({} slots)", slot, layer, n_states_);
   return reinterpret_cast<float*>(states_[(size_t)layer].get()) + (size_t)slot * (size_t)l.state_floats;
 }

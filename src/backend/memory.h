@@ -54,6 +54,9 @@ struct MemorySpec {
 class Memory {
  public:
   Memory(MemorySpec spec, int64_t n_blocks, int64_t block_size, int64_t n_states = 0);
+  virtual ~Memory() = default;
+  Memory(const Memory&) = delete;
+  Memory& operator=(const Memory&) = delete;
   const MemorySpec& spec() const { return spec_; }
   int64_t n_blocks() const { return n_blocks_; }
   int64_t block_size() const { return block_size_; }
@@ -63,17 +66,24 @@ class Memory {
   kernels::KvPages pages(int64_t layer) const;
   // Copies the first `positions` positions of block src into block dst, in every layer
   // (copy-on-write of a shared or cached block before a sequence writes into it).
-  void copy_block(int32_t src, int32_t dst, int64_t positions);
+  virtual void copy_block(int32_t src, int32_t dst, int64_t positions);
 
   int64_t n_states() const { return n_states_; }
   // A recurrent layer's state in `slot` (state_floats of the layer's spec).
   float* state(int64_t layer, int32_t slot) const;
   // Every recurrent layer's state of slot src into slot dst (a snapshot taken or restored).
-  void copy_state(int32_t src, int32_t dst);
+  virtual void copy_state(int32_t src, int32_t dst);
   // The state a sequence starts from: zeros.
-  void clear_state(int32_t slot);
+  virtual void clear_state(int32_t slot);
+
+ protected:
+  // For a backend whose pages live elsewhere (a GPU's memory): the same shape and checks, no host
+  // pages; that backend overrides the copies, and pages() / state() refuse.
+  struct ElsewhereTag {};
+  Memory(MemorySpec spec, int64_t n_blocks, int64_t block_size, int64_t n_states, ElsewhereTag);
 
  private:
+  void check_shape() const;
   struct Free {
     void operator()(uint8_t* p) const;
   };

@@ -1,5 +1,7 @@
 #include "backend/weight.h"
 
+#include <atomic>
+
 #include <algorithm>
 #include <cstring>
 
@@ -329,6 +331,12 @@ void Weight::row(int64_t i, float* out) const {
     const uint16_t* r = static_cast<const uint16_t*>(data_) + i * cols_;
     for (int64_t c = 0; c < cols_; c++) out[c] = bf16_to_f32(r[c]);
   }
+}
+
+uint64_t Weight::uid() const {
+  static std::atomic<uint64_t> next{1};
+  if (uid_ == 0) uid_ = next.fetch_add(1);
+  return uid_;
 }
 
 size_t Weight::bytes() const {

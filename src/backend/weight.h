@@ -79,6 +79,14 @@ class Weight {
   bool is_f32() const { return !quantized_ && !kq_ && wt_ == kernels::WType::F32; }
   const QuantMatrix& quant() const { return q_; }
   const KQuantMatrix& kquant() const { return kq_; }  // empty unless a K-quant weight
+  // A dense weight's values, row-major [rows, cols] in dense_type() (f32 or bf16); another backend
+  // copies them to its own memory. Null for a quantised weight.
+  const void* dense_data() const { return quantized_ || kq_ ? nullptr : data_; }
+  kernels::WType dense_type() const { return wt_; }
+  // A number no other Weight of this process has (copies made after the first call share it): a
+  // backend that keeps its own copy of a weight knows it by this, never by an address that a later
+  // weight may reuse.
+  uint64_t uid() const;
 
  private:
   int64_t rows_ = 0, cols_ = 0;
@@ -86,6 +94,7 @@ class Weight {
   const void* data_ = nullptr;
   std::shared_ptr<std::vector<uint8_t>> owned_;  // set when converted at load
   bool quantized_ = false;
+  mutable uint64_t uid_ = 0;
   QuantMatrix q_;
   KQuantMatrix kq_;
 };

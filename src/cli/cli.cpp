@@ -88,6 +88,7 @@ int main(int argc, char** argv) {
   add_score(app);
   add_bench(app);
   add_cache(app);
+  add_devices(app);
   add_serve(app);
   add_cluster(app);
   add_images(app);

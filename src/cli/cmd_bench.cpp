@@ -12,6 +12,7 @@
 #include "core/fs.h"
 #include "core/rng.h"
 #include "runtime/bench.h"
+#include "runtime/devices.h"
 #include "runtime/image_bench.h"
 #include "serve/serving_bench.h"
 
@@ -288,10 +289,16 @@ void add_bench(CLI::App& app) {
     LoadedModel m = load_from_args(a->model);
     const Model& model = *m.model;
     ps = fit_lengths(ps, a->gen_tokens, model.context_length());
-    double bw = a->no_bandwidth ? 0 : measure_read_bandwidth_gbs();
+    // The host's bandwidth bounds a CPU decode only: on a GPU the share column stays empty until
+    // the device's own bandwidth is measured (docs/gpu.md).
+    const bool gpu = is_gpu_device(a->model.device);
+    double bw = a->no_bandwidth || gpu ? 0 : measure_read_bandwidth_gbs();
     reset_peak_rss();  // the probe's buffer is gone: the peak is the model's and the benchmark's
     double bits = (double)model.weight_bytes() * 8 / (double)model.parameter_count();
     const kernels::KvType kv_type = kernels::parse_kv_type(a->model.kv_type);
+    EngineOptions base;
+    base.kv_type = kv_type;
+    base.device = a->model.device;
     MemorySpec kv = model.memory_spec();
     kv.kv_type = kv_type;
     if (!a->json) {
@@ -307,8 +314,12 @@ void add_bench(CLI::App& app) {
       if (kv.state_bytes())
         std::printf("per sequence: a recurrent state of %.1f KB (f32), the same size at every length\n",
                     (double)kv.state_bytes() / 1e3);
-      std::printf("%d threads, %s%s\n\n", pool().size(), cpu_summary().c_str(),
-                  bw > 0 ? fmt::format("; read bandwidth {:.1f} GB/s", bw).c_str() : "");
+      if (gpu)
+        std::printf("device %s (Vulkan); host: %d threads, %s\n\n", a->model.device.c_str(), pool().size(),
+                    cpu_summary().c_str());
+      else
+        std::printf("%d threads, %s%s\n\n", pool().size(), cpu_summary().c_str(),
+                    bw > 0 ? fmt::format("; read bandwidth {:.1f} GB/s", bw).c_str() : "");
     }
     if (!a->batch.empty()) {
       if (a->gen_tokens < 2) fail("--batch needs --gen-tokens of at least 2");
@@ -317,7 +328,7 @@ void add_bench(CLI::App& app) {
       for (int64_t p : ps)
         for (int64_t b : parse_list(a->batch, "--batch")) {
           if (b < 1 || b > 1024) fail("--batch {}: between 1 and 1024 sequences", b);
-          BatchedRun r = bench_batched(model, *m.tokenizer, p, a->gen_tokens, b, kv_type, lora_uses(m.loras));
+          BatchedRun r = bench_batched(model, *m.tokenizer, p, a->gen_tokens, b, base, lora_uses(m.loras));
           if (a->json) {
             Json j = {{"model", m.name},          {"quant", model.weight_format()}, {"threads", pool().size()},
                       {"batch", b},               {"prompt_tokens", p},             {"gen_tokens", a->gen_tokens},
@@ -375,7 +386,7 @@ void add_bench(CLI::App& app) {
     std::vector<std::vector<LoraUse>> variants = {{}};
     if (!m.loras.empty()) variants.push_back(lora_uses(m.loras));
     for (int64_t p : ps) {
-      std::vector<BenchRun> runs = bench_interleaved(model, p, a->gen_tokens, a->reps, a->warmup, kv_type, variants);
+      std::vector<BenchRun> runs = bench_interleaved(model, p, a->gen_tokens, a->reps, a->warmup, base, variants);
       for (size_t v = 0; v < runs.size(); v++) print_run(runs[v], v > 0);
       if (runs.size() == 2 && runs[0].decode_tok_s && !a->json) {  // the median of each rep's pair
         std::vector<double> ratio;

@@ -62,6 +62,7 @@ void add_serve(CLI::App& app) {
       ->check(CLI::Range(1, 128));
   cmd->add_option("--kv-memory", a->kv_memory, "KV block pool size, e.g. 2GiB or 512MiB (default: the context x --parallel)");
   add_kv_type_option(cmd, a->kv_type);
+  add_device_option(cmd, a->o.device);
   add_snapshot_options(cmd, a->o.snapshot_every, a->o.snapshots);
   add_spec_args(cmd, a->o.speculative);
   add_lora_option(cmd, a->o.loras);

@@ -12,6 +12,7 @@
 #include "core/threads.h"
 #include "io/hf_cache.h"
 #include "io/store.h"
+#include "runtime/devices.h"
 
 // The gzip'd tokenizer fixtures, linked in by CMake (embed/tokenizers.S).
 #define KVAD_BLOB(sym) extern "C" const unsigned char sym[], sym##_end[];
@@ -37,6 +38,7 @@ void add_model_args(CLI::App* cmd, ModelArgs& a, bool required) {
                   "K-quants; every width a multiple of 256). A .gguf file runs as stored")
       ->check(CLI::IsMember({"auto", "f32", "bf16", "q8", "q4", "q4k", "q6k"}));
   add_kv_type_option(cmd, a.kv_type);
+  add_device_option(cmd, a.device);
   add_snapshot_options(cmd, a.snapshot_every, a.snapshots);
   add_lora_option(cmd, a.loras);
 }
@@ -67,6 +69,20 @@ void add_kv_type_option(CLI::App* cmd, std::string& kv_type) {
       ->check(CLI::IsMember({"f32", "bf16", "q8"}));
 }
 
+void add_device_option(CLI::App* cmd, std::string& device) {
+  cmd->add_option("--device", device, "where the model runs: cpu (default), gpu (the first Vulkan GPU) or gpu:N (a "
+                  "device as `kvad devices` numbers them; a CPU driver such as lavapipe only when named or with "
+                  "KVAD_VULKAN_ALLOW_CPU=1). docs/gpu.md")
+      ->check([](const std::string& d) {
+        try {
+          check_device_name(d);
+          return std::string();
+        } catch (const std::exception& e) {
+          return std::string(e.what());
+        }
+      });
+}
+
 CLI::Option* add_ctx_option(CLI::App* cmd, int64_t& ctx, const std::string& what, const std::string& names) {
   return cmd->add_option(names, ctx, what)->check(CLI::Range((int64_t)0, (int64_t)1 << 24));
 }
@@ -78,6 +94,7 @@ EngineOptions engine_options(const ModelArgs& a, const LoadedModel& m) {
   o.ctx = a.ctx;
   o.snapshot_every = a.snapshot_every;
   o.snapshots = a.snapshots;
+  o.device = a.device;
   return o;
 }
 

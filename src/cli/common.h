@@ -21,6 +21,7 @@ struct ModelArgs {
   SpeculativeConfig spec;       // where add_spec_args registered them: run, chat, tui
   std::vector<std::string> loras;  // --lora PATH[:SCALE], repeatable (runtime/lora.h)
   int64_t snapshot_every = -1, snapshots = -1;  // recurrent models' state snapshots (-1: the engine's defaults)
+  std::string device = "cpu";  // --device cpu|gpu|gpu:N (runtime/devices.h)
 };
 // Speculative decoding's flags (--draft MODEL or --spec ngram and their knobs): run, chat, tui, serve.
 void add_spec_args(CLI::App* cmd, SpeculativeConfig& a);
@@ -28,7 +29,8 @@ void add_spec_args(CLI::App* cmd, SpeculativeConfig& a);
 SpeculativeOptions load_speculative(const SpeculativeConfig& a, const LoadedModel& target, int64_t ctx);
 
 void add_model_args(CLI::App* cmd, ModelArgs& a, bool model_required = true);
-void add_kv_type_option(CLI::App* cmd, std::string& kv_type);  // also on serve, which has no ModelArgs
+void add_kv_type_option(CLI::App* cmd, std::string& kv_type);
+void add_device_option(CLI::App* cmd, std::string& device);  // --device (serve has no ModelArgs either)  // also on serve, which has no ModelArgs
 // --snapshot-every / --snapshots: recurrent models' state snapshots (EngineOptions), also on serve.
 void add_snapshot_options(CLI::App* cmd, int64_t& every, int64_t& slots);
 // -c/--ctx, the same name wherever a context applies (run, chat, score, serve).
@@ -83,6 +85,7 @@ void add_train(CLI::App& app);
 void add_score(CLI::App& app);
 void add_bench(CLI::App& app);
 void add_cache(CLI::App& app);
+void add_devices(CLI::App& app);
 void add_serve(CLI::App& app);
 void add_cluster(CLI::App& app);
 void add_show(CLI::App& app);

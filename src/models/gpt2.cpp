@@ -220,6 +220,7 @@ std::vector<Architecture> gpt2_family() {
                        {"scale_attn_weights", true}, {"tie_word_embeddings", true}};
   a.gguf = GgufDescription{"gpt2", kGpt2GgufKeys, gpt2_gguf_finish, false, {}};
   a.presets = gpt2_presets();
+  a.gpu = true;
   return {a};
 }
 

@@ -487,6 +487,7 @@ std::vector<Architecture> llama_family() {
   qwen3.presets = qwen3_presets();
   qwen3_moe.gguf = qwen3_moe_gguf();
   qwen3_moe.presets = qwen3_moe_presets();
+  for (Architecture* dense : {&llama, &mistral, &qwen2, &qwen3}) dense->gpu = true;  // the MoE one routes: CPU only
   return {llama, mistral, qwen2, qwen3, qwen3_moe};
 }
 

@@ -77,6 +77,8 @@ struct Architecture {
   Json config_defaults = Json::object();
   std::optional<GgufDescription> gguf;  // absent: no GGUF architecture of its own
   std::vector<SynthPreset> presets;
+  // Runs on the GPU backend (src/vulkan/): every Backend call its forward makes is implemented there.
+  bool gpu = false;
 };
 
 const std::vector<Architecture>& architectures();

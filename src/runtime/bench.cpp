@@ -42,7 +42,9 @@ static int32_t argmax(const std::vector<float>& v) {
 }
 
 BenchRun bench_model(const Model& model, int64_t P, int64_t G, int reps, int warmup, kernels::KvType kv_type) {
-  return bench_interleaved(model, P, G, reps, warmup, kv_type, {{}})[0];
+  EngineOptions base;
+  base.kv_type = kv_type;
+  return bench_interleaved(model, P, G, reps, warmup, base, {{}})[0];
 }
 
 namespace {
@@ -69,12 +71,11 @@ void one_rep(Engine& engine, const std::vector<int32_t>& prompt, int64_t G, RepT
 }  // namespace
 
 std::vector<BenchRun> bench_interleaved(const Model& model, int64_t P, int64_t G, int reps, int warmup,
-                                        kernels::KvType kv_type, const std::vector<std::vector<LoraUse>>& variants) {
+                                        const EngineOptions& base, const std::vector<std::vector<LoraUse>>& variants) {
   Rng rng(1234567);
   std::vector<std::unique_ptr<Engine>> engines;
   for (const auto& loras : variants) {
-    EngineOptions eo;
-    eo.kv_type = kv_type;
+    EngineOptions eo = base;
     eo.ctx = std::min(model.context_length(), P + G + 1);
     eo.loras = loras;
     engines.push_back(std::make_unique<Engine>(model, eo));
@@ -148,10 +149,9 @@ SpeculativeRun bench_speculative(const Model& model, const Tokenizer& tok, const
 }
 
 BatchedRun bench_batched(const Model& model, const Tokenizer& tok, int64_t P, int64_t G, int64_t B,
-                         kernels::KvType kv_type, const std::vector<LoraUse>& loras) {
+                         const EngineOptions& base, const std::vector<LoraUse>& loras) {
   if (P < 1 || G < 2 || B < 1) fail("batched bench: prompt {} gen {} batch {} (need >= 1, >= 2, >= 1)", P, G, B);
-  EngineOptions eo;
-  eo.kv_type = kv_type;
+  EngineOptions eo = base;
   eo.ctx = std::min(model.context_length(), P + G + 1);
   eo.max_running = B;
   eo.step_tokens = B * P;  // every prompt in the first step, as llama-batched-bench's PP

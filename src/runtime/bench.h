@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "models/model.h"
+#include "runtime/engine.h"
 #include "runtime/speculative.h"
 #include "tokenizer/tokenizer.h"
 
@@ -34,8 +35,9 @@ BenchRun bench_model(const Model& model, int64_t prompt_tokens, int64_t gen_toke
 // The same measurement under several adapter sets (`variants`, {} = the base alone), rep by rep in
 // turn on the same prompt: a drift of the machine's speed (other load, heat) shifts every variant
 // alike, so their ratio is the adapters' cost. One BenchRun per variant.
+// base: the engine's settings (--kv-type, --device); its context and adapters are set per variant.
 std::vector<BenchRun> bench_interleaved(const Model& model, int64_t prompt_tokens, int64_t gen_tokens, int reps,
-                                        int warmup, kernels::KvType kv_type,
+                                        int warmup, const EngineOptions& base,
                                         const std::vector<std::vector<LoraUse>>& variants);
 
 // The engine alone, batched (llama-batched-bench's measurement, no HTTP): B sequences of P random
@@ -47,7 +49,7 @@ struct BatchedRun {
   double other_cores = 0;
 };
 BatchedRun bench_batched(const Model& model, const Tokenizer& tok, int64_t prompt_tokens, int64_t gen_tokens,
-                         int64_t batch, kernels::KvType kv_type = kernels::KvType::F32,
+                         int64_t batch, const EngineOptions& base = {},  // --kv-type, --device
                          const std::vector<LoraUse>& loras = {});  // every sequence's adapters
 
 // Speculative decoding against plain decoding, side by side: the same greedy generation of G

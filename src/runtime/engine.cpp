@@ -1,5 +1,7 @@
 #include "runtime/engine.h"
 
+#include "runtime/devices.h"
+
 #include <algorithm>
 #include <chrono>
 #include <optional>
@@ -100,7 +102,7 @@ class EngineSession final : public Session {
 // --- the engine -------------------------------------------------------------------------------
 
 Engine::Engine(const Model& model, EngineOptions opts, std::unique_ptr<Backend> backend)
-    : model_(model), opts_(opts), backend_(std::move(backend)) {
+    : model_(model), opts_(opts), backend_(backend ? std::move(backend) : make_backend(opts.device, model)) {
   const int64_t bs = opts_.block_size;
   if (bs <= 0 || bs > 4096) fail("KV block size {} is out of range (1..4096)", bs);
   if (opts_.max_running < 1) fail("--parallel must be at least 1 (got {})", opts_.max_running);

@@ -54,6 +54,7 @@ struct EngineOptions {
   int64_t snapshot_every = -1;
   int64_t snapshots = -1;
   std::vector<LoraUse> loras;  // the adapters sessions run with (run and chat's --lora)
+  std::string device = "cpu";  // --device: cpu, gpu or gpu:N (runtime/devices.h); used when no backend is given
 };
 
 // A sequence for the step loop. Callbacks run on the engine's thread.
@@ -99,7 +100,8 @@ struct SequenceStatus {
 
 class Engine {
  public:
-  Engine(const Model& model, EngineOptions opts, std::unique_ptr<Backend> backend = make_cpu_backend());
+  // backend: null = the one opts.device names.
+  Engine(const Model& model, EngineOptions opts, std::unique_ptr<Backend> backend = nullptr);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;

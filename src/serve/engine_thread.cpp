@@ -33,6 +33,7 @@ void ModelHost::set_model(std::shared_ptr<const LoadedModel> m) {
   o.block_size = cfg_.block_size;
   o.step_tokens = cfg_.step_tokens;
   o.kv_type = cfg_.kv_type;
+  o.device = cfg_.device;
   o.snapshot_every = cfg_.snapshot_every;
   o.snapshots = cfg_.snapshots;
   engine_ = std::make_unique<Engine>(*model_->model, o);

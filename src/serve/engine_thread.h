@@ -31,6 +31,7 @@ struct EngineConfig {
   int64_t step_tokens = 256;  // rows per step (decodes + prefill chunks)
   int max_choices = 8;        // cap on n
   kernels::KvType kv_type = kernels::KvType::F32;  // what the KV cache stores (--kv-type)
+  std::string device = "cpu";                       // --device
   int64_t snapshot_every = -1, snapshots = -1;     // recurrent state snapshots (--snapshot-every, --snapshots)
   SpeculativeConfig speculative;  // --draft / --spec: every generation speculates when set
   std::vector<std::string> loras;  // --lora PATH[:SCALE]: adapters of the model loaded at start

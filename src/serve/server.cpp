@@ -52,6 +52,7 @@ static EngineConfig engine_config(const ServeOptions& o) {
   c.kv_bytes = o.kv_bytes;
   c.step_tokens = o.step_tokens;
   c.kv_type = o.kv_type;
+  c.device = o.device;
   c.snapshot_every = o.snapshot_every;
   c.snapshots = o.snapshots;
   c.speculative = o.speculative;

@@ -31,6 +31,7 @@ struct ServeOptions {
   size_t kv_bytes = 0;                 // KV block pool budget (0 = context x parallel)
   int64_t step_tokens = 256;           // rows per engine step (decodes + prefill chunks)
   kernels::KvType kv_type = kernels::KvType::F32;  // what the KV cache stores per position
+  std::string device = "cpu";                       // --device: where models run (runtime/devices.h)
   int64_t snapshot_every = -1, snapshots = -1;     // recurrent models' state snapshots (EngineOptions)
   std::vector<std::string> loras;  // --lora PATH[:SCALE]: adapters for the model loaded at start
   std::vector<std::string> image_models;  // --image-model NAME: text-to-image pipelines (serve/images.h)

@@ -1,0 +1,91 @@
+#include "runtime/devices.h"
+
+#include <fmt/format.h>
+
+#include "core/cpu.h"
+#include "core/error.h"
+#include "core/meminfo.h"
+#include "core/threads.h"
+#include "models/registry.h"
+#ifdef KVAD_HAVE_VULKAN
+#include "vulkan/device.h"
+#include "vulkan/vulkan_backend.h"
+#endif
+
+namespace kvad {
+
+bool is_gpu_device(const std::string& device) { return device == "gpu" || device.rfind("gpu:", 0) == 0; }
+
+void check_device_name(const std::string& device) {
+  if (device == "cpu" || device == "gpu") return;
+  if (device.rfind("gpu:", 0) == 0 && device.size() > 4 && device.size() < 8 &&
+      device.find_first_not_of("0123456789", 4) == std::string::npos)
+    return;
+  fail("--device {}: expected cpu, gpu or gpu:N (`kvad devices` lists them)", device);
+}
+
+bool gpu_backend_built() {
+#ifdef KVAD_HAVE_VULKAN
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& device) {
+  check_device_name(device);
+  if (device == "cpu") return make_cpu_backend();
+#ifdef KVAD_HAVE_VULKAN
+  return make_vulkan_backend(device);
+#else
+  fail("--device {}: this kvad was built without the Vulkan backend (install libvulkan-dev and glslc, then rebuild)",
+       device);
+#endif
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& device, const Model& model) {
+  check_device_name(device);
+  if (is_gpu_device(device)) {
+    const std::string& arch = model.config().architecture;
+    bool runs = false;
+    std::string gpu_archs;
+    for (const Architecture& a : architectures()) {
+      if (!a.gpu) continue;
+      if (a.name == arch) runs = true;
+      gpu_archs += (gpu_archs.empty() ? "" : ", ") + a.name;
+    }
+    if (!runs)
+      fail("--device {}: {} does not run on the GPU backend yet (it runs {}); use --device cpu", device, arch, gpu_archs);
+  }
+  return make_backend(device);
+}
+
+std::vector<GpuDevice> list_gpu_devices(std::string* why) {
+  std::vector<GpuDevice> out;
+#ifdef KVAD_HAVE_VULKAN
+  for (const vk::DeviceInfo& d : vk::list_devices(why)) out.push_back({fmt::format("gpu:{}", d.index), d.name, d.cpu()});
+#else
+  if (why) *why = "this kvad was built without the Vulkan backend";
+#endif
+  return out;
+}
+
+std::string describe_devices() {
+  std::string out = fmt::format("cpu     {}, {} threads, {:.1f} GiB  (--device cpu, the default)\n", cpu_summary(),
+                                default_threads(), (double)meminfo_bytes("MemTotal") / (1ull << 30));
+#ifdef KVAD_HAVE_VULKAN
+  std::string why;
+  std::vector<vk::DeviceInfo> devs = vk::list_devices(&why);
+  if (devs.empty() && !why.empty()) return out + "gpu     none: " + why + "\n";
+  if (devs.empty()) return out + "gpu     none: the Vulkan loader found no device\n";
+  for (const vk::DeviceInfo& d : devs)
+    out += fmt::format("gpu:{}   {} ({}, Vulkan {}, {:.1f} GiB){}\n", d.index, d.name, d.type, d.api,
+                       (double)d.memory_bytes / (1ull << 30),
+                       d.cpu() ? "  - a CPU driver: used only when named, or with KVAD_VULKAN_ALLOW_CPU=1" : "");
+#else
+  out += "gpu     none: this kvad was built without the Vulkan backend (libvulkan-dev and glslc at build time)\n";
+#endif
+  return out;
+}
+
+}  // namespace kvad

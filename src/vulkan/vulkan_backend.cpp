@@ -1,0 +1,540 @@
+#include "vulkan/vulkan_backend.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <unordered_map>
+
+#include "backend/checks.h"
+#include "core/error.h"
+#include "vulkan/device.h"
+
+namespace kvad {
+
+namespace {
+
+using vk::Buffer;
+using vk::Shader;
+
+// Weight formats as the shaders number them (shaders/common.glsl).
+enum DeviceFormat : int32_t { kF32 = 0, kBF16 = 1, kQ8 = 2, kQ4 = 3 };
+
+// A weight in device memory. f32/bf16: `codes` holds the rows as stored. q8/q4: codes row-major,
+// each row padded to blocks * 32 columns (u8 code + 128 offset, or u4), with f16 scales d (and q4's
+// offsets m) per (row, block) in their own buffers: the row-major order is what a GPU's threads,
+// one row each or one column stride each, read coalesced.
+struct DeviceWeight {
+  Buffer codes, d, m;
+  int32_t format = kF32;
+  int32_t blocks = 0;
+};
+
+// Scratch memory of one forward, as the arena of the CPU backend but on the device. A Tensor's
+// data pointer is a tag: an address inside a reserved, inaccessible host range that stands for
+// the same offset in the chunk's device buffer. Views (cols_view, rows_view) are plain pointer
+// arithmetic on tags, and a host access through one faults instead of reading garbage.
+struct ScratchChunk {
+  Buffer buffer;
+  uint8_t* tag = nullptr;
+  size_t used = 0;
+};
+
+// Host-written inputs of one forward (token ids, positions, block tables, rope angles): mapped
+// memory the shaders read directly.
+struct StreamChunk {
+  Buffer buffer;
+  size_t used = 0;
+};
+
+// Where one forward's host-written data is.
+struct StreamSlice {
+  const Buffer* buffer;
+  size_t offset;
+  uint64_t address;
+};
+
+class VulkanMemory final : public Memory {
+ public:
+  VulkanMemory(vk::Device& dev, const MemorySpec& spec, int64_t n_blocks, int64_t block_size)
+      : Memory(spec, n_blocks, block_size, 0, ElsewhereTag{}), dev_(dev) {
+    if (spec.kv_type != kernels::KvType::F32)
+      fail("--device gpu: the GPU's KV cache stores f32 (--kv-type {} runs on --device cpu)",
+           kernels::kv_type_name(spec.kv_type));
+    for (const LayerMemorySpec& l : spec.layers) {
+      if (l.kind != MemoryKind::Attention)
+        fail("--device gpu: only attention layers' memory lives on the GPU (this model has latent or recurrent layers)");
+      const size_t bytes = (size_t)(n_blocks * l.kv_heads * block_size * l.head_dim) * sizeof(float);
+      k_.push_back(dev.allocate(bytes, false));
+      v_.push_back(dev.allocate(bytes, false));
+    }
+  }
+  ~VulkanMemory() override {
+    for (Buffer& b : k_) dev_.release(b);
+    for (Buffer& b : v_) dev_.release(b);
+  }
+  const Buffer& k(int64_t layer) const { return k_.at((size_t)layer); }
+  const Buffer& v(int64_t layer) const { return v_.at((size_t)layer); }
+
+  void copy_block(int32_t src, int32_t dst, int64_t positions) override {
+    for (size_t l = 0; l < spec().layers.size(); l++) {
+      const LayerMemorySpec& s = spec().layers[l];
+      const size_t row = (size_t)s.head_dim * sizeof(float), head = (size_t)block_size() * row,
+                   block = (size_t)s.kv_heads * head;
+      for (const Buffer* b : {&k_[l], &v_[l]})
+        for (int64_t h = 0; h < s.kv_heads; h++)
+          dev_.copy(*b, (size_t)src * block + (size_t)h * head, *b, (size_t)dst * block + (size_t)h * head,
+                    (size_t)positions * row);
+    }
+  }
+  void copy_state(int32_t, int32_t) override { fail("--device gpu: no recurrent state on the GPU"); }
+  void clear_state(int32_t) override { fail("--device gpu: no recurrent state on the GPU"); }
+
+ private:
+  vk::Device& dev_;
+  std::vector<Buffer> k_, v_;
+};
+
+// Push constants, laid out as the shaders declare them (addresses first, then 32-bit fields).
+struct MatmulArgs {
+  uint64_t x, y, w, d, m;
+  int32_t n, cols, rows, x_stride, y_stride, format, blocks;
+};
+struct GetRowsArgs {
+  uint64_t out, w, d, m, ids;
+  int32_t rows, cols, out_stride, format, blocks;
+};
+struct EltwiseArgs {
+  uint64_t y, x, ids;
+  int32_t op, rows, cols, y_stride, x_stride;
+};
+struct NormArgs {
+  uint64_t x, out, w, b;
+  int32_t rows, cols, x_stride, out_stride, mode;
+  float eps;
+};
+struct RopeArgs {
+  uint64_t x, table;
+  int32_t rows, heads, head_dim, x_stride, table_stride;
+};
+struct KvStoreArgs {
+  uint64_t k, v, kpages, vpages, row_info, blocks;
+  int32_t rows, kv_heads, head_dim, k_stride, v_stride, block_size;
+};
+struct AttentionArgs {
+  uint64_t q, out, kpages, vpages, row_info, blocks;
+  int32_t rows, heads, kv_heads, head_dim, q_stride, out_stride, block_size;
+  float scale;
+};
+enum EltwiseOp : int32_t { kAdd = 0, kAddBias = 1, kSiluMul = 2, kGeluTanh = 3, kAddRows = 4, kGather = 5 };
+
+int32_t narrow(int64_t v, const char* what) {
+  if (v < 0 || v > INT32_MAX) fail("vulkan backend: {} = {} does not fit the shaders' 32-bit fields", what, v);
+  return (int32_t)v;
+}
+
+class VulkanBackend final : public Backend {
+ public:
+  explicit VulkanBackend(std::unique_ptr<vk::Device> dev) : dev_(std::move(dev)) {}
+  ~VulkanBackend() override {
+    for (auto& [w, dw] : weights_) release(dw);
+    for (auto& [p, b] : vectors_) dev_->release(b.buffer);
+    for (ScratchChunk& c : scratch_) {
+      dev_->release(c.buffer);
+      ::munmap(c.tag, c.buffer.size);
+    }
+    for (StreamChunk& c : stream_) dev_->release(c.buffer);
+    dev_->release(readback_);
+  }
+  const char* name() const override { return "vulkan"; }
+
+  void begin_forward(const Batch& batch) override {
+    dev_->submit();  // the previous forward's tail (a batch that wanted no logits) runs first
+    for (ScratchChunk& c : scratch_) c.used = 0;
+    for (StreamChunk& c : stream_) c.used = 0;
+    batch_ = &batch;
+    if (batch.has_lora()) fail("--device gpu: LoRA adapters run on --device cpu only (for now)");
+    // The batch's rows as the shaders read them: (position, offset of its block table), the
+    // concatenated block tables, token ids, positions, and the rows that want logits.
+    const int64_t n = batch.size();
+    host_ints_.assign((size_t)(2 * n), 0);
+    block_ids_.clear();
+    for (const BatchSpan& s : batch.spans()) {
+      const int32_t table = (int32_t)block_ids_.size();
+      block_ids_.insert(block_ids_.end(), s.blocks.begin(), s.blocks.end());
+      for (int64_t i = 0; i < s.n; i++) {
+        host_ints_[(size_t)(2 * (s.row0 + i))] = narrow(s.pos0 + i, "position");
+        host_ints_[(size_t)(2 * (s.row0 + i) + 1)] = table;
+      }
+    }
+    if (block_ids_.empty()) block_ids_.push_back(0);
+    row_info_ = stream_ints(host_ints_.data(), host_ints_.size());
+    blocks_ = stream_ints(block_ids_.data(), block_ids_.size());
+    host_ints_.clear();
+    for (const BatchRow& r : batch.rows()) host_ints_.push_back(r.token);
+    tokens_ = stream_ints(host_ints_.data(), host_ints_.size());
+    host_ints_.clear();
+    for (const BatchRow& r : batch.rows()) host_ints_.push_back(narrow(r.pos, "position"));
+    positions_ = stream_ints(host_ints_.data(), host_ints_.size());
+    host_ints_.clear();
+    for (int64_t r = 0; r < n; r++)
+      if (batch.rows()[(size_t)r].wants_logits) host_ints_.push_back((int32_t)r);
+    if (host_ints_.empty()) host_ints_.push_back(0);
+    logit_rows_ = stream_ints(host_ints_.data(), host_ints_.size());
+  }
+
+  Tensor tensor(int64_t rows, int64_t cols) override {
+    const size_t bytes = ((size_t)(rows * cols) * sizeof(float) + 255) & ~size_t{255};
+    for (ScratchChunk& c : scratch_)
+      if (c.buffer.size - c.used >= bytes) {
+        Tensor t = Tensor::wrap(reinterpret_cast<float*>(c.tag + c.used), rows, cols);
+        c.used += bytes;
+        return t;
+      }
+    size_t total = 0;
+    for (const ScratchChunk& c : scratch_) total += c.buffer.size;
+    ScratchChunk c;
+    c.buffer = dev_->allocate(std::max<size_t>({bytes, total, size_t{16} << 20}), false);
+    void* tag = ::mmap(nullptr, c.buffer.size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (tag == MAP_FAILED) fail("vulkan backend: reserving {} bytes of address space failed", c.buffer.size);
+    c.tag = static_cast<uint8_t*>(tag);
+    c.used = bytes;
+    scratch_.push_back(c);
+    return Tensor::wrap(reinterpret_cast<float*>(c.tag), rows, cols);
+  }
+
+  std::unique_ptr<Memory> make_memory(const MemorySpec& spec, int64_t n_blocks, int64_t block_size,
+                                      int64_t n_states) override {
+    if (n_states > 0 || !spec.rewindable()) fail("--device gpu: recurrent layers run on --device cpu only");
+    return std::make_unique<VulkanMemory>(*dev_, spec, n_blocks, block_size);
+  }
+
+  void embed(const Weight& table, const Batch& batch, Tensor out) override {
+    need(out.rows == batch.size() && out.cols == table.cols(), "embed", out, "shape differs from [rows, table width]");
+    for (const BatchRow& r : batch.rows())
+      if (r.token < 0 || r.token >= table.rows())
+        fail("token id {} is out of range for this model's vocabulary of {}", r.token, table.rows());
+    const DeviceWeight& w = device_weight(table);
+    GetRowsArgs a{addr(out, "embed"), w.codes.address, w.d.address, w.m.address, tokens_.address,
+                  narrow(out.rows, "rows"), narrow(out.cols, "cols"), narrow(out.stride, "stride"), w.format, w.blocks};
+    vk::Grid g = vk::split_groups((uint64_t)out.rows);
+    dev_->dispatch(Shader::GetRows, &a, sizeof a, g.x, g.y);
+  }
+
+  void add_position_rows(Tensor x, const std::vector<float>& table, const Batch& batch) override {
+    const int64_t positions = (int64_t)table.size() / x.cols;
+    for (const BatchRow& r : batch.rows())
+      if (r.pos < 0 || r.pos >= positions) fail("position {} is beyond the model's {} positions", r.pos, positions);
+    eltwise(kAddRows, x, device_vector(table), positions_.address, 0, "add_position_rows");
+  }
+
+  void linear(const Weight& w, Tensor x, Tensor y) override {
+    need(x.cols == w.cols(), "linear", x, "input width differs from the weight's columns");
+    need(y.rows == x.rows && y.cols == w.rows(), "linear", y, "output is not [n, weight rows]");
+    const DeviceWeight& dw = device_weight(w);
+    Output o = output(y);
+    MatmulArgs a{addr(x, "linear"), addr(o.dev, "linear"), dw.codes.address, dw.d.address, dw.m.address,
+                 narrow(x.rows, "rows"), narrow(x.cols, "cols"), narrow(w.rows(), "weight rows"),
+                 narrow(x.stride, "stride"), narrow(o.dev.stride, "stride"), dw.format, dw.blocks};
+    vk::Grid g = vk::split_groups((uint64_t)(w.rows() + 63) / 64);
+    dev_->dispatch(Shader::Matmul, &a, sizeof a, g.x, (uint32_t)((x.rows + 7) / 8), g.y);
+    finish(o);
+  }
+
+  void linear_group(Tensor x, std::initializer_list<std::pair<const Weight*, Tensor>> outs) override {
+    for (const auto& [w, y] : outs) linear(*w, x, y);
+  }
+
+  void add_bias(Tensor y, const std::vector<float>& b) override {
+    need((int64_t)b.size() == y.cols, "add_bias", y, "bias length differs from the width");
+    eltwise(kAddBias, y, device_vector(b), 0, 0, "add_bias");
+  }
+
+  void add(Tensor y, Tensor x) override {
+    need(x.rows == y.rows && x.cols == y.cols, "add", x, "shapes differ");
+    eltwise(kAdd, y, addr(x, "add"), 0, x.stride, "add");
+  }
+
+  void rmsnorm(Tensor x, const std::vector<float>& w, float eps, Tensor out) override {
+    need((int64_t)w.size() == x.cols && out.rows == x.rows && out.cols == x.cols, "rmsnorm", x, "weight/output shape");
+    norm(x, device_vector(w), 0, eps, out, 0);
+  }
+
+  void layernorm(Tensor x, const std::vector<float>& w, const std::vector<float>& b, float eps, Tensor out) override {
+    need((int64_t)w.size() == x.cols && (int64_t)b.size() == x.cols && out.rows == x.rows && out.cols == x.cols,
+         "layernorm", x, "weight/bias/output shape");
+    norm(x, device_vector(w), device_vector(b), eps, out, 1);
+  }
+
+  void silu_mul(Tensor gate, Tensor up) override {
+    need(gate.rows == up.rows && gate.cols == up.cols, "silu_mul", gate, "gate and up must be the same shape");
+    eltwise(kSiluMul, gate, addr(up, "silu_mul"), 0, up.stride, "silu_mul");
+  }
+
+  void sigmoid_gate(Tensor y, Tensor) override { unsupported("sigmoid_gate"); }
+
+  void gelu_tanh(Tensor x) override { eltwise(kGeluTanh, x, 0, 0, 0, "gelu_tanh"); }
+
+  void rope_table(const Batch& batch, const std::vector<double>& inv_freq, Tensor table, double magnitude) override {
+    const int64_t half = (int64_t)inv_freq.size();
+    need(table.rows == batch.size() && table.cols == 2 * half && table.contiguous(), "rope_table", table,
+         "not [rows, 2 * frequencies] contiguous");
+    // Angles on the host, in double as the CPU backend computes them, then one copy.
+    host_floats_.resize((size_t)(table.rows * table.cols));
+    for (int64_t r = 0; r < table.rows; r++) {
+      float* t = host_floats_.data() + r * table.cols;
+      const double pos = (double)batch.rows()[(size_t)r].pos;
+      for (int64_t i = 0; i < half; i++) {
+        const double a = pos * inv_freq[(size_t)i];
+        t[i] = (float)(std::cos(a) * magnitude);
+        t[half + i] = (float)(std::sin(a) * magnitude);
+      }
+    }
+    StreamSlice s = stream(host_floats_.data(), host_floats_.size() * sizeof(float));
+    auto [chunk, offset] = locate(table.data, "rope_table");
+    dev_->copy(*s.buffer, s.offset, chunk->buffer, offset, host_floats_.size() * sizeof(float));
+  }
+
+  void rope(Tensor x, int64_t heads, Tensor table) override {
+    const int64_t hd = x.cols / heads;
+    need(x.cols == heads * hd && table.rows == x.rows && table.cols == hd, "rope", x, "not [rows, heads * head_dim]");
+    RopeArgs a{addr(x, "rope"), addr(table, "rope"), narrow(x.rows, "rows"), narrow(heads, "heads"), narrow(hd, "head_dim"),
+               narrow(x.stride, "stride"), narrow(table.stride, "stride")};
+    vk::Grid g = vk::split_groups((uint64_t)x.rows);
+    dev_->dispatch(Shader::Rope, &a, sizeof a, (uint32_t)((heads * (hd / 2) + 63) / 64), g.x, g.y);
+  }
+
+  void rope_part(Tensor, int64_t, int64_t, int64_t, RopePairs, Tensor) override { unsupported("rope_part"); }
+
+  void attention(const Memory& memory, int64_t layer, const Batch& batch, const kernels::AttentionShape& s, Tensor q,
+                 Tensor k, Tensor v, Tensor out) override {
+    check_attention_shapes("vulkan", batch, s, q, k, v, out);
+    const int64_t kvw = (int64_t)s.n_kv_heads * s.head_dim;
+    if (s.head_dim > 256 || s.v_dim() != s.head_dim)
+      fail("--device gpu: attention with head size {} (values {}) is not supported (at most 256, and equal)", s.head_dim,
+           s.v_dim());
+    const auto* mem = dynamic_cast<const VulkanMemory*>(&memory);
+    if (!mem) fail("vulkan backend attention: the KV memory was not made by this backend");
+    const Buffer &kp = mem->k(layer), &vp = mem->v(layer);
+    KvStoreArgs st{addr(k, "attention"), addr(v, "attention"), kp.address, vp.address, row_info_.address, blocks_.address,
+                   narrow(q.rows, "rows"), s.n_kv_heads, s.head_dim, narrow(k.stride, "stride"), narrow(v.stride, "stride"),
+                   narrow(memory.block_size(), "block size")};
+    vk::Grid g = vk::split_groups((uint64_t)q.rows);
+    dev_->dispatch(Shader::KvStore, &st, sizeof st, (uint32_t)((kvw + 255) / 256), g.x, g.y);
+    AttentionArgs at{addr(q, "attention"), addr(out, "attention"), kp.address, vp.address, row_info_.address,
+                     blocks_.address, narrow(q.rows, "rows"), s.n_heads, s.n_kv_heads, s.head_dim,
+                     narrow(q.stride, "stride"), narrow(out.stride, "stride"), narrow(memory.block_size(), "block size"),
+                     s.scale};
+    dev_->dispatch(Shader::Attention, &at, sizeof at, (uint32_t)s.n_heads, g.x, g.y);
+  }
+
+  void moe(const MoeWeights&, const kernels::Routing&, Tensor, Tensor) override { unsupported("moe"); }
+  void latent_attention(const Memory&, int64_t, const Batch&, const kernels::LatentShape&, const std::vector<float>&,
+                        Tensor, Tensor, Tensor) override {
+    unsupported("latent_attention");
+  }
+  void gated_delta_net(const Memory&, int64_t, const Batch&, const kernels::DeltaNetShape&,
+                       const kernels::DeltaNetWeights&, Tensor, Tensor, Tensor) override {
+    unsupported("gated_delta_net");
+  }
+
+  void logit_rows(Tensor x, const Batch& batch, Tensor out) override {
+    need(out.rows == batch.n_logits() && out.cols == x.cols, "logit_rows", out, "not [rows wanting logits, width]");
+    Output o = output(out);
+    EltwiseArgs a{addr(o.dev, "logit_rows"), addr(x, "logit_rows"), logit_rows_.address, kGather,
+                  narrow(out.rows, "rows"), narrow(out.cols, "cols"), narrow(o.dev.stride, "stride"),
+                  narrow(x.stride, "stride")};
+    dispatch_eltwise(a);
+    finish(o);
+  }
+
+ private:
+  [[noreturn]] void unsupported(const char* op) const {
+    fail("--device gpu: the Vulkan backend has no {} yet (mixture-of-experts, latent attention and linear-attention "
+         "families run on --device cpu)",
+         op);
+  }
+  static void need(bool ok, const char* op, const Tensor& a, const char* what) { need_shape(ok, "vulkan", op, a, what); }
+
+  // The scratch chunk a tag points into, and the byte offset there; null when it is host memory.
+  std::pair<ScratchChunk*, size_t> find(const float* p) {
+    const uint8_t* b = reinterpret_cast<const uint8_t*>(p);
+    for (ScratchChunk& c : scratch_)
+      if (b >= c.tag && b < c.tag + c.buffer.size) return {&c, (size_t)(b - c.tag)};
+    return {nullptr, 0};
+  }
+  std::pair<ScratchChunk*, size_t> locate(const float* p, const char* op) {
+    auto found = find(p);
+    if (!found.first) fail("vulkan backend {}: a tensor is in host memory (only outputs may be)", op);
+    return found;
+  }
+  uint64_t addr(const Tensor& t, const char* op) {
+    auto [c, off] = locate(t.data, op);
+    return c->buffer.address + off;
+  }
+
+  // An output that may be host memory (the logits): computed into scratch, then read back.
+  struct Output {
+    Tensor dev, host;
+    bool to_host = false;
+  };
+  Output output(Tensor y) {
+    if (find(y.data).first) return {y, {}, false};
+    return {tensor(y.rows, y.cols), y, true};
+  }
+  void finish(const Output& o) {
+    if (!o.to_host) return;
+    const size_t bytes = (size_t)(o.dev.rows * o.dev.cols) * sizeof(float);
+    if (readback_.size < bytes) {
+      dev_->release(readback_);
+      readback_ = dev_->allocate(std::max(bytes, readback_.size * 2), true);
+    }
+    auto [c, off] = locate(o.dev.data, "read back");
+    dev_->copy(c->buffer, off, readback_, 0, bytes);
+    dev_->submit();
+    const float* src = reinterpret_cast<const float*>(readback_.mapped);
+    for (int64_t r = 0; r < o.host.rows; r++)
+      std::memcpy(o.host.data + r * o.host.stride, src + r * o.dev.cols, (size_t)o.host.cols * sizeof(float));
+  }
+
+  StreamSlice stream(const void* data, size_t bytes) {
+    const size_t need_bytes = (bytes + 255) & ~size_t{255};
+    StreamChunk* chunk = nullptr;
+    for (StreamChunk& c : stream_)
+      if (c.buffer.size - c.used >= need_bytes) {
+        chunk = &c;
+        break;
+      }
+    if (!chunk) {
+      stream_.push_back({dev_->allocate(std::max(need_bytes, size_t{4} << 20), true), 0});
+      chunk = &stream_.back();
+    }
+    std::memcpy(chunk->buffer.mapped + chunk->used, data, bytes);
+    StreamSlice s{&chunk->buffer, chunk->used, chunk->buffer.address + chunk->used};
+    chunk->used += need_bytes;
+    return s;
+  }
+  StreamSlice stream_ints(const int32_t* p, size_t n) { return stream(p, n * sizeof(int32_t)); }
+
+  void eltwise(EltwiseOp op, Tensor y, uint64_t x, uint64_t ids, int64_t x_stride, const char* name) {
+    EltwiseArgs a{addr(y, name), x, ids, op, narrow(y.rows, "rows"), narrow(y.cols, "cols"), narrow(y.stride, "stride"),
+                  narrow(x_stride, "stride")};
+    dispatch_eltwise(a);
+  }
+  void dispatch_eltwise(const EltwiseArgs& a) {
+    vk::Grid g = vk::split_groups((uint64_t)a.rows);
+    dev_->dispatch(Shader::Eltwise, &a, sizeof a, (uint32_t)((a.cols + 255) / 256), g.x, g.y);
+  }
+
+  void norm(Tensor x, uint64_t w, uint64_t b, float eps, Tensor out, int32_t mode) {
+    Output o = output(out);
+    NormArgs a{addr(x, "norm"), addr(o.dev, "norm"), w, b, narrow(x.rows, "rows"), narrow(x.cols, "cols"),
+               narrow(x.stride, "stride"), narrow(o.dev.stride, "stride"), mode, eps};
+    vk::Grid g = vk::split_groups((uint64_t)x.rows);
+    dev_->dispatch(Shader::Norm, &a, sizeof a, g.x, g.y);
+    finish(o);
+  }
+
+  // A model's constant vector (norm weights, biases, a position table) on the device, copied once.
+  // Known by its address, and checked against the host copy kept beside it on every use (a few
+  // KB per call): a vector freed and another made at the same address is copied again, never
+  // mistaken for the old one.
+  uint64_t device_vector(const std::vector<float>& v) {
+    auto it = vectors_.find(v.data());
+    if (it != vectors_.end() && it->second.host == v) return it->second.buffer.address;
+    if (it != vectors_.end()) dev_->release(it->second.buffer);
+    Buffer b = dev_->allocate(v.size() * sizeof(float), false);
+    dev_->upload(b, 0, v.data(), v.size() * sizeof(float));
+    vectors_[v.data()] = {b, v};
+    return b.address;
+  }
+
+  const DeviceWeight& device_weight(const Weight& w) {
+    auto it = weights_.find(w.uid());
+    if (it != weights_.end()) return it->second;
+    DeviceWeight dw;
+    if (const void* dense = w.dense_data()) {
+      const bool f32 = w.dense_type() == kernels::WType::F32;
+      const size_t bytes = (size_t)(w.rows() * w.cols()) * (f32 ? 4 : 2);
+      dw.format = f32 ? kF32 : kBF16;
+      dw.codes = dev_->allocate(bytes, false);
+      dev_->upload(dw.codes, 0, dense, bytes);
+    } else if (w.quantized()) {
+      repack(w.quant(), dw);
+    } else {
+      fail("--device gpu: {} weights are not on the GPU yet (use --quant bf16, q8 or q4)", w.format_name());
+    }
+    return weights_.emplace(w.uid(), dw).first->second;
+  }
+
+  // kvad's q8/q4 records (quant/packed.h: 16 rows interleaved 4 bytes at a time, for VNNI) into
+  // the device's row-major codes + per-block f16 scales; the codes and scales are the same
+  // numbers, so nothing is requantised.
+  void repack(const QuantMatrix& q, DeviceWeight& dw) {
+    const bool q8 = q.kind() == QKind::Q8;
+    const int64_t rows = q.rows(), blocks = q.blocks(), padded = blocks * QuantMatrix::kBlock;
+    dw.format = q8 ? kQ8 : kQ4;
+    dw.blocks = (int32_t)blocks;
+    std::vector<uint8_t> codes((size_t)(q8 ? rows * padded : (rows * padded + 1) / 2) + 4, 0);
+    std::vector<uint16_t> d((size_t)(rows * blocks) + 2, 0), m(q8 ? 2 : (size_t)(rows * blocks) + 2, 0);
+    for (int64_t g = 0; g < q.groups(); g++)
+      for (int64_t b = 0; b < blocks; b++) {
+        const uint8_t* rec = q.record(g, b);
+        for (int64_t r = 0; r < QuantMatrix::kRows; r++) {
+          const int64_t row = g * QuantMatrix::kRows + r;
+          if (row >= rows) break;
+          const size_t sb = (size_t)(row * blocks + b);
+          for (int c = 0; c < QuantMatrix::kBlock; c++) {
+            const size_t i = (size_t)(row * padded + b * QuantMatrix::kBlock + c);
+            const int step = c / 4, j = c % 4;
+            if (q8) {
+              codes[i] = rec[step * 64 + r * 4 + j];
+            } else {
+              const uint8_t byte = rec[(step / 2) * 64 + r * 4 + j];
+              const uint8_t code = step % 2 ? byte >> 4 : byte & 15;
+              codes[i / 2] |= (uint8_t)(i % 2 ? code << 4 : code);
+            }
+          }
+          std::memcpy(&d[sb], rec + (q8 ? 512 : 256) + r * 2, 2);
+          if (!q8) std::memcpy(&m[sb], rec + 288 + r * 2, 2);
+        }
+      }
+    dw.codes = dev_->allocate(codes.size(), false);
+    dev_->upload(dw.codes, 0, codes.data(), codes.size());
+    dw.d = dev_->allocate(d.size() * 2, false);
+    dev_->upload(dw.d, 0, d.data(), d.size() * 2);
+    dw.m = dev_->allocate(m.size() * 2, false);
+    dev_->upload(dw.m, 0, m.data(), m.size() * 2);
+  }
+
+  void release(DeviceWeight& dw) {
+    dev_->release(dw.codes);
+    dev_->release(dw.d);
+    dev_->release(dw.m);
+  }
+
+  struct DeviceVector {
+    Buffer buffer;
+    std::vector<float> host;
+  };
+
+  std::unique_ptr<vk::Device> dev_;
+  const Batch* batch_ = nullptr;
+  std::vector<ScratchChunk> scratch_;
+  std::vector<StreamChunk> stream_;
+  Buffer readback_;
+  std::unordered_map<uint64_t, DeviceWeight> weights_;  // by Weight::uid()
+  std::unordered_map<const float*, DeviceVector> vectors_;
+  StreamSlice row_info_{}, blocks_{}, tokens_{}, positions_{}, logit_rows_{};
+  std::vector<int32_t> host_ints_, block_ids_;
+  std::vector<float> host_floats_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_vulkan_backend(const std::string& device) {
+  return std::make_unique<VulkanBackend>(vk::Device::open(device));
+}
+
+}  // namespace kvad
