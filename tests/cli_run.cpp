@@ -11,6 +11,7 @@
 #include "core/utf8.h"
 #include "fixture_tokenizer.h"
 #include "models/registry.h"
+#include "gpu_device.h"
 #include "test_support.h"
 
 using namespace kvad;
@@ -444,4 +445,27 @@ TEST(CliRun, SpeculationGivesTheSameTextAndReportsItsDrafts) {
   auto other = run_kvad("run --model " + m + opts + " --draft " + tiny("gpt2"));
   EXPECT_NE(other.exit_code, 0);
   EXPECT_NE(other.err.find("same tokenizer"), std::string::npos) << other.err;
+}
+
+// --device as users type it: the same greedy text from the GPU backend (lavapipe, named) as from
+// the CPU, for each architecture it runs; a refused family and a bad device name are errors that
+// say what to do, with a non-zero exit.
+TEST(CliRun, DeviceGpuWritesWhatTheCpuWrites) {
+  KVAD_NEED_GPU(device);
+  for (std::string arch : {"llama", "gpt2"}) {
+    const std::string base = "run --model " + tiny(arch) + " --prompt 'Hello world' -n 8 --temperature 0 --threads 2";
+    auto cpu = run_kvad(base);
+    auto gpu = run_kvad(base + " --device " + device);
+    ASSERT_EQ(gpu.exit_code, 0) << arch << ": " << gpu.err;
+    EXPECT_EQ(gpu.out, cpu.out) << arch;
+  }
+  auto moe = run_kvad("run --model " + tiny("qwen3_moe") + " -p hi -n 2 --device " + device);
+  EXPECT_NE(moe.exit_code, 0);
+  EXPECT_NE(moe.err.find("Qwen3MoeForCausalLM does not run on the GPU backend"), std::string::npos) << moe.err;
+  auto bad = run_kvad("run --model " + tiny("llama") + " -p hi -n 2 --device gpu:42");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("kvad devices"), std::string::npos) << bad.err;
+  auto list = run_kvad("devices");
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_NE(list.out.find(device), std::string::npos) << list.out;
 }

@@ -84,6 +84,55 @@ TEST(GpuModels, EveryArchitectureAndFormatMatchesTheCpu) {
   }
 }
 
+// The weights on the device are the model's matrices, each once: the tied embedding (Qwen2's tiny
+// preset ties it) serves the lookup and the head from one copy, in f32 and in q8 alike.
+TEST(GpuModels, ATiedEmbeddingIsOnTheDeviceOnce) {
+  KVAD_NEED_GPU(device);
+  const std::string dir = test::synth_tiny("qwen2", "gpu-tied");
+  for (const char* fmt : {"f32", "q8"}) {
+    SCOPED_TRACE(fmt);
+    LoadOptions lo;
+    lo.format = parse_weight_format(fmt);
+    auto m = load_model_dir(dir, lo);
+    const ModelConfig& c = m->config();
+    ASSERT_TRUE(c.tie_embeddings);
+    auto gpu = make_backend(device, *m);
+    batched_logits(*m, *gpu);
+    // [rows, cols] in the device's formats: f32 4 bytes a weight; q8 a byte a weight + an f16
+    // scale per 32 (every width here is a multiple of 32).
+    auto bytes = [&](int64_t rows, int64_t cols) {
+      return std::string(fmt) == "f32" ? (size_t)(rows * cols) * 4 : (size_t)(rows * cols) + (size_t)(rows * cols / 32) * 2;
+    };
+    size_t expected = bytes(c.vocab_size, c.hidden);
+    expected += (size_t)c.n_layers * (bytes(c.q_dim(), c.hidden) + 2 * bytes(c.kv_dim(), c.hidden) + bytes(c.hidden, c.q_dim()) +
+                                      2 * bytes(c.intermediate, c.hidden) + bytes(c.hidden, c.intermediate));
+    EXPECT_EQ(gpu->held_weight_bytes(), expected);
+  }
+}
+
+TEST(GpuModels, KQuantWeightsMatchTheCpu) {
+  KVAD_NEED_GPU(device);
+  SynthOptions o;
+  o.arch = "qwen3";
+  o.preset = "tiny-kq";  // every width a multiple of 256
+  o.dtype = DType::F32;
+  o.std = 0.1;
+  o.norm_jitter = 0.1;
+  o.out = test::temp_dir("gpu-kq");
+  synthesize(o);
+  for (const char* fmt : {"q4k", "q6k"}) {
+    SCOPED_TRACE(fmt);
+    LoadOptions lo;
+    lo.format = parse_weight_format(fmt);
+    auto m = load_model_dir(o.out, lo);
+    auto cpu = make_backend("cpu", *m), gpu = make_backend(device, *m);
+    std::vector<float> c = batched_logits(*m, *cpu), g = batched_logits(*m, *gpu);
+    const int64_t V = m->config().vocab_size;
+    for (int64_t r = 0; r < (int64_t)c.size() / V; r++)
+      EXPECT_LE(rel_diff(&g[(size_t)(r * V)], &c[(size_t)(r * V)], V), 0.05) << "row " << r;
+  }
+}
+
 TEST(GpuModels, TheEngineGeneratesTheSameTokensOnBothDevices) {
   KVAD_NEED_GPU(device);
   const LoadedModel& lm = test::tiny_qwen2();

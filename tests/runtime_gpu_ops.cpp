@@ -6,12 +6,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <numeric>
 #include <random>
 
 #include "backend/backend.h"
+#include "core/dtype.h"
+#include "quant/kquant.h"
 #include "gpu_device.h"
 #include "runtime/devices.h"
 
@@ -137,6 +140,76 @@ TEST(GpuOps, LinearMatchesTheCpuInEveryFormatAndRaggedShape) {
       }
       EXPECT_LE(rel_diff(g, ref), 1e-5);
     }
+}
+
+// ggml's K-quant super-blocks with random codes and scales (any bytes are valid codes) and sane f16
+// d / dmin: every bit of the layout is exercised, including Q5_K, which kvad reads but does not write.
+KQuantMatrix random_kquant(DType type, int64_t rows, int64_t cols, uint32_t seed, std::shared_ptr<std::vector<uint8_t>>& keep) {
+  const size_t block = dtype_block_bytes(type);
+  keep = std::make_shared<std::vector<uint8_t>>((size_t)(rows * cols / 256) * block);
+  std::mt19937 rng(seed);
+  for (auto& b : *keep) b = (uint8_t)rng();
+  for (size_t at = 0; at < keep->size(); at += block) {
+    auto put = [&](size_t off, float v) {
+      uint16_t h = f32_to_f16(v);
+      std::memcpy(keep->data() + at + off, &h, 2);
+    };
+    if (type == DType::Q6_K) {
+      put(208, 0.001f * (float)(rng() % 100 + 1));
+    } else {
+      put(0, 0.002f * (float)(rng() % 100 + 1));
+      put(2, 0.001f * (float)(rng() % 100));
+    }
+  }
+  return KQuantMatrix::wrap(type, rows, cols, keep->data(), keep);
+}
+
+TEST(GpuOps, GgufKQuantsInPlace) {
+  GPU_BACKENDS(b);
+  std::deque<Weight> keep;
+  std::shared_ptr<std::vector<uint8_t>> bytes;
+  int seed = 50;
+  for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K})
+    for (auto [n, cols, rows] : {std::tuple{1, 256, 3}, std::tuple{5, 512, 19}}) {
+      SCOPED_TRACE(testing::Message() << dtype_name(type) << " n=" << n << " cols=" << cols << " rows=" << rows);
+      keep.push_back(Weight::from_kquant(random_kquant(type, rows, cols, seed++, bytes)));
+      const Weight& w = keep.back();
+      std::vector<float> x = random_values((size_t)(n * cols), seed++);
+      auto [g, c] = both(b, n, [&](Backend& be, Rig& r) {
+        Tensor xt = r.input(x, cols), y = be.tensor(n, rows);
+        be.linear(w, xt, y);
+        return r.read(y);
+      });
+      EXPECT_LE(rel_diff(g, c), 3e-2);  // the CPU rounds activations to int8 (llama.cpp's Q8_K)
+      std::vector<float> ref((size_t)(n * rows)), row((size_t)cols);
+      for (int64_t j = 0; j < rows; j++) {
+        w.row(j, row.data());
+        for (int64_t i = 0; i < n; i++) {
+          double s = 0;
+          for (int64_t k = 0; k < cols; k++) s += (double)row[(size_t)k] * x[(size_t)(i * cols + k)];
+          ref[(size_t)(i * rows + j)] = (float)s;
+        }
+      }
+      EXPECT_LE(rel_diff(g, ref), 1e-5);
+      // The embedding lookup of the same blocks: the numbers the CPU dequantises, exactly.
+      auto [ge, ce] = both(b, rows, [&](Backend& be, Rig& r) {
+        Tensor t = be.tensor(rows, cols);
+        be.embed(w, r.batch(), t);
+        return r.read(t);
+      });
+      EXPECT_EQ(ge, ce);
+    }
+  // kvad's own quantisers to Q4_K / Q6_K (--quant q4k|q6k) give weights the device reads too.
+  for (WeightFormat fmt : {WeightFormat::Q4K, WeightFormat::Q6K}) {
+    keep.push_back(Weight::from_f32(random_values(7 * 256, 60), 7, 256, fmt));
+    std::vector<float> x = random_values(2 * 256, 61);
+    auto [g, c] = both(b, 2, [&](Backend& be, Rig& r) {
+      Tensor xt = r.input(x, 256), y = be.tensor(2, 7);
+      be.linear(keep.back(), xt, y);
+      return r.read(y);
+    });
+    EXPECT_LE(rel_diff(g, c), 3e-2) << weight_format_name(fmt);
+  }
 }
 
 TEST(GpuOps, LinearReadsAStridedInputAndWritesHostMemory) {

@@ -46,6 +46,9 @@ class Backend {
   virtual const char* name() const = 0;
 
   // --- memory
+  // Bytes of weight matrices this backend keeps copies of (a GPU's memory); 0 for one that reads
+  // them where they are (the CPU). A matrix used twice (a tied embedding) counts once.
+  virtual size_t held_weight_bytes() const { return 0; }
   virtual void begin_forward(const Batch& batch) = 0;
   virtual Tensor tensor(int64_t rows, int64_t cols) = 0;  // uninitialised scratch, valid until the next begin_forward
   // n_states: slots of recurrent state (working states and snapshots), for a spec with recurrent layers.

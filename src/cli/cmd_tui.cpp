@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <clocale>
+#include <cstdlib>
 #include <cwchar>
 #include <mutex>
 #include <thread>
@@ -21,6 +22,7 @@
 #include "core/error.h"
 #include "core/threads.h"
 #include "models/registry.h"
+#include "runtime/devices.h"
 #include "runtime/engine.h"
 #include "serve/metrics.h"  // rss_bytes: the one reading of /proc/self/statm
 
@@ -31,17 +33,43 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr int kDashWidth = 40;
 
-// The formats the loaded model can be reloaded in, in cycling order: every CPU format of the
-// weight layer (backend/weight.h) for a safetensors model, the K-quants only when every matrix
-// width is a multiple of 256; a .gguf runs as stored. (The GPU backend's formats join this list
-// when it lands.)
-std::vector<std::string> offered_formats(const LoadedModel& m) {
+// The configurations the loaded model can be reloaded in, in cycling order: every CPU format of
+// the weight layer (backend/weight.h) for a safetensors model, the K-quants only when every matrix
+// width is a multiple of 256; then, when a GPU is usable and the architecture runs there, bf16, q8
+// and q4 on it (and the K-quants as on the CPU). A .gguf runs as stored.
+struct Config {
+  std::string device, format;
+  std::string label() const { return device + " " + format; }
+};
+
+// The device `p` offers beside the CPU: the one --device named, else the first GPU (lavapipe only
+// with KVAD_VULKAN_ALLOW_CPU=1, as --device gpu); "" when there is none.
+std::string offered_gpu(const LoadedModel& m, const ModelArgs& args) {
+  bool runs = false;
+  for (const Architecture& a : architectures()) runs |= a.gpu && a.name == m.model->config().architecture;
+  if (!runs || !gpu_backend_built()) return "";
+  if (is_gpu_device(args.device)) return args.device;
+  const char* allow = std::getenv("KVAD_VULKAN_ALLOW_CPU");
+  static const std::vector<GpuDevice> devices = list_gpu_devices(nullptr);  // drawn every frame: asked once
+  for (const GpuDevice& d : devices)
+    if (!d.cpu || (allow && *allow && std::string(allow) != "0")) return "gpu";
+  return "";
+}
+
+std::vector<Config> offered_configs(const LoadedModel& m, const ModelArgs& args) {
   if (is_gguf_path(m.path)) return {};
   std::vector<std::string> f = {"f32", "bf16", "q8", "q4"};
   const ModelConfig& c = m.model->config();
-  if (c.hidden % 256 == 0 && c.intermediate % 256 == 0 && c.q_dim() % 256 == 0 && c.kv_dim() % 256 == 0)
-    f.insert(f.end(), {"q6k", "q4k"});
-  return f;
+  const bool kq = c.hidden % 256 == 0 && c.intermediate % 256 == 0 && c.q_dim() % 256 == 0 && c.kv_dim() % 256 == 0;
+  if (kq) f.insert(f.end(), {"q6k", "q4k"});
+  std::vector<Config> out;
+  for (const std::string& name : f) out.push_back({"cpu", name});
+  if (std::string gpu = offered_gpu(m, args); !gpu.empty()) {
+    for (const char* name : {"bf16", "q8", "q4"}) out.push_back({gpu, name});
+    if (kq)
+      for (const char* name : {"q6k", "q4k"}) out.push_back({gpu, name});
+  }
+  return out;
 }
 
 std::string mb(double bytes) {
@@ -332,19 +360,19 @@ class Tui {
 
   void cycle_format() {
     if (stream_.running) return void(status_ = "(an answer is streaming: Esc stops it first)");
-    std::vector<std::string> f = offered_formats(c_.running().m);
+    std::vector<Config> f = offered_configs(c_.running().m, c_.model_args());
     if (f.empty()) return void(status_ = "(a .gguf runs as stored: no other format to switch to)");
-    std::string now = c_.running().m.model->weight_format();
-    auto it = std::find(f.begin(), f.end(), now);
-    std::string next = it == f.end() || it + 1 == f.end() ? f[0] : *(it + 1);
-    status_ = "reloading as cpu " + next + "...";
+    const Config now{c_.model_args().device, c_.running().m.model->weight_format()};
+    auto it = std::find_if(f.begin(), f.end(), [&](const Config& x) { return x.label() == now.label(); });
+    const Config next = it == f.end() || it + 1 == f.end() ? f[0] : *(it + 1);
+    status_ = "reloading as " + next.label() + "...";
     note_.clear();
     draw();
     try {
-      c_.reload_as(next);
-      status_ = fmt::format("(now cpu {}: the conversation is kept; its next turn is prefilled again)", next);
+      c_.reload_as(next.format, next.device);
+      status_ = fmt::format("(now {}: the conversation is kept; its next turn is prefilled again)", next.label());
     } catch (const Error& e) {
-      status_ = fmt::format("error: cpu {}: {}", next, e.what());
+      status_ = fmt::format("error: {}: {}", next.label(), e.what());
     }
   }
 
@@ -405,7 +433,7 @@ class Tui {
     line("model", r.m.name.substr(r.m.name.find_last_of('/') + 1));
     line("architecture", r.m.model->config().model_type);
     line("parameters", format_parameters(r.m.model->parameter_count()));
-    line("backend", "cpu " + r.m.model->weight_format());
+    line("backend", c_.model_args().device + " " + r.m.model->weight_format());
     line("weights", mb((double)r.m.model->weight_bytes()));
     y++;
     double prefill = 0, decode = 0, ttft = 0;
@@ -443,11 +471,17 @@ class Tui {
     line("at full ctx", mb((double)s.kv_bytes_per_token() * (double)s.context_length()));
     line("RSS", mb((double)serve::rss_bytes()));
     line("threads", std::to_string(pool().size()));
-    std::vector<std::string> f = offered_formats(r.m);
-    std::string cycle;
-    for (const std::string& name : f) cycle += (cycle.empty() ? "" : " ") + name;
+    std::vector<Config> f = offered_configs(r.m, c_.model_args());
+    // One line per device: "p cycles  f32 bf16 q8 q4", then "  then gpu  bf16 q8 q4".
+    std::vector<std::pair<std::string, std::string>> per_device;
+    for (const Config& x : f) {
+      if (per_device.empty() || per_device.back().first != x.device) per_device.push_back({x.device, ""});
+      per_device.back().second += (per_device.back().second.empty() ? "" : " ") + x.format;
+    }
     y++;
-    line("p cycles", f.empty() ? "(gguf: as stored)" : cycle);
+    if (per_device.empty()) line("p cycles", "(gguf: as stored)");
+    for (size_t i = 0; i < per_device.size(); i++)
+      line(i == 0 ? "p cycles" : "  then " + per_device[i].first, per_device[i].second);
   }
 
   void draw_input() {

@@ -191,9 +191,10 @@ std::string Conversation::load(const std::string& what) {
   return "";
 }
 
-void Conversation::reload_as(const std::string& quant) {
+void Conversation::reload_as(const std::string& quant, const std::string& device) {
   ModelArgs next = args_;
   next.quant = quant;
+  if (!device.empty()) next.device = device;
   next.model = run_->m.path;  // the folder already resolved (a Hub name would be looked up again)
   std::string name = run_->m.name;
   run_.reset();               // one model in memory at a time: a 7B model twice may not fit
@@ -205,6 +206,7 @@ void Conversation::reload_as(const std::string& quant) {
   }
   run_->m.name = name;
   args_.quant = quant;
+  args_.device = next.device;
 }
 
 }  // namespace kvad::cli

@@ -58,8 +58,9 @@ class Conversation {
   // A conversation file saved by save() (FILE.json), or another model that keeps the
   // conversation; the old model stays when the new one fails (the Error says why).
   std::string load(const std::string& what);
-  // Reloads the same model in another weight format (--quant), keeping the conversation.
-  void reload_as(const std::string& quant);
+  // Reloads the same model in another weight format (--quant) on `device` (--device; "" = the
+  // same), keeping the conversation.
+  void reload_as(const std::string& quant, const std::string& device = "");
 
  private:
   std::vector<int32_t> fit_context(std::string& notice);

@@ -19,7 +19,7 @@ using vk::Buffer;
 using vk::Shader;
 
 // Weight formats as the shaders number them (shaders/common.glsl).
-enum DeviceFormat : int32_t { kF32 = 0, kBF16 = 1, kQ8 = 2, kQ4 = 3 };
+enum DeviceFormat : int32_t { kF32 = 0, kBF16 = 1, kQ8 = 2, kQ4 = 3, kQ4K = 4, kQ5K = 5, kQ6K = 6 };
 
 // A weight in device memory. f32/bf16: `codes` holds the rows as stored. q8/q4: codes row-major,
 // each row padded to blocks * 32 columns (u8 code + 128 offset, or u4), with f16 scales d (and q4's
@@ -29,6 +29,7 @@ struct DeviceWeight {
   Buffer codes, d, m;
   int32_t format = kF32;
   int32_t blocks = 0;
+  size_t bytes = 0;  // what the matrix takes (codes + scales), without the buffers' padding
 };
 
 // Scratch memory of one forward, as the arena of the CPU backend but on the device. A Tensor's
@@ -148,6 +149,11 @@ class VulkanBackend final : public Backend {
     dev_->release(readback_);
   }
   const char* name() const override { return "vulkan"; }
+  size_t held_weight_bytes() const override {
+    size_t n = 0;
+    for (const auto& [id, w] : weights_) n += w.bytes;
+    return n;
+  }
 
   void begin_forward(const Batch& batch) override {
     dev_->submit();  // the previous forward's tail (a batch that wanted no logits) runs first
@@ -460,8 +466,15 @@ class VulkanBackend final : public Backend {
       dw.format = f32 ? kF32 : kBF16;
       dw.codes = dev_->allocate(bytes, false);
       dev_->upload(dw.codes, 0, dense, bytes);
+      dw.bytes = bytes;
     } else if (w.quantized()) {
       repack(w.quant(), dw);
+    } else if (const KQuantMatrix& k = w.kquant()) {  // GGUF's blocks as they are, read in place by the shaders
+      dw.format = k.type() == DType::Q4_K ? kQ4K : k.type() == DType::Q5_K ? kQ5K : kQ6K;
+      dw.blocks = (int32_t)k.blocks();
+      dw.codes = dev_->allocate(k.bytes() + 4, false);  // + 4: the shaders read whole words
+      dev_->upload(dw.codes, 0, k.row_data(0), k.bytes());
+      dw.bytes = k.bytes();
     } else {
       fail("--device gpu: {} weights are not on the GPU yet (use --quant bf16, q8 or q4)", w.format_name());
     }
@@ -506,6 +519,7 @@ class VulkanBackend final : public Backend {
     dev_->upload(dw.d, 0, d.data(), d.size() * 2);
     dw.m = dev_->allocate(m.size() * 2, false);
     dev_->upload(dw.m, 0, m.data(), m.size() * 2);
+    dw.bytes = (size_t)(q8 ? rows * padded : rows * padded / 2) + (size_t)(rows * blocks) * (q8 ? 2 : 4);
   }
 
   void release(DeviceWeight& dw) {

@@ -76,3 +76,31 @@ pass "a narrow window hides the dashboard; widening brings it back"
 keys C-d
 [ "$(wait_exit)" = 0 ] || { echo "FAIL: tui exit status"; exit 1; }
 pass "Ctrl-D leaves with exit 0"
+
+# The GPU configurations (lavapipe, named with --device gpu:0): the dashboard says where the model
+# runs, p cycles the CPU's formats and then the GPU's, and a turn on each device answers.
+if "$KVAD" devices | grep -q '^gpu:0 '; then
+  rm -f "$WORK"/term.rc
+  start_term "LANG=C.UTF-8 KVAD_HOME='$WORK/home' '$KVAD' tui '$Q3' -c 4096 -n 8 --temperature 0 -t 1 --device gpu:0 -q bf16"
+  wait_for 'backend +gpu:0 bf16'
+  wait_for 'p cycles +f32 bf16 q8 q4'
+  wait_for 'then gpu:0 +bf16 q8 q4'
+  type_line 'hello there'
+  wait_for 'last answer +8 tokens, length' 60
+  keys Tab
+  wait_for 'dashboard \(p q r, Tab back\)' 5
+  keys p
+  wait_for '\(now gpu:0 q8: the conversation is kept' 60
+  keys p p
+  wait_for '\(now cpu f32: the conversation is kept' 60
+  wait_for 'backend +cpu f32' 5
+  keys Tab
+  type_line 'once more'
+  wait_for 'last answer +8 tokens' 30
+  keys C-d
+  [ "$(wait_exit)" = 0 ] || { echo "FAIL: tui exit status (gpu)"; exit 1; }
+  pass "p cycles cpu and gpu configurations; turns answer on both devices"
+else
+  [ -z "${KVAD_REQUIRE_VULKAN:-}" ] || { echo "FAIL: no Vulkan device (KVAD_REQUIRE_VULKAN=1)"; exit 1; }
+  echo "SKIPPED: no Vulkan device for the GPU configurations"
+fi
