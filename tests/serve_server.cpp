@@ -12,6 +12,7 @@
 #include "core/fs.h"
 #include "core/json.h"
 #include "models/synth.h"
+#include "gpu_device.h"
 #include "running_server.h"
 #include "serve/catalog.h"
 #include "serve/server.h"
@@ -523,4 +524,30 @@ TEST(ServeServer, SpeculationChangesNothingButTheCountsItReports) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("same tokenizer"), std::string::npos) << e.what();
   }
+}
+
+// The server on the GPU backend (lavapipe, named): the same engine loop batches concurrent
+// requests on the device, and each answer is the one it gets alone (the device's products do not
+// depend on which rows share a batch); a single greedy answer is the CPU server's.
+TEST(ServeServer, ContinuousBatchingOnTheGpu) {
+  KVAD_NEED_GPU(device);
+  serve::ServeOptions o = options();
+  o.device = device;
+  o.parallel = 4;
+  Running gpu(o);
+  const std::vector<std::string> prompts = {"Once upon", "The quick brown fox", "hello", "In the beginning was"};
+  auto ask = [](Running& s, const std::string& p) {
+    auto c = s.client();
+    int status = 0;
+    Json r = post(c, "/v1/completions", {{"prompt", p}, {"max_tokens", 10}, {"temperature", 0}}, &status);
+    EXPECT_EQ(status, 200) << r.dump();
+    return status == 200 ? r["choices"][0]["text"].get<std::string>() : std::string("(failed)");
+  };
+  std::vector<std::string> together(prompts.size());
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < prompts.size(); i++) clients.emplace_back([&, i] { together[i] = ask(gpu, prompts[i]); });
+  for (auto& t : clients) t.join();
+  for (size_t i = 0; i < prompts.size(); i++) EXPECT_EQ(ask(gpu, prompts[i]), together[i]) << prompts[i];
+  Running cpu(options());
+  EXPECT_EQ(ask(cpu, prompts[0]), together[0]);
 }
