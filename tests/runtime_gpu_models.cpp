@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <numeric>
 #include <random>
@@ -14,6 +16,9 @@
 #include "models/synth.h"
 #include "runtime/devices.h"
 #include "runtime/engine.h"
+#include "runtime/loader.h"
+#include "runtime/nq_cache.h"
+#include "runtime/session.h"
 #include "synth_tiny.h"
 #include "test_support.h"
 #include "tiny_qwen2.h"
@@ -108,6 +113,61 @@ TEST(GpuModels, ATiedEmbeddingIsOnTheDeviceOnce) {
                                       2 * bytes(c.intermediate, c.hidden) + bytes(c.hidden, c.intermediate));
     EXPECT_EQ(gpu->held_weight_bytes(), expected);
   }
+}
+
+// The GPU's q8 layout is cached in a file of its own (<model>.gpu-q8.nq, beside the CPU's
+// <model>.q8.nq): written on the first load, read on the next with the same logits, rebuilt when a
+// byte of it is corrupt or the model's files change; `kvad cache` lists and forgets both.
+TEST(GpuModels, TheGpuWeightCacheIsItsOwnFile) {
+  KVAD_NEED_GPU(device);
+  const std::string home = test::temp_dir("gpu-cache-home");
+  setenv("KVAD_HOME", home.c_str(), 1);
+  const std::string dir = test::synth_tiny("llama", "gpu-cache");
+  std::filesystem::copy_file(test::source_path("tests/fixtures/tokenizers/llama3/tokenizer.json"), dir + "/tokenizer.json");
+  LoadOptions lo;
+  lo.format = WeightFormat::Q8;
+  LoadedModel m = load_model(dir, lo);
+  auto run = [&](std::string* note) {
+    EngineOptions o;
+    o.device = device;
+    set_gpu_weight_cache(o, m);
+    EXPECT_NE(o.weight_cache.find(".gpu-q8.nq"), std::string::npos) << o.weight_cache;
+    Engine e(*m.model, o);
+    *note = e.weights_note();
+    return e.open_session()->forward({1, 5, 9, 200, 7});
+  };
+  std::string note;
+  std::vector<float> first = run(&note);
+  EXPECT_NE(note.find("repacked for the GPU, cached to"), std::string::npos) << note;
+  std::vector<float> again = run(&note);
+  EXPECT_NE(note.find("GPU weights from cache"), std::string::npos) << note;
+  EXPECT_EQ(again, first);
+
+  auto caches = list_nq_caches();
+  ASSERT_EQ(caches.size(), 2u);
+  const std::string gpu_file = caches[0].format == "gpu-q8" ? caches[0].file : caches[1].file;
+  EXPECT_TRUE(caches[0].format == "gpu-q8" || caches[1].format == "gpu-q8");
+  EXPECT_TRUE(caches[0].format == "q8" || caches[1].format == "q8");
+  {  // one flipped byte in the middle of the codes
+    std::fstream f(gpu_file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(4096);
+    char c = 0;
+    f.read(&c, 1);
+    f.seekp(4096);
+    c = (char)(c ^ 0x5a);
+    f.write(&c, 1);
+  }
+  EXPECT_EQ(run(&note), first);
+  EXPECT_NE(note.find("GPU cache rebuilt"), std::string::npos) << note;
+  EXPECT_EQ(run(&note), first);
+  EXPECT_NE(note.find("GPU weights from cache"), std::string::npos) << note;
+  // The model's files changed (here only their time): the cache is a different model's.
+  std::filesystem::last_write_time(dir + "/model.safetensors",
+                                   std::filesystem::last_write_time(dir + "/model.safetensors") + std::chrono::hours(1));
+  run(&note);
+  EXPECT_NE(note.find("GPU cache rebuilt"), std::string::npos) << note;
+  EXPECT_EQ(forget_nq_caches(std::filesystem::path(caches[0].model).string()).size(), 2u);
+  unsetenv("KVAD_HOME");
 }
 
 TEST(GpuModels, KQuantWeightsMatchTheCpu) {

@@ -17,6 +17,7 @@
 #include "backend/memory.h"
 #include "backend/tensor.h"
 #include "backend/weight.h"
+#include "core/json.h"
 #include "kernels/attention.h"
 #include "kernels/gated_delta.h"
 #include "kernels/latent_attention.h"
@@ -49,6 +50,13 @@ class Backend {
   // Bytes of weight matrices this backend keeps copies of (a GPU's memory); 0 for one that reads
   // them where they are (the CPU). A matrix used twice (a tied embedding) counts once.
   virtual size_t held_weight_bytes() const { return 0; }
+  // Copies every matrix to the backend's memory now (not on first use), through `cache_file`
+  // when the backend keeps them in a layout of its own: read from it when its stamp matches
+  // `stamp`, else converted and written there. Returns what it did, for the user ("" = nothing).
+  virtual std::string prepare_weights(const std::vector<NamedWeight>& matrices, const std::string& cache_file,
+                                      const Json& stamp) {
+    return "";
+  }
   virtual void begin_forward(const Batch& batch) = 0;
   virtual Tensor tensor(int64_t rows, int64_t cols) = 0;  // uninitialised scratch, valid until the next begin_forward
   // n_states: slots of recurrent state (working states and snapshots), for a spec with recurrent layers.

@@ -99,6 +99,13 @@ class Weight {
   KQuantMatrix kq_;
 };
 
+// A model's matrix by its checkpoint name: what a backend that keeps its own copy of the weights
+// (the GPU's) names them by in its cache file.
+struct NamedWeight {
+  std::string name;
+  const Weight* weight = nullptr;
+};
+
 // A parameter (norm weights, biases) as f32, whatever the checkpoint stored (block formats
 // dequantised, a transposed view put back in `shape` order).
 std::vector<float> to_f32(const TensorView& t);

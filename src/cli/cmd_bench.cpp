@@ -299,6 +299,7 @@ void add_bench(CLI::App& app) {
     EngineOptions base;
     base.kv_type = kv_type;
     base.device = a->model.device;
+    set_gpu_weight_cache(base, m);
     MemorySpec kv = model.memory_spec();
     kv.kv_type = kv_type;
     if (!a->json) {

@@ -95,6 +95,7 @@ EngineOptions engine_options(const ModelArgs& a, const LoadedModel& m) {
   o.snapshot_every = a.snapshot_every;
   o.snapshots = a.snapshots;
   o.device = a.device;
+  set_gpu_weight_cache(o, m);
   return o;
 }
 

@@ -70,6 +70,7 @@ DType parse_nq_dtype(const std::string& s, const std::string& where) {
   if (s == "KVAD_Q8") return DType::KQ8;
   if (s == "KVAD_Q4") return DType::KQ4;
   if (s == "F32") return DType::F32;
+  if (s == "U8") return DType::U8;  // bytes in a backend's own layout (the GPU cache, vulkan_backend.cpp)
   fail("{}: unknown dtype '{}'", where, s);
 }
 
@@ -114,6 +115,7 @@ Parsed parse(const uint8_t* data, size_t size, const std::string& what) {
     if (off < 64 || off % 64 || off > hoff || bytes > hoff - off)
       fail("{}: data range [{}, +{}) outside the data section: truncated or corrupt", where, off, bytes);
     size_t want = t.dtype == DType::F32 ? (size_t)t.numel() * 4
+                  : t.dtype == DType::U8  ? (size_t)t.numel()
                   : t.shape.size() == 2 ? packed_bytes(t.dtype, t.shape[0], t.shape[1])
                                         : (size_t)-1;
     if (want != bytes) fail("{}: {} bytes, but its shape needs {}", where, bytes, want);

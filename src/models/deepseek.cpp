@@ -212,6 +212,7 @@ class DeepseekModel : public Model, private DeepseekWeights {
     load_tensors(table, src);
     sizes_ = loaded_stats(table);
     adaptable_ = adaptable_matrices(table);
+    matrices_ = named_matrices(table);
     const MlaConfig& m = c.mla;
     inv_freq_ = rope_inv_freq(c, m.qk_rope_head_dim);
     rope_magnitude_ = yarn_attention_factor(c.rope_scaling);

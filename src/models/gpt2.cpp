@@ -119,6 +119,7 @@ class Gpt2Model : public Model, private Gpt2Weights {
     load_tensors(table, src);
     sizes_ = loaded_stats(table);
     adaptable_ = adaptable_matrices(table);
+    matrices_ = named_matrices(table);
   }
 
   MemorySpec memory_spec() const override {

@@ -184,6 +184,7 @@ class LlamaModel : public Model, private LlamaWeights {
     load_tensors(table, src);
     sizes_ = loaded_stats(table);
     adaptable_ = adaptable_matrices(table);
+    matrices_ = named_matrices(table);
     inv_freq_ = rope_inv_freq(c, c.head_dim);
   }
 

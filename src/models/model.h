@@ -37,6 +37,8 @@ class Model {
 
   // The projections a LoRA adapter may sit beside (models/lora.h), from the tensor table.
   const std::vector<AdaptableMatrix>& adaptable() const { return adaptable_; }
+  // Every matrix by its checkpoint name, each once (models/tensors.h).
+  const std::vector<NamedWeight>& matrices() const { return matrices_; }
 
   // Weights may point into a memory-mapped checkpoint: the model keeps it alive.
   void hold(std::shared_ptr<const void> storage) { storage_ = std::move(storage); }
@@ -51,6 +53,7 @@ class Model {
   ModelConfig config_;
   TensorStats sizes_;  // set by the family's constructor from its loaded table
   std::vector<AdaptableMatrix> adaptable_;  // likewise
+  std::vector<NamedWeight> matrices_;        // likewise
 
  private:
   std::shared_ptr<const void> storage_;

@@ -217,6 +217,7 @@ class Qwen3NextModel : public Model, private NextWeights {
     load_tensors(table, src);
     sizes_ = loaded_stats(table);
     adaptable_ = adaptable_matrices(table);
+    matrices_ = named_matrices(table);
     inv_freq_ = rope_inv_freq(c, c.rotary_dims);
     const DeltaNetConfig& d = c.delta;
     shape_ = {(int)d.key_heads, (int)d.value_heads, (int)d.key_dim, (int)d.value_dim, (int)d.conv_kernel, c.norm_eps};

@@ -53,6 +53,13 @@ std::vector<AdaptableMatrix> adaptable_matrices(const TensorList& list) {
   return out;
 }
 
+std::vector<NamedWeight> named_matrices(const TensorList& list) {
+  std::vector<NamedWeight> out;
+  for (const TensorDecl& d : list)
+    if (d.weight && d.tied_to.empty() && !d.weight->empty()) out.push_back({d.hf, d.weight});
+  return out;
+}
+
 TensorDecl tied_tensor(std::string hf, std::string gguf, std::string tied_to, std::vector<int64_t> shape) {
   TensorDecl d = declared(std::move(hf), std::move(gguf), std::move(shape), TensorRole::Matrix);
   d.tied_to = std::move(tied_to);

@@ -94,6 +94,9 @@ struct AdaptableMatrix {
 };
 std::vector<AdaptableMatrix> adaptable_matrices(const TensorList& list);
 
+// Every matrix of a loaded list by its checkpoint name, each once (a tied copy is not listed).
+std::vector<NamedWeight> named_matrices(const TensorList& list);
+
 // Sizes derived from a loaded list (the Model keeps them; nothing is counted during a forward).
 struct TensorStats {
   int64_t parameters = 0;     // elements of every tensor that is not a tied copy

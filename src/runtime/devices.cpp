@@ -1,5 +1,10 @@
 #include "runtime/devices.h"
 
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+
 #include <fmt/format.h>
 
 #include "core/cpu.h"
@@ -7,6 +12,7 @@
 #include "core/meminfo.h"
 #include "core/threads.h"
 #include "models/registry.h"
+#include "runtime/nq_cache.h"
 #ifdef KVAD_HAVE_VULKAN
 #include "vulkan/device.h"
 #include "vulkan/vulkan_backend.h"
@@ -68,6 +74,31 @@ std::vector<GpuDevice> list_gpu_devices(std::string* why) {
   if (why) *why = "this kvad was built without the Vulkan backend";
 #endif
   return out;
+}
+
+void set_gpu_weight_cache(EngineOptions& o, const LoadedModel& m) {
+  if (!is_gpu_device(o.device) || !m.model) return;
+  const std::string f = m.model->weight_format();
+  if (f != "q8" && f != "q4") return;  // dense and K-quant weights go to the device as they are
+  Json files = Json::array();
+  std::error_code ec;
+  std::vector<std::filesystem::path> sources;
+  if (std::filesystem::is_directory(m.path, ec)) {
+    for (const auto& e : std::filesystem::directory_iterator(m.path, ec))
+      if (e.path().extension() == ".safetensors") sources.push_back(e.path());
+  } else {
+    sources.push_back(m.path);  // a .gguf
+  }
+  std::sort(sources.begin(), sources.end());
+  for (const auto& p : sources) {
+    struct stat st{};
+    if (::stat(p.c_str(), &st) != 0) continue;
+    files.push_back({{"name", p.filename().string()},
+                     {"size", (uint64_t)st.st_size},
+                     {"mtime_ns", (uint64_t)st.st_mtim.tv_sec * 1000000000ull + (uint64_t)st.st_mtim.tv_nsec}});
+  }
+  o.weight_cache = gpu_nq_cache_file(m.key, m.path, parse_weight_format(f));
+  o.weight_cache_stamp = {{"format", f}, {"files", files}};
 }
 
 std::string describe_devices() {

@@ -8,6 +8,8 @@
 
 #include "backend/backend.h"
 #include "models/model.h"
+#include "runtime/engine.h"
+#include "runtime/loader.h"
 
 namespace kvad {
 
@@ -26,6 +28,9 @@ struct GpuDevice {
   bool cpu = false;  // a CPU driver (lavapipe)
 };
 std::vector<GpuDevice> list_gpu_devices(std::string* why);
+// Sets o.weight_cache and its stamp for a model the GPU runs in a layout of its own (q8, q4): the
+// .gpu-<format>.nq file beside the CPU's cache, stamped with the model's files (size, mtime).
+void set_gpu_weight_cache(EngineOptions& o, const LoadedModel& m);
 // `kvad devices`: the CPU, then every Vulkan device with its index, type and memory, or why there is none.
 std::string describe_devices();
 

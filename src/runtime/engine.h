@@ -55,6 +55,10 @@ struct EngineOptions {
   int64_t snapshots = -1;
   std::vector<LoraUse> loras;  // the adapters sessions run with (run and chat's --lora)
   std::string device = "cpu";  // --device: cpu, gpu or gpu:N (runtime/devices.h); used when no backend is given
+  // A backend that keeps the weights in a layout of its own (the GPU's q8/q4) converts them once
+  // into this file and reads them from it afterwards, while its stamp (the source files) holds.
+  std::string weight_cache;
+  Json weight_cache_stamp;
 };
 
 // A sequence for the step loop. Callbacks run on the engine's thread.
@@ -108,6 +112,8 @@ class Engine {
 
   const Model& model() const { return model_; }
   const EngineOptions& options() const { return opts_; }
+  // What the backend did with the weights at start ("GPU weights from cache X"), or "".
+  const std::string& weights_note() const { return weights_note_; }
   int64_t context_length() const { return ctx_; }
 
   std::unique_ptr<Session> open_session();
@@ -170,6 +176,7 @@ class Engine {
   EngineOptions opts_;
   int64_t ctx_ = 0;
   std::unique_ptr<Backend> backend_;
+  std::string weights_note_;
   std::unique_ptr<Memory> memory_;
   std::unique_ptr<BlockManager> blocks_;
   std::deque<std::unique_ptr<Sequence>> waiting_;

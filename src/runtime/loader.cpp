@@ -74,6 +74,7 @@ LoadedModel load_model(const std::string& name, const LoadOptions& opts) {
   m.name = name;
   ResolvedModel where = resolve_model(name);
   m.path = where.path;
+  m.key = where.key;
   if (is_gguf_path(m.path)) {  // model, tokenizer and template from the one file
     load_gguf_model(m, opts);
     m.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

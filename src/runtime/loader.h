@@ -16,6 +16,7 @@ namespace kvad {
 
 struct LoadedModel {
   std::string path;  // the folder
+  std::string key;   // ResolvedModel::key: names its caches
   std::string name;  // what the user called it
   std::string served_as;  // the id a server reports instead of the folder's name (kvad serve --alias)
   std::unique_ptr<Model> model;

@@ -34,6 +34,10 @@ std::string nq_cache_file(const std::string& key, const std::string& path, Weigh
   return join_path(store_cache_dir(), model_field(key, path) + "." + weight_format_name(fmt) + ".nq");
 }
 
+std::string gpu_nq_cache_file(const std::string& key, const std::string& path, WeightFormat fmt) {
+  return join_path(store_cache_dir(), model_field(key, path) + ".gpu-" + weight_format_name(fmt) + ".nq");
+}
+
 std::vector<NqCacheEntry> list_nq_caches() {
   std::vector<NqCacheEntry> out;
   std::error_code ec;

@@ -1,5 +1,5 @@
 // Naming and housekeeping of .nq quantised-weight caches in kvad's cache folder:
-//   <model>.<format>.nq   with <model> = Org--Name (Hub), kvad--NAME (kvad's store), or
+//   <model>.<format>.nq   (and the GPU's <model>.gpu-<format>.nq) with <model> = Org--Name (Hub), kvad--NAME (kvad's store), or
 //                          <folder name>-<hash of its absolute path> (a folder given by path).
 #pragma once
 #include <cstdint>
@@ -12,6 +12,9 @@ namespace kvad {
 
 // `key` is ResolvedModel::key ("hf:Org/Name", "store:NAME" or "" for a folder path).
 std::string nq_cache_file(const std::string& key, const std::string& path, WeightFormat fmt);
+// The GPU backend's cache of the same model in its own layout: <model>.gpu-<format>.nq (never
+// confused with the CPU's <model>.<format>.nq; `kvad cache` lists and forgets both).
+std::string gpu_nq_cache_file(const std::string& key, const std::string& path, WeightFormat fmt);
 
 struct NqCacheEntry {
   std::string file, model, format;

@@ -1,5 +1,7 @@
 #include "serve/engine_thread.h"
 
+#include "runtime/devices.h"
+
 #include "serve/lora_adapters.h"
 
 #include <algorithm>
@@ -34,6 +36,7 @@ void ModelHost::set_model(std::shared_ptr<const LoadedModel> m) {
   o.step_tokens = cfg_.step_tokens;
   o.kv_type = cfg_.kv_type;
   o.device = cfg_.device;
+  set_gpu_weight_cache(o, *model_);
   o.snapshot_every = cfg_.snapshot_every;
   o.snapshots = cfg_.snapshots;
   engine_ = std::make_unique<Engine>(*model_->model, o);

@@ -4,11 +4,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <deque>
+#include <filesystem>
 #include <unordered_map>
 
 #include "backend/checks.h"
 #include "core/error.h"
+#include "core/fs.h"
+#include "io/nq.h"
 #include "vulkan/device.h"
 
 namespace kvad {
@@ -153,6 +158,71 @@ class VulkanBackend final : public Backend {
     size_t n = 0;
     for (const auto& [id, w] : weights_) n += w.bytes;
     return n;
+  }
+
+  std::string prepare_weights(const std::vector<NamedWeight>& matrices, const std::string& cache_file,
+                              const Json& source_stamp) override {
+    // Only kvad's q8/q4 have a device layout of their own; the rest are uploaded as stored.
+    Json stamp = source_stamp;
+    stamp["layout"] = "vulkan-rowmajor-1";
+    stamp["tensors"] = Json::array();
+    for (const NamedWeight& nw : matrices)
+      if (nw.weight->quantized())
+        for (const char* part : {".codes", ".d", ".m"}) stamp["tensors"].push_back(nw.name + part);
+    const bool cached = !cache_file.empty() && !stamp["tensors"].empty();
+    std::shared_ptr<NqCheckpoint> cache;
+    std::string note;
+    if (cached && file_exists(cache_file)) {
+      try {
+        cache = std::make_shared<NqCheckpoint>(cache_file, stamp);
+      } catch (const Error& e) {  // stale or corrupt: rebuilt below
+        std::remove(cache_file.c_str());
+        note = std::string("GPU cache rebuilt (") + e.what() + "); ";
+      }
+    }
+    std::deque<Repacked> written;  // alive until the writer has written them
+    NqWriter writer;
+    for (const NamedWeight& nw : matrices) {
+      const Weight& w = *nw.weight;
+      if (weights_.count(w.uid())) continue;
+      if (!w.quantized() || !cached) {
+        device_weight(w);
+        continue;
+      }
+      if (cache) {
+        try {
+          TensorView c = cache->get(nw.name + ".codes"), d = cache->get(nw.name + ".d"), m = cache->get(nw.name + ".m");
+          weights_.emplace(w.uid(), upload_quant(w.quant(), c.data, c.nbytes, d.data, d.nbytes, m.data, m.nbytes));
+          continue;
+        } catch (const Error& e) {  // a corrupt entry: this weight is repacked, the file rewritten
+          cache.reset();
+          std::remove(cache_file.c_str());
+          note = std::string("GPU cache rebuilt (") + e.what() + "); ";
+        }
+      }
+      written.push_back(repack(w.quant()));
+      const Repacked& r = written.back();
+      weights_.emplace(w.uid(), upload_quant(w.quant(), r));
+      writer.add(nw.name + ".codes", DType::U8, {(int64_t)r.codes.size()}, r.codes.data(), r.codes.size());
+      writer.add(nw.name + ".d", DType::U8, {(int64_t)r.d.size() * 2}, reinterpret_cast<const uint8_t*>(r.d.data()),
+                 r.d.size() * 2);
+      writer.add(nw.name + ".m", DType::U8, {(int64_t)r.m.size() * 2}, reinterpret_cast<const uint8_t*>(r.m.data()),
+                 r.m.size() * 2);
+    }
+    if (cache) return "GPU weights from cache " + cache_file;
+    if (!cached) return "";
+    if (written.size() * 3 != stamp["tensors"].size()) {
+      // Entries uploaded from a cache that then proved corrupt are not in this writer: the next
+      // load rebuilds the whole file.
+      return note + "GPU weights repacked (cache not written: rebuilt on the next load)";
+    }
+    try {
+      make_directories(std::filesystem::path(cache_file).parent_path().string());
+      writer.write(cache_file, stamp);
+      return note + "repacked for the GPU, cached to " + cache_file;
+    } catch (const Error& e) {  // costs speed next time, not this run
+      return note + "repacked for the GPU (not cached: " + e.what() + ")";
+    }
   }
 
   void begin_forward(const Batch& batch) override {
@@ -468,7 +538,7 @@ class VulkanBackend final : public Backend {
       dev_->upload(dw.codes, 0, dense, bytes);
       dw.bytes = bytes;
     } else if (w.quantized()) {
-      repack(w.quant(), dw);
+      dw = upload_quant(w.quant(), repack(w.quant()));
     } else if (const KQuantMatrix& k = w.kquant()) {  // GGUF's blocks as they are, read in place by the shaders
       dw.format = k.type() == DType::Q4_K ? kQ4K : k.type() == DType::Q5_K ? kQ5K : kQ6K;
       dw.blocks = (int32_t)k.blocks();
@@ -481,16 +551,24 @@ class VulkanBackend final : public Backend {
     return weights_.emplace(w.uid(), dw).first->second;
   }
 
+  // A q8/q4 weight in the device's layout, on the host: what is uploaded, and what the GPU cache
+  // file holds.
+  struct Repacked {
+    std::vector<uint8_t> codes;
+    std::vector<uint16_t> d, m;
+  };
+
   // kvad's q8/q4 records (quant/packed.h: 16 rows interleaved 4 bytes at a time, for VNNI) into
   // the device's row-major codes + per-block f16 scales; the codes and scales are the same
   // numbers, so nothing is requantised.
-  void repack(const QuantMatrix& q, DeviceWeight& dw) {
+  static Repacked repack(const QuantMatrix& q) {
     const bool q8 = q.kind() == QKind::Q8;
     const int64_t rows = q.rows(), blocks = q.blocks(), padded = blocks * QuantMatrix::kBlock;
-    dw.format = q8 ? kQ8 : kQ4;
-    dw.blocks = (int32_t)blocks;
-    std::vector<uint8_t> codes((size_t)(q8 ? rows * padded : (rows * padded + 1) / 2) + 4, 0);
-    std::vector<uint16_t> d((size_t)(rows * blocks) + 2, 0), m(q8 ? 2 : (size_t)(rows * blocks) + 2, 0);
+    Repacked out;
+    std::vector<uint8_t>& codes = out.codes;
+    codes.assign((size_t)(q8 ? rows * padded : (rows * padded + 1) / 2) + 4, 0);
+    out.d.assign((size_t)(rows * blocks) + 2, 0);
+    out.m.assign(q8 ? 2 : (size_t)(rows * blocks) + 2, 0);
     for (int64_t g = 0; g < q.groups(); g++)
       for (int64_t b = 0; b < blocks; b++) {
         const uint8_t* rec = q.record(g, b);
@@ -498,28 +576,46 @@ class VulkanBackend final : public Backend {
           const int64_t row = g * QuantMatrix::kRows + r;
           if (row >= rows) break;
           const size_t sb = (size_t)(row * blocks + b);
-          for (int c = 0; c < QuantMatrix::kBlock; c++) {
-            const size_t i = (size_t)(row * padded + b * QuantMatrix::kBlock + c);
-            const int step = c / 4, j = c % 4;
-            if (q8) {
-              codes[i] = rec[step * 64 + r * 4 + j];
-            } else {
-              const uint8_t byte = rec[(step / 2) * 64 + r * 4 + j];
-              const uint8_t code = step % 2 ? byte >> 4 : byte & 15;
-              codes[i / 2] |= (uint8_t)(i % 2 ? code << 4 : code);
+          uint8_t* dst = codes.data() + (size_t)(row * padded + b * QuantMatrix::kBlock) / (q8 ? 1 : 2);
+          for (int step = 0; step < 8; step++) {  // 4 columns per step, one byte (or nibble) each
+            for (int j = 0; j < 4; j++) {
+              const int c = step * 4 + j;
+              if (q8) {
+                dst[c] = rec[step * 64 + r * 4 + j];
+              } else {
+                const uint8_t byte = rec[(step / 2) * 64 + r * 4 + j];
+                const uint8_t code = step % 2 ? byte >> 4 : byte & 15;
+                dst[c / 2] |= (uint8_t)(c % 2 ? code << 4 : code);
+              }
             }
           }
-          std::memcpy(&d[sb], rec + (q8 ? 512 : 256) + r * 2, 2);
-          if (!q8) std::memcpy(&m[sb], rec + 288 + r * 2, 2);
+          std::memcpy(&out.d[sb], rec + (q8 ? 512 : 256) + r * 2, 2);
+          if (!q8) std::memcpy(&out.m[sb], rec + 288 + r * 2, 2);
         }
       }
-    dw.codes = dev_->allocate(codes.size(), false);
-    dev_->upload(dw.codes, 0, codes.data(), codes.size());
-    dw.d = dev_->allocate(d.size() * 2, false);
-    dev_->upload(dw.d, 0, d.data(), d.size() * 2);
-    dw.m = dev_->allocate(m.size() * 2, false);
-    dev_->upload(dw.m, 0, m.data(), m.size() * 2);
+    return out;
+  }
+
+  // Uploads a q8/q4 weight's device layout (from a repack or from the cache file).
+  DeviceWeight upload_quant(const QuantMatrix& q, const uint8_t* codes, size_t codes_bytes, const uint8_t* d,
+                            size_t d_bytes, const uint8_t* m, size_t m_bytes) {
+    DeviceWeight dw;
+    const bool q8 = q.kind() == QKind::Q8;
+    const int64_t rows = q.rows(), blocks = q.blocks(), padded = blocks * QuantMatrix::kBlock;
+    dw.format = q8 ? kQ8 : kQ4;
+    dw.blocks = (int32_t)blocks;
+    dw.codes = dev_->allocate(codes_bytes, false);
+    dev_->upload(dw.codes, 0, codes, codes_bytes);
+    dw.d = dev_->allocate(d_bytes, false);
+    dev_->upload(dw.d, 0, d, d_bytes);
+    dw.m = dev_->allocate(m_bytes, false);
+    dev_->upload(dw.m, 0, m, m_bytes);
     dw.bytes = (size_t)(q8 ? rows * padded : rows * padded / 2) + (size_t)(rows * blocks) * (q8 ? 2 : 4);
+    return dw;
+  }
+  DeviceWeight upload_quant(const QuantMatrix& q, const Repacked& r) {
+    return upload_quant(q, r.codes.data(), r.codes.size(), reinterpret_cast<const uint8_t*>(r.d.data()), r.d.size() * 2,
+                        reinterpret_cast<const uint8_t*>(r.m.data()), r.m.size() * 2);
   }
 
   void release(DeviceWeight& dw) {
