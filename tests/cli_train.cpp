@@ -26,6 +26,7 @@
 #include "train/base.h"
 #include "runtime/loader.h"
 #include "test_support.h"
+#include "train/gemm.h"
 #include "train/checkpoint.h"
 #include "train/model.h"
 
@@ -176,6 +177,31 @@ TEST(TrainCli, TrainRunScore) {
   setenv("KVAD_DEFAULT_MODEL", join_path(home, "nowhere").c_str(), 1);
   EXPECT_EQ(test::run_kvad("run --prompt x -n 2").exit_code, 1);
   unsetenv("KVAD_DEFAULT_MODEL");
+  unsetenv("KVAD_HOME");
+}
+
+// --precision bf16 as users type it: the run trains and says so in its state, a resumed run may
+// switch back to f32 (a speed choice), and a CPU without AVX512-BF16 gets an error naming the flag.
+TEST(TrainCli, Bf16Precision) {
+  std::string home = test::temp_dir("home-bf16");
+  setenv("KVAD_HOME", home.c_str(), 1);
+  std::string data = corpus(home);
+  auto r = test::run_kvad(fmt::format("train --data '{}' --name tb {} --steps 12 --eval-every 0 --sample-chars 0 "
+                                      "--precision bf16",
+                                      data, kSmall));
+  if (!train::bf16_gemm_supported()) {
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("--precision bf16 needs a CPU with AVX512-BF16"), std::string::npos) << r.err;
+    unsetenv("KVAD_HOME");
+    GTEST_SKIP() << "SKIPPED: this CPU has no AVX512-BF16; the refusal was checked";
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const std::string dir = join_path(join_path(home, "models"), "tb");
+  EXPECT_EQ(read_json_file(join_path(dir, "trainer_state.json"))["config"]["precision"], "bf16");
+  auto more = test::run_kvad("train --name tb --resume --steps 16 --sample-chars 0 --precision f32");
+  ASSERT_EQ(more.exit_code, 0) << more.err;
+  EXPECT_EQ(read_json_file(join_path(dir, "trainer_state.json"))["config"]["precision"], "f32");
+  EXPECT_NE(test::run_kvad("train --name tb --resume --steps 20 --precision f16").exit_code, 0);
   unsetenv("KVAD_HOME");
 }
 

@@ -5,7 +5,8 @@
 #   usage: bench/train/run.sh [CORPUS] [a|b|c|b1000|c300 ...]      (default: KJV from corpus.sh; b c)
 #   a, b, c: STEPS (40) steps, throughput = median over the steps after WARMUP (10);
 #            val loss on 32 windows.   b1000 / c300: that many steps, loss compared at the end.
-# Env: KVAD (./build/kvad), THREADS (2), REPEAT (3), STEPS, WARMUP, PEER (../shared/peer-torch),
+# Env: KVAD (./build/kvad), KVAD_ARGS (more kvad train flags, e.g. "--precision bf16"),
+#      THREADS (2), REPEAT (3), STEPS, WARMUP, PEER (../shared/peer-torch),
 #      QUIET_WAIT (600 s: wait at most this long for an idle machine before each run).
 # Each run records the CPU seconds other processes used meanwhile ("other_s"); above 5% of the
 # machine it is flagged CONTENDED, and its figure should not be trusted.
@@ -51,7 +52,7 @@ for c in "${configs[@]}"; do
     k=$(run_one kvad "$KVAD" train --data "$data" --name bench --force --layers "${m[0]}" --dim "${m[1]}" --heads "${m[2]}" \
         --context "${m[3]}" --batch "${m[4]}" --steps "$steps" --timing-warmup "$warm" --threads "$THREADS" \
         --schedule constant --warmup 0 --lr 1e-3 --eval-every 0 --save-every 0 --sample-chars 0 \
-        --final-eval-windows "${ev[0]}" --seed 1337)
+        --final-eval-windows "${ev[0]}" --seed 1337 ${KVAD_ARGS:-})
     t=$(run_one torch /usr/bin/python3 "$PEER/train_gpt.py" --data "$data" --n-layer "${m[0]}" --n-embd "${m[1]}" \
         --n-head "${m[2]}" --block "${m[3]}" --batch "${m[4]}" --steps "$steps" --warmup "$warm" --threads "$THREADS" \
         --log-every 100000 --final-eval-windows "${ev[0]}" --seed 1337)

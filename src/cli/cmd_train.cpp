@@ -72,6 +72,9 @@ void add_train(CLI::App& app) {
   cmd->add_option("--grad-clip", o.adam.grad_clip, "clip the global gradient norm to this, 0 = off (default 1)")->check(CLI::NonNegativeNumber);
   cmd->add_option("-t,--threads", o.threads, "threads (default: all cores)")->check(CLI::Range(0, 1024));
   cmd->add_option("--seed", o.seed, "random seed of the initialisation and the batches (default 1337)");
+  cmd->add_option("--precision", o.precision, "the linear layers' products: f32 (default) or bf16 (operands rounded "
+                  "to bf16, sums in f32, weights and optimiser state f32; needs AVX512-BF16; docs/training.md)")
+      ->check(CLI::IsMember({"f32", "bf16"}));
   cmd->add_option("--eval-every", o.eval_every, "validation loss every N steps, 0 = off (default 250)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--eval-windows", o.eval_windows, "validation windows for the periodic loss (default 128)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--final-eval-windows", o.final_eval_windows, "windows for the final loss, 0 = all (default)")->check(CLI::NonNegativeNumber);

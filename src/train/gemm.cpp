@@ -1,10 +1,12 @@
 #include "train/gemm.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 
+#include "core/error.h"
 #include "core/threads.h"
 
 namespace kvad::train {
@@ -110,11 +112,46 @@ void pack_b(const GemmShape& g, const MicroKernel& uk, int64_t n0, int64_t nc, i
   }
 }
 
+// The bf16 form of gemm_block (GemmShape::bf16): A and B packed as for f32, then turned into bf16
+// pairs (MicroKernel::to_pairs); A is always packed, since it has to be rounded anyway.
+void gemm_block_bf16(const GemmShape& g, const MicroKernel& uk, int64_t m_begin, int64_t m_end, int64_t n_begin,
+                     int64_t n_end) {
+  thread_local AlignedBuf abuf, bbuf, a16, b16;
+  const int MR = uk.mr, NR = uk.nr;
+  float* Bp = bbuf.get((size_t)(KC * (NC + NR)));
+  float* Ap = abuf.get((size_t)(KC * (MC + MR)));
+  uint32_t* Bq = reinterpret_cast<uint32_t*>(b16.get((size_t)((KC / 2 + 1) * (NC + NR))));
+  uint32_t* Aq = reinterpret_cast<uint32_t*>(a16.get((size_t)((KC / 2 + 1) * (MC + MR))));
+  for (int64_t n0 = n_begin; n0 < n_end; n0 += NC) {
+    const int64_t nc = std::min(NC, n_end - n0);
+    for (int64_t k0 = 0; k0 < g.K; k0 += KC) {
+      const int64_t kc = std::min(KC, g.K - k0), kp = (kc + 1) / 2;
+      pack_b(g, uk, n0, nc, k0, kc, Bp);
+      for (int64_t j = 0; j < nc; j += NR) uk.to_pairs(Bp + j * kc, kc, NR, Bq + j * kp);
+      const bool add_c = g.accumulate || k0 > 0;
+      const float* bias = k0 == 0 && g.bias ? g.bias + n0 : nullptr;
+      for (int64_t m0 = m_begin; m0 < m_end; m0 += MC) {
+        const int64_t mc = std::min(MC, m_end - m0);
+        pack_a(g, m0, mc, k0, kc, MR, Ap);
+        for (int64_t i = 0; i < mc; i += MR) uk.to_pairs(Ap + i * kc, kc, MR, Aq + i * kp);
+        for (int64_t i = 0; i < mc; i += MR) {
+          const int mr = (int)std::min<int64_t>(MR, mc - i);
+          float* C = g.C + (m0 + i) * g.ldc + n0;
+          for (int64_t j = 0; j < nc; j += NR)
+            uk.run_bf16(kp, Aq + i * kp, Bq + j * kp, C + j, g.ldc, mr, (int)std::min<int64_t>(NR, nc - j), add_c,
+                        bias ? bias + j : nullptr);
+        }
+      }
+    }
+  }
+}
+
 // C[m_begin..m_end, n_begin..n_end) on the calling thread.
 void gemm_block(const GemmShape& g, const MicroKernel& uk, int64_t m_begin, int64_t m_end, int64_t n_begin,
                 int64_t n_end) {
   thread_local AlignedBuf abuf, bbuf;
   const int MR = uk.mr, NR = uk.nr;
+  if (g.bf16 && g.K > 0) return gemm_block_bf16(g, uk, m_begin, m_end, n_begin, n_end);
   if (g.K == 0) {  // no product: C = bias or 0 (or unchanged when accumulating)
     for (int64_t m = m_begin; m < m_end; m++)
       for (int64_t n = n_begin; n < n_end; n++) {
@@ -191,9 +228,23 @@ MicroKernel micro_kernel(Isa isa) {
   return micro_kernel_scalar();
 }
 
+namespace {
+std::atomic<bool> g_linear_bf16{false};
+}
+
+void set_linear_bf16(bool on) {
+  if (on && !bf16_gemm_supported())
+    fail("--precision bf16 needs a CPU with AVX512-BF16 (this one: {}); use --precision f32", cpu_summary());
+  g_linear_bf16 = on;
+}
+bool linear_bf16() { return g_linear_bf16; }
+bool bf16_gemm_supported() { return micro_kernel(best_isa()).run_bf16 != nullptr; }
+
 void gemm(const GemmShape& g, bool parallel, Isa isa) {
   if (g.M <= 0 || g.N <= 0) return;
   const MicroKernel uk = micro_kernel(isa);
+  if (g.bf16 && (!uk.run_bf16 || g.triangle != GemmShape::Full))
+    fail("internal: a bf16 product needs AVX512-BF16 ({}) and a full triangle", isa_name(isa));
   ThreadPool& tp = pool();
   int nt = parallel ? tp.size() : 1;
   double flops = 2.0 * (double)g.M * (double)g.N * (double)g.K;

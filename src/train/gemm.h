@@ -32,7 +32,18 @@ struct GemmShape {
   //   LowerC  only C[m][n] with n <= m is wanted (the rest may be left unwritten)
   //   LowerA  op(A)[m][k] == 0 for k > m          UpperA  op(A)[m][k] == 0 for k < m
   enum Triangle { Full, LowerC, LowerA, UpperA } triangle = Full;
+  // Products in bf16, sums in f32 (AVX512-BF16's vdpbf16ps): both operands are rounded to bf16
+  // (nearest even) as they are packed. Twice the multiply rate of f32 on Zen 4; Full only.
+  bool bf16 = false;
 };
+
+// The trainer's choice for its linear layers' products (`kvad train --precision bf16`): read by
+// linear_fwd / linear_bwd, set once before training. Master weights, gradients and optimiser state
+// stay f32, and the float64 model of the gradient checks never rounds.
+void set_linear_bf16(bool on);
+bool linear_bf16();
+// Whether this CPU has the instructions the bf16 products need (AVX512-BF16).
+bool bf16_gemm_supported();
 
 // On the process thread pool (or the calling thread alone when `parallel` is false, e.g. inside
 // an already parallel loop over heads).
@@ -60,6 +71,11 @@ struct MicroKernel {
   // Optional: one NR-column panel of a transposed B (`cols` rows of storage from B, each read along
   // k; kc x NR out, zero past cols), with in-register transposes.
   void (*pack_bt)(const float* B, int64_t ldb, int64_t cols, int64_t kc, float* Bp);
+  // bf16 (optional): a packed f32 panel [kc][width] as bf16 pairs [ceil(kc/2)][width] (each u32 =
+  // values k, k+1; zero past kc), and the tile over kp such pairs of A (width MR) and B (NR).
+  void (*to_pairs)(const float* src, int64_t kc, int width, uint32_t* dst) = nullptr;
+  void (*run_bf16)(int64_t kp, const uint32_t* Ap, const uint32_t* Bp, float* C, int64_t ldc, int mr, int nr,
+                   bool add_c, const float* bias) = nullptr;
 };
 MicroKernel micro_kernel(Isa isa);
 MicroKernel micro_kernel_scalar();

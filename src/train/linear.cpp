@@ -20,9 +20,23 @@ void gemm_t(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, bool ta, c
   }
 }
 
+// The linear layers' products in f32, or in bf16 when the trainer asked (set_linear_bf16); the
+// float64 reference of the gradient checks always computes exactly.
+template <typename T>
+static void linear_gemm(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, bool ta, const T* B, int64_t ldb,
+                        bool tb, T* C, int64_t ldc, bool accumulate, const T* bias) {
+  if constexpr (sizeof(T) == sizeof(float)) {
+    GemmShape g{M, N, K, A, lda, ta, B, ldb, tb, C, ldc, accumulate, bias};
+    g.bf16 = linear_bf16();
+    gemm(g);
+  } else {
+    gemm_t<T>(M, N, K, A, lda, ta, B, ldb, tb, C, ldc, accumulate, bias);
+  }
+}
+
 template <typename T>
 void linear_fwd(T* y, const T* x, const T* w, const T* b, int64_t rows, int64_t in, int64_t out) {
-  gemm_t<T>(rows, out, in, x, in, false, w, in, true, y, out, false, b);
+  linear_gemm<T>(rows, out, in, x, in, false, w, in, true, y, out, false, b);
 }
 
 // db = column sums of dy. Rows are summed in fixed blocks and the blocks in order, so the result
@@ -46,8 +60,8 @@ static void column_sums(T* db, const T* dy, int64_t rows, int64_t out) {
 template <typename T>
 void linear_bwd(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, int64_t rows, int64_t in, int64_t out,
                 bool accumulate_dx) {
-  if (dx) gemm_t<T>(rows, in, out, dy, out, false, w, in, false, dx, in, accumulate_dx, nullptr);
-  if (dw) gemm_t<T>(out, in, rows, dy, out, true, x, in, false, dw, in, false, nullptr);
+  if (dx) linear_gemm<T>(rows, in, out, dy, out, false, w, in, false, dx, in, accumulate_dx, nullptr);
+  if (dw) linear_gemm<T>(out, in, rows, dy, out, true, x, in, false, dw, in, false, nullptr);
   if (db) column_sums(db, dy, rows, out);
 }
 

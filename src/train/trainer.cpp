@@ -1,5 +1,7 @@
 #include "train/trainer.h"
 
+#include "train/gemm.h"
+
 #include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -51,7 +53,7 @@ Json config_json(const TrainOptions& o) {
           {"weight-decay", o.adam.weight_decay},
           {"grad-clip", o.adam.grad_clip}, {"seed", o.seed},
           {"eval-every", o.eval_every},   {"eval-windows", o.eval_windows},
-          {"save-every", o.save_every}};
+          {"save-every", o.save_every},   {"precision", o.precision}};
 }
 
 // A fine-tune's configuration adds the base and the adapter's shape; its model shape is the base's.
@@ -84,6 +86,7 @@ void apply_config_json(TrainOptions& o, const Json& j) {
   o.lr.kind = parse_schedule(j.at("schedule").get<std::string>());
   o.adam.weight_decay = j.at("weight-decay"), o.adam.grad_clip = j.at("grad-clip"), o.seed = j.at("seed");
   o.eval_every = j.at("eval-every"), o.eval_windows = j.at("eval-windows"), o.save_every = j.at("save-every");
+  o.precision = j.value("precision", "f32");  // runs saved before the option trained in f32
 }
 
 Json shape_json(const ModelShape& s) {
@@ -196,6 +199,11 @@ TrainResult run_training(TrainOptions o, const TrainHooks& hooks) {
   if (o.threads == 0 && w.distributed()) o.threads = rank_threads(w.local_size());
   set_threads(o.threads);
   const std::string& dir = o.dir;
+  // The linear layers' precision for this run, and back to f32 when it returns (the server trains
+  // jobs in its own process).
+  struct PrecisionScope {
+    ~PrecisionScope() { set_linear_bf16(false); }
+  } precision_scope;
 
   // ---- configuration: fresh, or the checkpoint's with the few flags a resumed run may change.
   LoadedCheckpoint ck;
@@ -216,7 +224,9 @@ TrainResult run_training(TrainOptions o, const TrainHooks& hooks) {
       resumed_state = ck.state;
     }
     Json stored = resumed_state.at("config"), now = o.lora ? lora_config_json(o) : config_json(o);
-    static const std::set<std::string> may_change = {"steps", "eval-every", "eval-windows", "save-every"};
+    // precision: a speed choice whose loss curve stays the f32 one's (docs/training.md), so a run
+    // may continue in the other.
+    static const std::set<std::string> may_change = {"steps", "eval-every", "eval-windows", "save-every", "precision"};
     for (const std::string& key : o.given)
       if (stored.contains(key) && !may_change.count(key) && now[key] != stored[key])
         fail("--{} {} differs from the checkpoint's {}: a resumed run keeps its configuration", key, now[key].dump(),
@@ -421,6 +431,8 @@ TrainResult run_training(TrainOptions o, const TrainHooks& hooks) {
   std::vector<double> step_seconds, allreduce_seconds;
   std::vector<double> recent;  // for the progress line's tokens/s and ETA
   double last_loss = 0;
+  if (o.precision != "f32" && o.precision != "bf16") fail("--precision {}: expected f32 or bf16", o.precision);
+  set_linear_bf16(o.precision == "bf16");
   int64_t step = start;
   bool interrupted = false;
   while (step < o.steps) {

@@ -37,6 +37,9 @@ struct TrainOptions {
   LrSchedule lr;     // total = steps; min_lr < 0 means lr / 10
   AdamWConfig adam;
   uint64_t seed = 1337;
+  // "f32", or "bf16": the linear layers' products round their operands to bf16 and sum in f32
+  // (train/gemm.h); weights, gradients and AdamW's state stay f32. docs/training.md: its speed and loss.
+  std::string precision = "f32";
   int threads = 0;   // 0 = all cores
   int64_t eval_every = 250, eval_windows = 128, final_eval_windows = 0;
   int64_t save_every = 500, log_every = 0, sample_chars = 200, timing_warmup = 5;
