@@ -12,7 +12,6 @@
 #include <atomic>
 #include <chrono>
 #include <clocale>
-#include <cstdlib>
 #include <cwchar>
 #include <mutex>
 #include <thread>
@@ -45,15 +44,10 @@ struct Config {
 // The device `p` offers beside the CPU: the one --device named, else the first GPU (lavapipe only
 // with KVAD_VULKAN_ALLOW_CPU=1, as --device gpu); "" when there is none.
 std::string offered_gpu(const LoadedModel& m, const ModelArgs& args) {
-  bool runs = false;
-  for (const Architecture& a : architectures()) runs |= a.gpu && a.name == m.model->config().architecture;
-  if (!runs || !gpu_backend_built()) return "";
+  if (!gpu_runs(m.model->config().architecture)) return "";
   if (is_gpu_device(args.device)) return args.device;
-  const char* allow = std::getenv("KVAD_VULKAN_ALLOW_CPU");
-  static const std::vector<GpuDevice> devices = list_gpu_devices(nullptr);  // drawn every frame: asked once
-  for (const GpuDevice& d : devices)
-    if (!d.cpu || (allow && *allow && std::string(allow) != "0")) return "gpu";
-  return "";
+  static const std::string gpu = default_gpu_device();  // drawn every frame: asked once
+  return gpu;
 }
 
 std::vector<Config> offered_configs(const LoadedModel& m, const ModelArgs& args) {

@@ -159,4 +159,16 @@ std::string join_path(const std::string& a, const std::string& b) {
   return (std::filesystem::path(a) / b).string();
 }
 
+Json file_stamps(const std::vector<std::string>& paths) {
+  Json files = Json::array();
+  for (const std::string& f : paths) {
+    struct stat st {};
+    ::stat(f.c_str(), &st);
+    files.push_back({{"name", std::filesystem::path(f).filename().string()},
+                     {"size", (uint64_t)st.st_size},
+                     {"mtime_ns", (uint64_t)st.st_mtim.tv_sec * 1000000000ull + (uint64_t)st.st_mtim.tv_nsec}});
+  }
+  return files;
+}
+
 }  // namespace kvad

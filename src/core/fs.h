@@ -3,6 +3,9 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "core/json.h"
 
 namespace kvad {
 
@@ -40,5 +43,9 @@ void fsync_directory(const std::string& dir);
 void write_directory_atomically(const std::string& dir, const std::function<void(const std::string& tmp)>& fill);
 void make_directories(const std::string& path);
 std::string join_path(const std::string& a, const std::string& b);
+
+// What identifies files' contents cheaply, for a cache's stamp: [{name (the file name), size,
+// mtime_ns}] in the given order (zeros for a file that cannot be stat'ed).
+Json file_stamps(const std::vector<std::string>& paths);
 
 }  // namespace kvad

@@ -64,14 +64,7 @@ const Architecture& require_architecture(const Json& config, const std::string& 
 
 // The stamp a cache file must carry to stand for this checkpoint in this format.
 static Json cache_stamp(const SafetensorsCheckpoint& ck, WeightFormat fmt) {
-  Json files = Json::array();
-  for (const std::string& f : ck.files()) {
-    struct stat st {};
-    ::stat(f.c_str(), &st);
-    files.push_back({{"name", std::filesystem::path(f).filename().string()},
-                     {"size", (uint64_t)st.st_size},
-                     {"mtime_ns", (uint64_t)st.st_mtim.tv_sec * 1000000000ull + (uint64_t)st.st_mtim.tv_nsec}});
-  }
+  Json files = file_stamps(ck.files());
   return {{"layout", 1}, {"format", weight_format_name(fmt)}, {"files", files}, {"tensors", ck.names()}};
 }
 

@@ -1,7 +1,5 @@
 #include "runtime/devices.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <filesystem>
 
@@ -9,6 +7,7 @@
 
 #include "core/cpu.h"
 #include "core/error.h"
+#include "core/fs.h"
 #include "core/meminfo.h"
 #include "core/threads.h"
 #include "models/registry.h"
@@ -49,19 +48,28 @@ std::unique_ptr<Backend> make_backend(const std::string& device) {
 #endif
 }
 
+bool gpu_runs(const std::string& architecture) {
+  for (const Architecture& a : architectures())
+    if (a.gpu && a.name == architecture) return true;
+  return false;
+}
+
+std::string default_gpu_device() {
+#ifdef KVAD_HAVE_VULKAN
+  for (const vk::DeviceInfo& d : vk::list_devices(nullptr))
+    if (!d.cpu() || vk::allow_cpu_devices()) return "gpu";
+#endif
+  return "";
+}
+
 std::unique_ptr<Backend> make_backend(const std::string& device, const Model& model) {
   check_device_name(device);
-  if (is_gpu_device(device)) {
-    const std::string& arch = model.config().architecture;
-    bool runs = false;
+  if (is_gpu_device(device) && !gpu_runs(model.config().architecture)) {
     std::string gpu_archs;
-    for (const Architecture& a : architectures()) {
-      if (!a.gpu) continue;
-      if (a.name == arch) runs = true;
-      gpu_archs += (gpu_archs.empty() ? "" : ", ") + a.name;
-    }
-    if (!runs)
-      fail("--device {}: {} does not run on the GPU backend yet (it runs {}); use --device cpu", device, arch, gpu_archs);
+    for (const Architecture& a : architectures())
+      if (a.gpu) gpu_archs += (gpu_archs.empty() ? "" : ", ") + a.name;
+    fail("--device {}: {} does not run on the GPU backend yet (it runs {}); use --device cpu", device,
+         model.config().architecture, gpu_archs);
   }
   return make_backend(device);
 }
@@ -80,23 +88,16 @@ void set_gpu_weight_cache(EngineOptions& o, const LoadedModel& m) {
   if (!is_gpu_device(o.device) || !m.model) return;
   const std::string f = m.model->weight_format();
   if (f != "q8" && f != "q4") return;  // dense and K-quant weights go to the device as they are
-  Json files = Json::array();
   std::error_code ec;
-  std::vector<std::filesystem::path> sources;
+  std::vector<std::string> sources;
   if (std::filesystem::is_directory(m.path, ec)) {
     for (const auto& e : std::filesystem::directory_iterator(m.path, ec))
-      if (e.path().extension() == ".safetensors") sources.push_back(e.path());
+      if (e.path().extension() == ".safetensors") sources.push_back(e.path().string());
   } else {
     sources.push_back(m.path);  // a .gguf
   }
   std::sort(sources.begin(), sources.end());
-  for (const auto& p : sources) {
-    struct stat st{};
-    if (::stat(p.c_str(), &st) != 0) continue;
-    files.push_back({{"name", p.filename().string()},
-                     {"size", (uint64_t)st.st_size},
-                     {"mtime_ns", (uint64_t)st.st_mtim.tv_sec * 1000000000ull + (uint64_t)st.st_mtim.tv_nsec}});
-  }
+  const Json files = file_stamps(sources);
   o.weight_cache = gpu_nq_cache_file(m.key, m.path, parse_weight_format(f));
   o.weight_cache_stamp = {{"format", f}, {"files", files}};
 }

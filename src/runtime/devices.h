@@ -18,6 +18,10 @@ void check_device_name(const std::string& device);
 bool is_gpu_device(const std::string& device);
 // The backend for `device`, refusing an architecture the device's backend does not run.
 std::unique_ptr<Backend> make_backend(const std::string& device, const Model& model);
+// Whether the GPU backend runs this architecture (the registry's Architecture::gpu).
+bool gpu_runs(const std::string& architecture);
+// "gpu" when `--device gpu` would find a device (a CPU driver only with KVAD_VULKAN_ALLOW_CPU=1), else "".
+std::string default_gpu_device();
 // The same without a model (the backend tests).
 std::unique_ptr<Backend> make_backend(const std::string& device);
 // Whether this binary has the Vulkan backend (built with libvulkan-dev and glslc).

@@ -97,12 +97,13 @@ DeviceInfo describe(VkPhysicalDevice d, int index) {
   return info;
 }
 
+
+}  // namespace
+
 bool allow_cpu_devices() {
   const char* e = std::getenv("KVAD_VULKAN_ALLOW_CPU");
   return e && *e && std::string(e) != "0";
 }
-
-}  // namespace
 
 std::vector<DeviceInfo> list_devices(std::string* why) {
   VkInstance instance = create_instance(why);

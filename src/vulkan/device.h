@@ -21,6 +21,8 @@ struct DeviceInfo {
   bool cpu() const { return type == "cpu"; }
 };
 
+// KVAD_VULKAN_ALLOW_CPU is set (and not "0"): `--device gpu` may take a CPU driver (lavapipe).
+bool allow_cpu_devices();
 // Every Vulkan device of the machine; empty with *why set when there is no loader or instance.
 std::vector<DeviceInfo> list_devices(std::string* why);
 

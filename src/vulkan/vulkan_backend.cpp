@@ -229,7 +229,6 @@ class VulkanBackend final : public Backend {
     dev_->submit();  // the previous forward's tail (a batch that wanted no logits) runs first
     for (ScratchChunk& c : scratch_) c.used = 0;
     for (StreamChunk& c : stream_) c.used = 0;
-    batch_ = &batch;
     if (batch.has_lora()) fail("--device gpu: LoRA adapters run on --device cpu only (for now)");
     // The batch's rows as the shaders read them: (position, offset of its block table), the
     // concatenated block tables, token ids, positions, and the rows that want logits.
@@ -630,7 +629,6 @@ class VulkanBackend final : public Backend {
   };
 
   std::unique_ptr<vk::Device> dev_;
-  const Batch* batch_ = nullptr;
   std::vector<ScratchChunk> scratch_;
   std::vector<StreamChunk> stream_;
   Buffer readback_;
