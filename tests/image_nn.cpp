@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "core/threads.h"
@@ -135,36 +136,72 @@ TEST(ImageNn, GroupNormMatchesTheDefinition) {
   EXPECT_THROW(GroupNorm::load(*ck, "gn", 6, 4, 1e-5), Error);
 }
 
+struct AttentionCase { int64_t n_q, n_kv, heads, d; };
+
+// softmax(q k^T / sqrt(d)) v in double, q, k and v read as column slices of fused [n, 3 * width]
+// rows. `bf16`: q, k, v and the probabilities rounded to bf16 first, as the bf16 path rounds them.
+std::vector<double> attention_definition(const std::vector<float>& fused_q, const std::vector<float>& fused_kv,
+                                         AttentionCase c, bool bf16) {
+  const int64_t width = c.heads * c.d, stride = 3 * width;
+  auto rd = [&](float x) { return bf16 ? (double)bf16_to_f32(f32_to_bf16(x)) : (double)x; };
+  std::vector<double> want((size_t)(c.n_q * width));
+  for (int64_t h = 0; h < c.heads; h++)
+    for (int64_t i = 0; i < c.n_q; i++) {
+      std::vector<double> s((size_t)c.n_kv);
+      double mx = -1e300, sum = 0;
+      for (int64_t j = 0; j < c.n_kv; j++) {
+        double dot = 0;
+        for (int64_t e = 0; e < c.d; e++)
+          dot += rd(fused_q[(size_t)(i * stride + h * c.d + e)]) * rd(fused_kv[(size_t)(j * stride + width + h * c.d + e)]);
+        s[(size_t)j] = dot / std::sqrt((double)c.d);
+        mx = std::max(mx, s[(size_t)j]);
+      }
+      for (double& v : s) sum += (v = std::exp(v - mx));
+      for (double& v : s) v = rd((float)(v / sum));
+      for (int64_t e = 0; e < c.d; e++) {
+        double acc = 0;
+        for (int64_t j = 0; j < c.n_kv; j++) acc += s[(size_t)j] * rd(fused_kv[(size_t)(j * stride + 2 * width + h * c.d + e)]);
+        want[(size_t)(i * width + h * c.d + e)] = acc;
+      }
+    }
+  return want;
+}
+
+const AttentionCase kAttentionCases[] = {{37, 37, 2, 8}, {100, 77, 5, 16}, {65, 3, 1, 40}, {1, 1, 3, 4}, {130, 301, 2, 40}};
+
 TEST(ImageNn, AttentionMatchesTheDefinition) {
   Rng r(9);
-  struct Case { int64_t n_q, n_kv, heads, d; };
-  for (Case c : {Case{37, 37, 2, 8}, Case{100, 77, 5, 16}, Case{65, 3, 1, 40}, Case{1, 1, 3, 4}}) {
+  for (AttentionCase c : kAttentionCases) {
     // q, k and v as column slices of one fused [n, 3 * width] product, as a self-attention computes them.
     const int64_t width = c.heads * c.d, stride = 3 * width;
     auto fused_q = randn(r, c.n_q * stride, 1.5f), fused_kv = randn(r, c.n_kv * stride, 1.5f);
     std::vector<float> out((size_t)(c.n_q * width));
     attention(fused_q.data(), stride, fused_kv.data() + width, fused_kv.data() + 2 * width, stride, c.n_q, c.n_kv,
               c.heads, c.d, out.data());
-    std::vector<double> want(out.size());
-    for (int64_t h = 0; h < c.heads; h++)
-      for (int64_t i = 0; i < c.n_q; i++) {
-        std::vector<double> s((size_t)c.n_kv);
-        double mx = -1e300, sum = 0;
-        for (int64_t j = 0; j < c.n_kv; j++) {
-          double dot = 0;
-          for (int64_t e = 0; e < c.d; e++)
-            dot += (double)fused_q[(size_t)(i * stride + h * c.d + e)] * fused_kv[(size_t)(j * stride + width + h * c.d + e)];
-          s[(size_t)j] = dot / std::sqrt((double)c.d);
-          mx = std::max(mx, s[(size_t)j]);
-        }
-        for (double& v : s) sum += (v = std::exp(v - mx));
-        for (int64_t e = 0; e < c.d; e++) {
-          double acc = 0;
-          for (int64_t j = 0; j < c.n_kv; j++) acc += s[(size_t)j] / sum * fused_kv[(size_t)(j * stride + 2 * width + h * c.d + e)];
-          want[(size_t)(i * width + h * c.d + e)] = acc;
-        }
-      }
-    EXPECT_LE(max_abs_diff(out, want), 1e-5) << c.n_q << "x" << c.n_kv << " heads " << c.heads << " d " << c.d;
+    EXPECT_LE(max_abs_diff(out, attention_definition(fused_q, fused_kv, c, false)), 1e-5)
+        << c.n_q << "x" << c.n_kv << " heads " << c.heads << " d " << c.d;
+  }
+}
+
+// The bf16 products (odd head widths and key counts padded to pairs, blocks of 48 queries with a
+// ragged last one): within float summation error of the definition on bf16-rounded operands and
+// probabilities; the unrounded definition is ~100x further away, so a path that skipped or
+// misplaced a rounding would show.
+TEST(ImageNn, AttentionInBf16MatchesTheRoundedDefinition) {
+  if (best_isa() != Isa::Avx512) GTEST_SKIP() << "no AVX512-BF16 here: bf16 attention runs the f32 path (tested above)";
+  Rng r(19);
+  for (AttentionCase c : {AttentionCase{37, 37, 2, 8}, AttentionCase{100, 77, 5, 16}, AttentionCase{65, 3, 1, 40},
+                          AttentionCase{1, 1, 3, 4}, AttentionCase{130, 301, 2, 40}, AttentionCase{49, 20, 1, 7}}) {
+    const int64_t width = c.heads * c.d, stride = 3 * width;
+    auto fused_q = randn(r, c.n_q * stride, 1.5f), fused_kv = randn(r, c.n_kv * stride, 1.5f);
+    std::vector<float> out((size_t)(c.n_q * width));
+    attention(fused_q.data(), stride, fused_kv.data() + width, fused_kv.data() + 2 * width, stride, c.n_q, c.n_kv,
+              c.heads, c.d, out.data(), /*bf16=*/true);
+    const double rounded = max_abs_diff(out, attention_definition(fused_q, fused_kv, c, true));
+    const double exact = max_abs_diff(out, attention_definition(fused_q, fused_kv, c, false));
+    EXPECT_LE(rounded, 1e-4) << c.n_q << "x" << c.n_kv << " heads " << c.heads << " d " << c.d;
+    EXPECT_LE(exact, 0.1) << c.n_q << "x" << c.n_kv << " heads " << c.heads << " d " << c.d;
+    EXPECT_GT(exact, 5 * rounded) << "the bf16 path rounds nothing? " << c.n_q << "x" << c.n_kv;
   }
 }
 

@@ -121,7 +121,7 @@ void block_forward(const TransformerBlock& B, std::vector<float>& a, int64_t n, 
     Linear::apply_group(x.data(), N, {{&B.q1, q.data()}, {&B.k1, k.data()}, {&B.v1, v.data()}});
     for (int64_t b = 0; b < n; b++) {
       const int64_t r = b * T * C;
-      attention(q.data() + r, C, k.data() + r, v.data() + r, C, T, T, heads, D, att.data() + r);
+      attention(q.data() + r, C, k.data() + r, v.data() + r, C, T, T, heads, D, att.data() + r, B.q1.w.packed.bf16);
     }
     B.out1.apply(att.data(), N, o.data());
     add_into(a, o);
@@ -135,7 +135,7 @@ void block_forward(const TransformerBlock& B, std::vector<float>& a, int64_t n, 
     Linear::apply_group(context, n * tokens, {{&B.k2, k.data()}, {&B.v2, v.data()}});
     for (int64_t b = 0; b < n; b++)
       attention(q.data() + b * T * C, C, k.data() + b * tokens * C, v.data() + b * tokens * C, C, T, tokens, heads, D,
-                att.data() + b * T * C);
+                att.data() + b * T * C, B.q2.w.packed.bf16);
     B.out2.apply(att.data(), N, o.data());
     add_into(a, o);
   }
