@@ -106,6 +106,35 @@ TEST(Ops, SoftmaxScaledMatchesDouble) {
   }
 }
 
+// softmax_numerators_bf16 (a bf16 attention's one pass over a row of scores) against exp in
+// double: each numerator the bf16 of the exact value or its neighbour (the SIMD exp is a
+// polynomial), the padding zero, the sum that of the unrounded values; lengths around the lanes
+// and the 32-wide main loop, padded to an even length as a bf16 product wants.
+TEST(Ops, SoftmaxNumeratorsBf16MatchDouble) {
+  Rng rng(14);
+  for (int64_t n : {1, 5, 16, 17, 31, 32, 33, 77, 4096, 4099}) {
+    std::vector<float> x((size_t)n);
+    for (float& v : x) v = (float)(rng.normal() * 20);
+    const float scale = 0.158113883f;
+    const int64_t n_out = (n + 1) / 2 * 2 + 2;
+    double mx = -INFINITY, sum = 0;
+    for (float v : x) mx = std::max(mx, (double)v);
+    for (float v : x) sum += std::exp(((double)v - mx) * scale);
+    for (Isa isa : {Isa::Scalar, Isa::Avx512}) {
+      if (isa > best_isa()) continue;
+      std::vector<uint16_t> out((size_t)n_out, 0xFFFF);
+      const float got_sum = kernels::softmax_numerators_bf16(x.data(), n, scale, out.data(), n_out, isa);
+      EXPECT_NEAR(got_sum, sum, 2e-5 * sum) << "n=" << n << " isa=" << isa_name(isa);
+      for (int64_t i = 0; i < n_out; i++) {
+        const double want = i < n ? std::exp(((double)x[(size_t)i] - mx) * scale) : 0.0;
+        const uint16_t exact = f32_to_bf16((float)want);
+        ASSERT_LE(std::abs((int)out[(size_t)i] - (int)exact), 1)
+            << "n=" << n << " isa=" << isa_name(isa) << " i=" << i << ": " << bf16_to_f32(out[(size_t)i]) << " vs " << want;
+      }
+    }
+  }
+}
+
 // lowrank_add (the LoRA side path's t B^T) against the sum in double, for each instruction set,
 // over widths around the vector lanes and the ranks adapters use.
 TEST(Ops, LowRankAddMatchesTheSumInDouble) {

@@ -248,41 +248,51 @@ namespace {
 #if defined(__x86_64__)
 // The bf16 form on gemm.h's packed panels: per head, K [n_kv, d] is packed as the "weight" of the
 // scores (q_block K^T, outputs = keys) and V^T [d, n_kv] as that of the output (p_block V,
-// outputs = the head's d), each once; every block of queries is then two calls of the 12 x 32
-// vdpbf16ps tile. At SD 1.5's 4,096 pixels a head's panels are 320 KB each, in L2.
+// outputs = the head's d), each once, read in place from the projections; every block of queries
+// is then two calls of the 12 x 32 vdpbf16ps tile around one pass that turns a row of scores into
+// bf16 numerators (softmax_numerators_bf16), the row's 1/sum applied to its output. At SD 1.5's
+// 4,096 pixels a head's panels are 320 KB each, in L2.
 void attention_bf16(const float* q, int64_t q_stride, const float* k, const float* v, int64_t kv_stride, int64_t n_q,
                     int64_t n_kv, int64_t heads, int64_t d, float* out) {
   const float scale = 1.0f / std::sqrt((float)d);
   const int64_t block = 48;  // 4 tiles of 12 rows
   const int64_t width = heads * d, dp = (d + 1) / 2 * 2, kvp = (n_kv + 1) / 2 * 2;
   const int64_t key_panels = (n_kv + 31) / 32, out_panels = (d + 31) / 32;
-  std::vector<float> kh((size_t)(n_kv * d)), vt((size_t)(d * n_kv));
   const int nt = pool().size();
-  const size_t per_thread = (size_t)(block * n_kv + block * d);  // scores, output block (f32)
-  const size_t per_thread16 = (size_t)(block * dp + block * kvp);  // queries, probabilities (bf16)
+  const size_t per_thread = (size_t)(block * n_kv + block * d + block);  // scores, output block, 1/sums (f32)
+  const size_t per_thread16 = (size_t)(block * dp + block * kvp);       // queries, numerators (bf16)
   std::vector<float> scratch((size_t)nt * per_thread);
   std::vector<uint16_t> scratch16((size_t)nt * per_thread16);
-  for (int64_t h = 0; h < heads; h++) {
-    for (int64_t j = 0; j < n_kv; j++) {
-      std::copy_n(k + j * kv_stride + h * d, d, kh.data() + j * d);
-      for (int64_t i = 0; i < d; i++) vt[(size_t)(i * n_kv + j)] = v[j * kv_stride + h * d + i];
+  // Every head's panels first, split over the pool (5 MB at SD 1.5's first level).
+  std::vector<kernels::PackedWeight> packed((size_t)(2 * heads));
+  pool().parallel_for(2 * heads, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; i++) {
+      const int64_t h = i / 2;
+      packed[(size_t)i] = i % 2 == 0 ? kernels::PackedWeight::pack_bf16_strided(k + h * d, n_kv, d, kv_stride, false)
+                                     : kernels::PackedWeight::pack_bf16_strided(v + h * d, d, n_kv, kv_stride, true);
     }
-    const kernels::PackedWeight keys = kernels::PackedWeight::pack_bf16(kh.data(), n_kv, d);
-    const kernels::PackedWeight values = kernels::PackedWeight::pack_bf16(vt.data(), d, n_kv);
+  });
+  for (int64_t h = 0; h < heads; h++) {
+    const kernels::PackedWeight& keys = packed[(size_t)(2 * h)];
+    const kernels::PackedWeight& values = packed[(size_t)(2 * h + 1)];
     const int64_t blocks = (n_q + block - 1) / block;
     pool().run([&](int t, int n) {
       float* s = scratch.data() + (size_t)t * per_thread;
       float* ob = s + block * n_kv;
+      float* inv = ob + block * d;
       uint16_t* qb = scratch16.data() + (size_t)t * per_thread16;
       uint16_t* pb = qb + block * dp;
       for (int64_t bi = t; bi < blocks; bi += n) {
         const int64_t i0 = bi * block, m = std::min(block, n_q - i0);
         for (int64_t r = 0; r < m; r++) kernels::bf16_rows_avx512(q + (i0 + r) * q_stride + h * d, 1, d, dp, qb + r * dp);
         kernels::gemm_block_bf16_avx512(qb, dp, keys, 0, m, 0, key_panels, s);
-        for (int64_t r = 0; r < m; r++) kernels::softmax_scaled(s + r * n_kv, n_kv, scale, Isa::Avx512);
-        kernels::bf16_rows_avx512(s, m, n_kv, kvp, pb);
+        for (int64_t r = 0; r < m; r++)
+          inv[r] = 1.0f / kernels::softmax_numerators_bf16(s + r * n_kv, n_kv, scale, pb + r * kvp, kvp, Isa::Avx512);
         kernels::gemm_block_bf16_avx512(pb, kvp, values, 0, m, 0, out_panels, ob);
-        for (int64_t r = 0; r < m; r++) std::copy_n(ob + r * d, d, out + (i0 + r) * width + h * d);
+        for (int64_t r = 0; r < m; r++) {
+          float* o = out + (i0 + r) * width + h * d;
+          for (int64_t e = 0; e < d; e++) o[e] = ob[r * d + e] * inv[r];
+        }
       }
     });
   }

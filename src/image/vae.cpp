@@ -134,7 +134,7 @@ struct MidAttention {
       this->q.apply(hb, T, q.data());
       this->k.apply(hb, T, k.data());
       this->v.apply(hb, T, v.data());
-      attention(q.data(), C, k.data(), v.data(), C, T, T, 1, C, a.data());
+      attention(q.data(), C, k.data(), v.data(), C, T, T, 1, C, a.data(), this->q.w.packed.bf16);
       o.apply(a.data(), T, out.at(b, 0, 0));
     }
     add_into(out, x);

@@ -19,14 +19,32 @@ PackedWeight PackedWeight::pack_f32(const float* w, int64_t m, int64_t k) {
   return p;
 }
 
-PackedWeight PackedWeight::pack_bf16(const float* w, int64_t m, int64_t k) {
+PackedWeight PackedWeight::pack_bf16(const float* w, int64_t m, int64_t k) { return pack_bf16_strided(w, m, k, k, false); }
+
+PackedWeight PackedWeight::pack_bf16_strided(const float* w, int64_t m, int64_t k, int64_t ld, bool transposed) {
   PackedWeight p;
   p.m = m, p.k = k, p.bf16 = true;
   const int64_t panels = (m + kPanel - 1) / kPanel, k2 = (k + 1) / 2;
   p.b16.assign((size_t)(panels * k2 * kPanel * 2), 0);
-  for (int64_t o = 0; o < m; o++)
-    for (int64_t i = 0; i < k; i++)
-      p.b16[(size_t)((((o / kPanel) * k2 + i / 2) * kPanel + o % kPanel) * 2 + i % 2)] = f32_to_bf16(w[o * k + i]);
+  // W[o][i] goes to panel o / 32, pair i / 2, lane o % 32, half i % 2; the source is read along
+  // its rows either way (an attention head packs 2 x 4,096 x 40 values per call).
+  for (int64_t pn = 0; pn < panels; pn++) {
+    uint16_t* panel = p.b16.data() + pn * k2 * kPanel * 2;
+    const int64_t o0 = pn * kPanel, lanes = std::min(kPanel, m - o0);
+    if (transposed) {
+      for (int64_t i = 0; i < k; i++) {
+        const float* src = w + i * ld + o0;
+        uint16_t* dst = panel + (i / 2) * kPanel * 2 + i % 2;
+        for (int64_t j = 0; j < lanes; j++) dst[2 * j] = f32_to_bf16(src[j]);
+      }
+    } else {
+      for (int64_t j = 0; j < lanes; j++) {
+        const float* src = w + (o0 + j) * ld;
+        uint16_t* dst = panel + 2 * j;
+        for (int64_t i = 0; i < k; i++) dst[(i / 2) * kPanel * 2 + i % 2] = f32_to_bf16(src[i]);
+      }
+    }
+  }
   return p;
 }
 

@@ -25,6 +25,10 @@ struct PackedWeight {
   // From W [m, k] row-major; the bf16 form rounds to nearest even.
   static PackedWeight pack_f32(const float* w, int64_t m, int64_t k);
   static PackedWeight pack_bf16(const float* w, int64_t m, int64_t k);
+  // bf16 from a slice of a wider array: W[o][i] = w[o * ld + i], or w[i * ld + o] when
+  // `transposed` (an attention head's keys, and its values transposed, read in place from the
+  // [n, heads * d] projections).
+  static PackedWeight pack_bf16_strided(const float* w, int64_t m, int64_t k, int64_t ld, bool transposed);
 };
 
 // C[n, m] = A[n, k] W^T on the pool: blocks of rows x groups of panels are the pool's tasks, so a

@@ -53,6 +53,23 @@ void softmax_scaled(float* x, int64_t n, float scale, Isa isa) {
   softmax_scaled_scalar(x, n, scale);
 }
 
+float softmax_numerators_bf16_avx512(const float* x, int64_t n, float scale, uint16_t* out, int64_t n_out);
+
+float softmax_numerators_bf16(const float* x, int64_t n, float scale, uint16_t* out, int64_t n_out, Isa isa) {
+#if defined(__x86_64__)
+  if (isa == Isa::Avx512) return softmax_numerators_bf16_avx512(x, n, scale, out, n_out);
+#endif
+  (void)isa;
+  float mx = -INFINITY, sum = 0;
+  for (int64_t i = 0; i < n; i++) mx = std::max(mx, x[i]);
+  for (int64_t i = 0; i < n_out; i++) {
+    const float e = i < n ? std::exp(scale * (x[i] - mx)) : 0.0f;
+    out[i] = f32_to_bf16(e);
+    sum += e;
+  }
+  return sum;
+}
+
 void gelu_erf_mul_avx512(const float* value, const float* gate, float* out, int64_t n);
 
 void gelu_erf_mul(const float* value, const float* gate, float* out, int64_t n, Isa isa) {

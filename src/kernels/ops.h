@@ -17,6 +17,13 @@ void softmax(float* x, int64_t n);
 // x = softmax(scale * x) in place: attention's row over thousands of keys (an image's 4,096
 // tokens), where a scalar exp per score would cost more than the products that made them.
 void softmax_scaled(float* x, int64_t n, float scale, Isa isa = best_isa());
+// The same row's numerators for a bf16 product: out[i] = bf16(exp(scale * (x[i] - max x))) for
+// i < n, zero for n <= i < n_out; returns their sum (before rounding), by which the caller
+// divides the product's row: one pass over the row instead of softmax_scaled's three. The SIMD
+// exp is a degree-4 polynomial (< 5e-5 relative, 1/40 of bf16's rounding), so a value may round
+// to the neighbouring bf16 of the exact one. The SIMD path needs AVX512-BF16 (Isa::Avx512).
+float softmax_numerators_bf16(const float* x, int64_t n, float scale, uint16_t* out, int64_t n_out,
+                              Isa isa = best_isa());
 // gate = silu(gate) * up   (SwiGLU); runs on the pool for large n
 void silu_mul(float* gate, const float* up, int64_t n, Isa isa = best_isa());
 // out[i] = value[i] * gelu(gate[i]) with the exact (erf) GELU: GEGLU's product (a UNet's

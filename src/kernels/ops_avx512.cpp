@@ -41,6 +41,51 @@ void softmax_scaled_avx512(float* x, int64_t n, float scale) {
   }
 }
 
+float softmax_numerators_bf16_avx512(const float* x, int64_t n, float scale, uint16_t* out, int64_t n_out) {
+  __m512 mx0 = _mm512_set1_ps(-INFINITY), mx1 = mx0;
+  int64_t j = 0;
+  for (; j + 32 <= n; j += 32) {
+    mx0 = _mm512_max_ps(mx0, _mm512_loadu_ps(x + j));
+    mx1 = _mm512_max_ps(mx1, _mm512_loadu_ps(x + j + 16));
+  }
+  for (; j < n; j += 16) {
+    __mmask16 m = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1);
+    mx0 = _mm512_mask_max_ps(mx0, m, mx0, _mm512_maskz_loadu_ps(m, x + j));
+  }
+  const __m512 s = _mm512_set1_ps(scale), off = _mm512_set1_ps(_mm512_reduce_max_ps(_mm512_max_ps(mx0, mx1)) * scale);
+  const __m512 log2e = _mm512_set1_ps(1.44269504088896341f), ln2_hi = _mm512_set1_ps(0.693359375f),
+               ln2_lo = _mm512_set1_ps(-2.12194440e-4f), lo = _mm512_set1_ps(-87.3f);
+  // exp(t), t = scale x - scale max <= 0: 2^k p(r) with r = t - k ln 2 in [-ln2/2, ln2/2] and p
+  // Taylor's degree 4 (relative error < 5e-5 there, 1/40 of bf16's rounding).
+  auto numerator = [&](__m512 xv) {
+    const __m512 t = _mm512_max_ps(_mm512_fmsub_ps(xv, s, off), lo);
+    const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(t, log2e), _MM_FROUND_TO_NEAREST_INT);
+    const __m512 r = _mm512_fnmadd_ps(k, ln2_lo, _mm512_fnmadd_ps(k, ln2_hi, t));
+    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(1.0f / 24), r, _mm512_set1_ps(1.0f / 6));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, k);
+  };
+  __m512 sum0 = _mm512_setzero_ps(), sum1 = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512 e0 = numerator(_mm512_loadu_ps(x + i)), e1 = numerator(_mm512_loadu_ps(x + i + 16));
+    sum0 = _mm512_add_ps(sum0, e0);
+    sum1 = _mm512_add_ps(sum1, e1);
+    _mm512_storeu_si512(out + i, (__m512i)_mm512_cvtne2ps_pbh(e1, e0));
+  }
+  for (; i < n_out; i += 16) {
+    const int64_t left = n - i;
+    const __mmask16 m = left >= 16 ? (__mmask16)0xFFFF : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1);
+    const __m512 e = _mm512_maskz_mov_ps(m, numerator(_mm512_maskz_loadu_ps(m, x + i)));
+    sum0 = _mm512_add_ps(sum0, e);
+    const __mmask16 sm = n_out - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n_out - i)) - 1);
+    _mm256_mask_storeu_epi16(out + i, sm, (__m256i)_mm512_cvtneps_pbh(e));
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(sum0, sum1));
+}
+
 void gelu_erf_mul_avx512(const float* value, const float* gate, float* out, int64_t n) {
   const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f), rsqrt2 = _mm512_set1_ps(0.70710678118654752f),
                p = _mm512_set1_ps(0.3275911f), a1 = _mm512_set1_ps(0.254829592f), a2 = _mm512_set1_ps(-0.284496736f),
