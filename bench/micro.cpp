@@ -17,6 +17,8 @@
 #include "kernels/latent_attention.h"
 #include "kernels/matmul.h"
 #include "kernels/qmatmul.h"
+#include "kernels/stream.h"
+#include "image/nn.h"
 #include "quant/activations.h"
 #include "quant/packed.h"
 
@@ -64,6 +66,91 @@ void BM_matmul(benchmark::State& st, kernels::WType wt) {
   st.SetItemsProcessed(st.iterations() * n * k * m);
   st.SetBytesProcessed(st.iterations() * m * k * (wt == kernels::WType::F32 ? 4 : 2));
   st.SetLabel(std::string(wt == kernels::WType::F32 ? "f32 " : "bf16 ") + isa_name(isa));
+}
+
+// A decode step's matrix reads without the rest of the step: Qwen2.5-0.5B's 24 layers of
+// q/k/v (one region), o, gate/up (one region), down, as a one-token forward issues them, each
+// layer's weights at their own addresses (~220 MB at q4, past any cache). Beside BM_stream_read
+// over as many bytes, the ratio is the kernels' share of the machine's read bandwidth, the part
+// of issue 18's decode bound that is the kernels' and not the step's other work. Run with
+// --benchmark_enable_random_interleaving=true --benchmark_repetitions=N for side-by-side figures.
+struct DecodeStack {
+  std::vector<QuantMatrix> mats;  // 7 per layer: q, k, v, o, gate, up, down
+  std::vector<std::vector<float>> outs;
+  size_t bytes = 0;
+};
+
+const DecodeStack& decode_stack(QKind kind) {
+  static DecodeStack stacks[2];
+  DecodeStack& d = stacks[kind == QKind::Q8 ? 0 : 1];
+  if (!d.mats.empty()) return d;
+  const int64_t shapes[7][2] = {{896, 896}, {128, 896}, {128, 896}, {896, 896}, {4864, 896}, {4864, 896}, {896, 4864}};
+  for (int64_t layer = 0; layer < 24; layer++)
+    for (int i = 0; i < 7; i++) {
+      const int64_t m = shapes[i][0], k = shapes[i][1];
+      std::vector<float> w = randn((size_t)(m * k), (uint64_t)(100 + layer * 7 + i));
+      d.mats.push_back(QuantMatrix::quantize(kind, w.data(), m, k));
+      d.outs.emplace_back((size_t)m);
+      d.bytes += d.mats.back().bytes();
+    }
+  return d;
+}
+
+void BM_qdecode_stack(benchmark::State& st, QKind kind) {
+  const DecodeStack& d = decode_stack(kind);
+  std::vector<float> x896 = randn(896, 7), x4864 = randn(4864, 8);
+  QuantActs a896, a4864;
+  quantize_acts(x896.data(), 1, 896, a896);
+  quantize_acts(x4864.data(), 1, 4864, a4864);
+  auto out = [&](size_t i) { return const_cast<float*>(d.outs[i].data()); };
+  for (auto _ : st) {
+    for (size_t l = 0; l < d.mats.size(); l += 7) {
+      const QuantMatrix* qkv[3] = {&d.mats[l], &d.mats[l + 1], &d.mats[l + 2]};
+      float* qkv_out[3] = {out(l), out(l + 1), out(l + 2)};
+      kernels::qmatmul_multi(a896, qkv, qkv_out, 3);
+      kernels::qmatmul(a896, d.mats[l + 3], out(l + 3));
+      const QuantMatrix* gu[2] = {&d.mats[l + 4], &d.mats[l + 5]};
+      float* gu_out[2] = {out(l + 4), out(l + 5)};
+      kernels::qmatmul_multi(a896, gu, gu_out, 2);
+      kernels::qmatmul(a4864, d.mats[l + 6], out(l + 6));
+    }
+  }
+  st.SetBytesProcessed(st.iterations() * (int64_t)d.bytes);
+  st.SetLabel(std::string(qkind_name(kind)) + " " + std::to_string(d.bytes >> 20) + " MiB");
+}
+
+// The reference for BM_qdecode_stack: every thread streams its half of a buffer of the q4
+// stack's size (kernels/stream.h), arg: the loads' ISA (0 scalar, 1 AVX2, 2 AVX-512; `kvad
+// bench` takes the best of the three, and on Zen 4 the AVX2 loads stream fastest).
+void BM_stream_read(benchmark::State& st) {
+  const size_t bytes = decode_stack(QKind::Q4).bytes / 4096 * 4096;
+  static std::vector<uint8_t> buf;
+  if (buf.size() != bytes) buf.assign(bytes, 1);
+  std::vector<uint64_t> sums((size_t)pool().size());
+  for (auto _ : st) {
+    pool().run([&](int t, int nt) {
+      size_t b = bytes * (size_t)t / (size_t)nt / 256 * 256, e = bytes * (size_t)(t + 1) / (size_t)nt / 256 * 256;
+      sums[(size_t)t] = kernels::stream_read(buf.data() + b, e - b, (Isa)st.range(0));
+    });
+    benchmark::DoNotOptimize(sums.data());
+  }
+  st.SetBytesProcessed(st.iterations() * (int64_t)bytes);
+}
+
+// An image transformer's attention (image/nn.h), SD 1.5 at 512x512: args n_q, n_kv, heads, d,
+// bf16 (0/1). Level 1's self-attention (4,096 x 4,096, 8 heads of 40) is most of a step's
+// attention time; 77 keys is the cross-attention on the text.
+void BM_image_attention(benchmark::State& st) {
+  const int64_t n_q = st.range(0), n_kv = st.range(1), heads = st.range(2), d = st.range(3);
+  const bool bf16 = st.range(4) != 0;
+  std::vector<float> q = randn((size_t)(n_q * heads * d), 11), k = randn((size_t)(n_kv * heads * d), 12),
+                     v = randn(k.size(), 13), out(q.size());
+  for (auto _ : st) {
+    image::attention(q.data(), heads * d, k.data(), v.data(), heads * d, n_q, n_kv, heads, d, out.data(), bf16);
+    benchmark::DoNotOptimize(out.data());
+  }
+  st.SetItemsProcessed(st.iterations() * 2 * n_q * n_kv * heads * d);  // MACs of the two products
+  st.SetLabel(bf16 ? "bf16" : "f32");
 }
 
 void BM_quantize_acts(benchmark::State& st) {
@@ -158,6 +245,11 @@ BENCHMARK_CAPTURE(BM_qmatmul, q8, QKind::Q8)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_qmatmul, q4, QKind::Q4)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_matmul, f32, kernels::WType::F32)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_matmul, bf16, kernels::WType::BF16)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_qdecode_stack, q8, QKind::Q8)->UseRealTime();
+BENCHMARK_CAPTURE(BM_qdecode_stack, q4, QKind::Q4)->UseRealTime();
+BENCHMARK(BM_stream_read)->DenseRange(0, 2)->UseRealTime();
+BENCHMARK(BM_image_attention)->ArgsProduct({{4096}, {4096}, {8}, {40}, {0, 1}})->ArgsProduct({{1024}, {1024}, {8}, {80}, {0, 1}})
+    ->ArgsProduct({{4096}, {77}, {8}, {40}, {0, 1}})->ArgsProduct({{4096}, {4096}, {1}, {512}, {0, 1}})->UseRealTime();
 BENCHMARK(BM_quantize_acts)->Args({1, 896})->Args({128, 896})->Args({128, 4864})->UseRealTime();
 BENCHMARK(BM_empty_parallel_region)->UseRealTime();
 BENCHMARK(BM_attention)->ArgsProduct({{1}, {512, 4096}, {4, 16, 64, 256, 4096}, {0}})->Args({128, 128, 16, 0})->Args({512, 512, 16, 0})

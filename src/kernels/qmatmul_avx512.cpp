@@ -2,8 +2,8 @@
 // 64-byte load of weight codes (4 inputs x 16 rows, unsigned) by 4 activation codes broadcast to
 // every lane (signed) and adds into 16 int32 row sums; 8 of them cover a 32-wide block, after which
 // the block's scales are applied once. Tiles of T tokens x G groups of 16 rows keep T*G
-// accumulators in registers: prefill reuses each weight load T times; decode (T = 1) streams G
-// groups at once so the loads of several rows are in flight together.
+// accumulators in registers: prefill reuses each weight load T times; decode (T < 4) takes one
+// group at a time, a single sequential stream per thread, prefetched ahead.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -21,7 +21,8 @@ inline __m512i bcast4(const int8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
-template <QKind K, int T, int G>
+// Ahead > 0: prefetch each record's lines that many bytes ahead (the decode path).
+template <QKind K, int T, int G, int Ahead = 0>
 void tile(const QuantActs& x, const QuantMatrix& w, int64_t g0, int64_t t0, float* y) {
   const int64_t nb = w.blocks(), rows = w.rows();
   __m512 out[T][G];
@@ -39,6 +40,13 @@ void tile(const QuantActs& x, const QuantMatrix& w, int64_t g0, int64_t t0, floa
     const uint8_t* rec[G];
     #pragma GCC unroll 8
     for (int g = 0; g < G; g++) rec[g] = w.record(g0 + g, b);
+    if constexpr (Ahead > 0) {
+      constexpr int rb = K == QKind::Q8 ? 544 : 320;
+      #pragma GCC unroll 8
+      for (int g = 0; g < G; g++)
+        #pragma GCC unroll 9
+        for (int l = 0; l < (rb + 63) / 64; l++) _mm_prefetch((const char*)rec[g] + Ahead + l * 64, _MM_HINT_T0);
+    }
     const int8_t* xb[T];
     #pragma GCC unroll 8
     for (int t = 0; t < T; t++) xb[t] = x.codes(t0 + t) + b * 32;
@@ -99,23 +107,26 @@ void tile(const QuantActs& x, const QuantMatrix& w, int64_t g0, int64_t t0, floa
   }
 }
 
-template <QKind K, int G>
+template <QKind K, int G, int Ahead = 0>
 void tokens_for_groups(const QuantActs& x, const QuantMatrix& w, int64_t g, int64_t t0, int64_t t1, float* y) {
   int64_t t = t0;
-  for (; t + 4 <= t1; t += 4) tile<K, 4, G>(x, w, g, t, y);
+  for (; t + 4 <= t1; t += 4) tile<K, 4, G, Ahead>(x, w, g, t, y);
   switch (t1 - t) {
-    case 3: tile<K, 3, G>(x, w, g, t, y); break;
-    case 2: tile<K, 2, G>(x, w, g, t, y); break;
-    case 1: tile<K, 1, G>(x, w, g, t, y); break;
+    case 3: tile<K, 3, G, Ahead>(x, w, g, t, y); break;
+    case 2: tile<K, 2, G, Ahead>(x, w, g, t, y); break;
+    case 1: tile<K, 1, G, Ahead>(x, w, g, t, y); break;
   }
 }
 
 template <QKind K>
 void groups(const QuantActs& x, const QuantMatrix& w, int64_t g0, int64_t g1, float* y) {
-  if (x.n < 4) {  // decode: several groups in flight per pass
-    int64_t g = g0;
-    for (; g + 4 <= g1; g += 4) tokens_for_groups<K, 4>(x, w, g, 0, x.n, y);
-    for (; g < g1; g++) tokens_for_groups<K, 1>(x, w, g, 0, x.n, y);
+  if (x.n < 4) {
+    // Decode: one group at a time, so this thread's share of W is one sequential stream, with a
+    // software prefetch 4 KB ahead of it. Four groups in flight (four streams 16 rows apart)
+    // read 36 / 53 GB/s of q4 / q8 where the machine streamed ~45-66 (kvad_micro
+    // BM_qdecode_stack beside BM_stream_read, interleaved): the hardware prefetcher follows one
+    // stream better than four, and q4's short records need the prefetch most (docs/kernels.md).
+    for (int64_t g = g0; g < g1; g++) tokens_for_groups<K, 1, 4096>(x, w, g, 0, x.n, y);
     return;
   }
   // Prefill: blocks of tokens whose activations stay in L2 (~256 KB) while this thread's share
