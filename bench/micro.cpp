@@ -126,14 +126,7 @@ void BM_stream_read(benchmark::State& st) {
   const size_t bytes = decode_stack(QKind::Q4).bytes / 4096 * 4096;
   static std::vector<uint8_t> buf;
   if (buf.size() != bytes) buf.assign(bytes, 1);
-  std::vector<uint64_t> sums((size_t)pool().size());
-  for (auto _ : st) {
-    pool().run([&](int t, int nt) {
-      size_t b = bytes * (size_t)t / (size_t)nt / 256 * 256, e = bytes * (size_t)(t + 1) / (size_t)nt / 256 * 256;
-      sums[(size_t)t] = kernels::stream_read(buf.data() + b, e - b, (Isa)st.range(0));
-    });
-    benchmark::DoNotOptimize(sums.data());
-  }
+  for (auto _ : st) benchmark::DoNotOptimize(kernels::stream_read_threads(buf.data(), bytes, (Isa)st.range(0)));
   st.SetBytesProcessed(st.iterations() * (int64_t)bytes);
 }
 

@@ -106,9 +106,9 @@ Map upsample_nearest2x(const Map& x);
 // q [n_q, heads*d], k and v [n_kv, heads*d] with row strides q_stride / kv_stride (so q, k, v may
 // be column slices of one fused [n, 3*heads*d] product); out [n_q, heads*d] contiguous.
 // Runs on the pool over (head, block of queries); memory O(threads * n_kv), never n_q * n_kv.
-// `bf16`: both products with bf16 operands (q, k, v and the probabilities rounded to nearest
-// even) and f32 sums, twice the f32 rate, as PyTorch's bf16 attention does; the softmax stays f32.
-// Where the CPU has no AVX512-BF16 it runs in f32.
+// `bf16`: both products with bf16 operands (q, k, v and the softmax's numerators rounded to
+// nearest even; each output row divided by its f32 sum) and f32 sums, as PyTorch's bf16
+// attention rounds its operands. Where the CPU has no AVX512-BF16 it runs in f32.
 void attention(const float* q, int64_t q_stride, const float* k, const float* v, int64_t kv_stride, int64_t n_q,
                int64_t n_kv, int64_t heads, int64_t d, float* out, bool bf16 = false);
 

@@ -20,13 +20,27 @@ void silu_mul_avx512(float* gate, const float* up, int64_t n) {
 
 // Three passes over the row (max, exp and sum, scale), 16 lanes at a time; the sum in f32 lanes
 // (4,096 terms in [0, 1] lose nothing that matters next to the scores' own rounding).
-void softmax_scaled_avx512(float* x, int64_t n, float scale) {
-  __m512 mx = _mm512_set1_ps(-INFINITY);
-  for (int64_t i = 0; i < n; i += 16) {
-    __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
-    mx = _mm512_mask_max_ps(mx, m, mx, _mm512_maskz_loadu_ps(m, x + i));
+namespace {
+
+// max of x[0, n): two accumulators over full vectors, then the masked tail.
+float row_max(const float* x, int64_t n) {
+  __m512 mx0 = _mm512_set1_ps(-INFINITY), mx1 = mx0;
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    mx0 = _mm512_max_ps(mx0, _mm512_loadu_ps(x + i));
+    mx1 = _mm512_max_ps(mx1, _mm512_loadu_ps(x + i + 16));
   }
-  const __m512 s = _mm512_set1_ps(scale), off = _mm512_set1_ps(_mm512_reduce_max_ps(mx) * scale);
+  for (; i < n; i += 16) {
+    __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+    mx0 = _mm512_mask_max_ps(mx0, m, mx0, _mm512_maskz_loadu_ps(m, x + i));
+  }
+  return _mm512_reduce_max_ps(_mm512_max_ps(mx0, mx1));
+}
+
+}  // namespace
+
+void softmax_scaled_avx512(float* x, int64_t n, float scale) {
+  const __m512 s = _mm512_set1_ps(scale), off = _mm512_set1_ps(row_max(x, n) * scale);
   __m512 sum = _mm512_setzero_ps();
   for (int64_t i = 0; i < n; i += 16) {
     __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
@@ -42,31 +56,8 @@ void softmax_scaled_avx512(float* x, int64_t n, float scale) {
 }
 
 float softmax_numerators_bf16_avx512(const float* x, int64_t n, float scale, uint16_t* out, int64_t n_out) {
-  __m512 mx0 = _mm512_set1_ps(-INFINITY), mx1 = mx0;
-  int64_t j = 0;
-  for (; j + 32 <= n; j += 32) {
-    mx0 = _mm512_max_ps(mx0, _mm512_loadu_ps(x + j));
-    mx1 = _mm512_max_ps(mx1, _mm512_loadu_ps(x + j + 16));
-  }
-  for (; j < n; j += 16) {
-    __mmask16 m = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1);
-    mx0 = _mm512_mask_max_ps(mx0, m, mx0, _mm512_maskz_loadu_ps(m, x + j));
-  }
-  const __m512 s = _mm512_set1_ps(scale), off = _mm512_set1_ps(_mm512_reduce_max_ps(_mm512_max_ps(mx0, mx1)) * scale);
-  const __m512 log2e = _mm512_set1_ps(1.44269504088896341f), ln2_hi = _mm512_set1_ps(0.693359375f),
-               ln2_lo = _mm512_set1_ps(-2.12194440e-4f), lo = _mm512_set1_ps(-87.3f);
-  // exp(t), t = scale x - scale max <= 0: 2^k p(r) with r = t - k ln 2 in [-ln2/2, ln2/2] and p
-  // Taylor's degree 4 (relative error < 5e-5 there, 1/40 of bf16's rounding).
-  auto numerator = [&](__m512 xv) {
-    const __m512 t = _mm512_max_ps(_mm512_fmsub_ps(xv, s, off), lo);
-    const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(t, log2e), _MM_FROUND_TO_NEAREST_INT);
-    const __m512 r = _mm512_fnmadd_ps(k, ln2_lo, _mm512_fnmadd_ps(k, ln2_hi, t));
-    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(1.0f / 24), r, _mm512_set1_ps(1.0f / 6));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, k);
-  };
+  const __m512 s = _mm512_set1_ps(scale), off = _mm512_set1_ps(row_max(x, n) * scale);
+  auto numerator = [&](__m512 xv) { return vexp::exp_nonpositive_deg4(_mm512_fmsub_ps(xv, s, off)); };
   __m512 sum0 = _mm512_setzero_ps(), sum1 = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {

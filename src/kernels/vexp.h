@@ -21,6 +21,20 @@ inline __m512 exp(__m512 x) {
   p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
   return _mm512_scalef_ps(p, n);
 }
+
+// exp(t) for t <= 0 where bf16 is the result's precision (a bf16 attention's numerators): the
+// same reduction, Taylor's degree 4 on r in [-ln2/2, ln2/2] (relative error < 5e-5, 1/40 of
+// bf16's rounding), no upper clamp, 9 operations where exp() takes 13.
+inline __m512 exp_nonpositive_deg4(__m512 t) {
+  t = _mm512_max_ps(t, _mm512_set1_ps(-87.3f));
+  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(t, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT);
+  const __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), t));
+  __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(1.0f / 24), r, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, k);
+}
 #endif
 
 #if defined(__AVX2__)
