@@ -6,6 +6,7 @@ lookup drafts for.
 
     python3 tools/make_copy_corpus.py corpus.txt      # 4 M characters
     python3 tools/make_copy_corpus.py --line line.txt # one new line to repeat: the benchmark prompt
+    python3 tools/make_copy_corpus.py --line l11.txt 11 --length 100   # other passages (seed, length)
 """
 import random
 import re
@@ -23,7 +24,9 @@ def line(rng, length):
 
 
 if sys.argv[1] == "--line":
-    open(sys.argv[2], "w").write("\n\n" + line(random.Random(1234), 105) + "\n")
+    seed = int(sys.argv[3]) if len(sys.argv) > 3 and sys.argv[3].isdigit() else 1234
+    length = int(sys.argv[sys.argv.index("--length") + 1]) if "--length" in sys.argv else 105
+    open(sys.argv[2], "w").write("\n\n" + line(random.Random(seed), length) + "\n")
 else:
     rng, out, n = random.Random(2), [], 0
     while n < 4_000_000:
