@@ -24,7 +24,8 @@ inline __m256i dot4(__m256i acc, __m256i w_u8, __m256i x_s8) {
   return _mm256_add_epi32(acc, _mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
 }
 
-template <QKind K, int T>
+// Ahead > 0: prefetch each record's lines that many bytes ahead (the decode path).
+template <QKind K, int T, int Ahead = 0>
 void tile(const QuantActs& x, const QuantMatrix& w, int64_t g, int64_t t0, float* y) {
   const int64_t nb = w.blocks(), rows = w.rows();
   __m256 out[T][2];
@@ -36,6 +37,11 @@ void tile(const QuantActs& x, const QuantMatrix& w, int64_t g, int64_t t0, float
     #pragma GCC unroll 8
     for (int t = 0; t < T; t++) acc[t][0] = acc[t][1] = _mm256_setzero_si256();
     const uint8_t* rec = w.record(g, b);
+    if constexpr (Ahead > 0) {
+      constexpr int rb = K == QKind::Q8 ? 544 : 320;
+      #pragma GCC unroll 9
+      for (int l = 0; l < (rb + 63) / 64; l++) _mm_prefetch((const char*)rec + Ahead + l * 64, _MM_HINT_T0);
+    }
     const int8_t* xb[T];
     #pragma GCC unroll 8
     for (int t = 0; t < T; t++) xb[t] = x.codes(t0 + t) + b * 32;
@@ -87,6 +93,14 @@ void tile(const QuantActs& x, const QuantMatrix& w, int64_t g, int64_t t0, float
 
 template <QKind K>
 void groups(const QuantActs& x, const QuantMatrix& w, int64_t g0, int64_t g1, float* y) {
+  if (x.n < 4) {  // decode: as the AVX-512 path, one sequential stream prefetched 4 KB ahead
+    for (int64_t g = g0; g < g1; g++) {
+      int64_t t = 0;
+      for (; t + 2 <= x.n; t += 2) tile<K, 2, 4096>(x, w, g, t, y);
+      if (t < x.n) tile<K, 1, 4096>(x, w, g, t, y);
+    }
+    return;
+  }
   for (int64_t g = g0; g < g1; g++) {
     int64_t t = 0;
     for (; t + 2 <= x.n; t += 2) tile<K, 2>(x, w, g, t, y);
