@@ -29,9 +29,10 @@ if [ ! -d "$KVAD_HOME/models/copy-tiny" ]; then
     --batch 32 --steps 4000 --lr 3e-3 --warmup 100 --sample-chars 0
   "$KVAD" train --name copy-tiny --resume --steps 8000 --sample-chars 0
 fi
+# greedy copies (run --file would drop the passage's final newline; kvad bench keeps it)
 for m in copy7 copy-tiny; do
   for f in line l11 l12 l13; do
-    printf '%-9s %-4s ' $m $f; "$KVAD" run --model $m --file $f.txt -n 110 --temp 0 2>/dev/null | tr '\n' '|'; echo
+    printf '%-9s %-4s ' $m $f; "$KVAD" run --model $m --prompt "$(cat $f.txt)"$'\n' -n 110 --temp 0 2>/dev/null | tr '\n' '|'; echo
   done
 done
 
