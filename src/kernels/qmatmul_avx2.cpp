@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "kernels/qmatmul.h"
+#include "kernels/x86_helpers.h"
 
 namespace kvad::kernels {
 
@@ -37,11 +38,7 @@ void tile(const QuantActs& x, const QuantMatrix& w, int64_t g, int64_t t0, float
     #pragma GCC unroll 8
     for (int t = 0; t < T; t++) acc[t][0] = acc[t][1] = _mm256_setzero_si256();
     const uint8_t* rec = w.record(g, b);
-    if constexpr (Ahead > 0) {
-      constexpr int rb = K == QKind::Q8 ? 544 : 320;
-      #pragma GCC unroll 9
-      for (int l = 0; l < (rb + 63) / 64; l++) _mm_prefetch((const char*)rec + Ahead + l * 64, _MM_HINT_T0);
-    }
+    if constexpr (Ahead > 0) prefetch_record<K>(rec, Ahead);
     const int8_t* xb[T];
     #pragma GCC unroll 8
     for (int t = 0; t < T; t++) xb[t] = x.codes(t0 + t) + b * 32;
@@ -91,21 +88,20 @@ void tile(const QuantActs& x, const QuantMatrix& w, int64_t g, int64_t t0, float
   }
 }
 
-template <QKind K>
-void groups(const QuantActs& x, const QuantMatrix& w, int64_t g0, int64_t g1, float* y) {
-  if (x.n < 4) {  // decode: as the AVX-512 path, one sequential stream prefetched 4 KB ahead
-    for (int64_t g = g0; g < g1; g++) {
-      int64_t t = 0;
-      for (; t + 2 <= x.n; t += 2) tile<K, 2, 4096>(x, w, g, t, y);
-      if (t < x.n) tile<K, 1, 4096>(x, w, g, t, y);
-    }
-    return;
-  }
+template <QKind K, int Ahead>
+void groups_ahead(const QuantActs& x, const QuantMatrix& w, int64_t g0, int64_t g1, float* y) {
   for (int64_t g = g0; g < g1; g++) {
     int64_t t = 0;
-    for (; t + 2 <= x.n; t += 2) tile<K, 2>(x, w, g, t, y);
-    if (t < x.n) tile<K, 1>(x, w, g, t, y);
+    for (; t + 2 <= x.n; t += 2) tile<K, 2, Ahead>(x, w, g, t, y);
+    if (t < x.n) tile<K, 1, Ahead>(x, w, g, t, y);
   }
+}
+
+// Decode (n < 4) prefetches 4 KB ahead, as the AVX-512 path does: one sequential stream per thread.
+template <QKind K>
+void groups(const QuantActs& x, const QuantMatrix& w, int64_t g0, int64_t g1, float* y) {
+  if (x.n < 4) groups_ahead<K, 4096>(x, w, g0, g1, y);
+  else groups_ahead<K, 0>(x, w, g0, g1, y);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "kernels/qmatmul.h"
+#include "kernels/x86_helpers.h"
 
 namespace kvad::kernels {
 
@@ -41,11 +42,8 @@ void tile(const QuantActs& x, const QuantMatrix& w, int64_t g0, int64_t t0, floa
     #pragma GCC unroll 8
     for (int g = 0; g < G; g++) rec[g] = w.record(g0 + g, b);
     if constexpr (Ahead > 0) {
-      constexpr int rb = K == QKind::Q8 ? 544 : 320;
       #pragma GCC unroll 8
-      for (int g = 0; g < G; g++)
-        #pragma GCC unroll 9
-        for (int l = 0; l < (rb + 63) / 64; l++) _mm_prefetch((const char*)rec[g] + Ahead + l * 64, _MM_HINT_T0);
+      for (int g = 0; g < G; g++) prefetch_record<K>(rec[g], Ahead);
     }
     const int8_t* xb[T];
     #pragma GCC unroll 8

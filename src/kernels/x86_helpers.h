@@ -8,8 +8,19 @@
 #include <cstdint>
 #include <cstring>
 
+#include "quant/packed.h"
+
 namespace kvad::kernels {
 namespace {
+
+// Decode's software prefetch: every cache line of a q8/q4 record (quant/packed.h), `ahead` bytes
+// past it, so one thread's sequential stream of records arrives before it is read.
+template <QKind K>
+inline void prefetch_record(const uint8_t* rec, int ahead) {
+  constexpr int lines = (int)(QuantMatrix::record_bytes(K) + 63) / 64;
+  #pragma GCC unroll 9
+  for (int l = 0; l < lines; l++) _mm_prefetch((const char*)rec + ahead + l * 64, _MM_HINT_T0);
+}
 
 // The f16 stored at p (unaligned), as a float.
 inline float f16_at(const uint8_t* p) {

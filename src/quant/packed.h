@@ -30,7 +30,7 @@ class QuantMatrix {
   int64_t cols() const { return cols_; }
   int64_t groups() const { return (rows_ + kRows - 1) / kRows; }
   int64_t blocks() const { return (cols_ + kBlock - 1) / kBlock; }
-  static size_t record_bytes(QKind k) { return k == QKind::Q8 ? 544 : 320; }
+  static constexpr size_t record_bytes(QKind k) { return k == QKind::Q8 ? 544 : 320; }
   size_t bytes() const { return (size_t)(groups() * blocks()) * record_bytes(kind_); }
   const uint8_t* record(int64_t group, int64_t block) const {
     return data_ + (size_t)(group * blocks() + block) * record_bytes(kind_);
