@@ -35,7 +35,9 @@ class ThreadPool {
     if (n <= 0) return;
     int64_t chunks = (n + grain - 1) / grain;
     int nt = (int)std::min<int64_t>(n_threads_, chunks);
-    if (nt <= 1) {
+    // Inside another region run() calls its function once, as thread 0 of 1: the whole range
+    // here, not thread 0's share of nt (which dropped the other threads' shares).
+    if (nt <= 1 || in_region_) {
       fn(int64_t{0}, n);
       return;
     }
