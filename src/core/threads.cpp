@@ -13,8 +13,6 @@ static inline void cpu_relax() {}
 
 namespace kvad {
 
-thread_local bool ThreadPool::in_region_ = false;
-
 // Spin this many times before sleeping: long enough to catch back-to-back matmuls in a forward
 // pass, short enough not to burn a core that another process (or the next matmul) needs.
 static constexpr int kSpinIters = 20000;

@@ -61,7 +61,11 @@ class ThreadPool {
   Tramp tramp_ = nullptr;
   void* ctx_ = nullptr;
   bool stop_ = false;
-  static thread_local bool in_region_;
+  // Defined here (constant-initialised, inline), so every file reads it directly. Declared here
+  // and defined in threads.cpp, readers elsewhere went through a TLS wrapper call, and the
+  // sanitizer build reported a load through a null pointer there (kernels/matmul.cpp's
+  // parallel_for, once it read the flag too).
+  static inline thread_local bool in_region_ = false;
 };
 
 // The process-wide pool used by the kernels. set_threads() replaces it (call before heavy work).
