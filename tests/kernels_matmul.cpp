@@ -112,9 +112,10 @@ class Attention : public ::testing::TestWithParam<KvType> {};
 // s.value_dim columns), as multi-head latent attention stores them.
 static void check_paged_attention(KvType type, AttentionShape s, bool latent,
                                   std::vector<std::array<int64_t, 2>> cases = {{3, 4}, {5, 40}, {0, 70}, {90, 3},
-                                                                               {0, 1}, {9, 1}, {14, 2}}) {
+                                                                               {0, 1}, {9, 1}, {14, 2}},
+                                  int64_t bs = 5) {
   Rng rng(5);
-  const int64_t bs = 5, kvw = s.n_kv_heads * s.head_dim, qw = s.n_heads * s.head_dim, ow = s.n_heads * s.v_dim();
+  const int64_t kvw = s.n_kv_heads * s.head_dim, qw = s.n_heads * s.head_dim, ow = s.n_heads * s.v_dim();
   const int64_t n_seqs = (int64_t)cases.size();  // {pos0, n} per sequence
   int64_t pool_blocks = 0, rows = 0;
   for (auto& c : cases) pool_blocks += (c[0] + c[1] + bs - 1) / bs, rows += c[1];
@@ -183,6 +184,14 @@ static void check_paged_attention(KvType type, AttentionShape s, bool latent,
 
 TEST_P(Attention, PagedBatchOnEveryIsaMatchesACausalFloat64Reference) {
   check_paged_attention(GetParam(), AttentionShape{6, 2, 20, 1.0f / std::sqrt(20.0f)}, false);
+}
+
+// Qwen2.5-0.5B's heads (14 query heads on 2 KV heads of 64) in the engine's blocks of 16: decode
+// rows whose keys fill whole SIMD tiles and end in a short one, and a 64-wide value row that the
+// accumulation holds in registers.
+TEST_P(Attention, DecodeRowsAtARealModelsShapeMatchFloat64) {
+  check_paged_attention(GetParam(), AttentionShape{14, 2, 64, 0.125f}, false, {{0, 1}, {15, 1}, {16, 1}, {300, 1}, {47, 2}},
+                        16);
 }
 
 TEST_P(Attention, LatentPagesServeAsKeysAndTheirFirstColumnsAsValues) {

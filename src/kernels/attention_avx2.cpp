@@ -39,6 +39,14 @@ struct Avx2Vec {
     float inv = 1.0f / s;
     for (int64_t j = 0; j < n; j++) x[j] *= inv;
   }
+  // out[j] = the sum of a[j]'s 8 lanes, j = 0..7 (horizontal adds within 128-bit lanes, then
+  // the two lanes' partial sums added).
+  static void row_sums(const __m256* a, float* out) {
+    __m256 h0123 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+    __m256 h4567 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
+    _mm256_storeu_ps(out, _mm256_add_ps(_mm256_permute2f128_ps(h0123, h4567, 0x20),
+                                        _mm256_permute2f128_ps(h0123, h4567, 0x31)));
+  }
   static float dot(const float* a, const float* b, int n) {
     __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
     int i = 0;

@@ -42,13 +42,99 @@ const float* kv_rows(const uint8_t* side, const KvPages& kv, int32_t block, int 
   return tile;
 }
 
+// Asks for one block's rows of one KV head ahead of use. A decode step reads each head's blocks
+// once, 4 KB here and 4 KB a head further on, a pattern the hardware prefetcher did not follow:
+// without this the loads waited on memory (docs/kernels.md).
+inline void prefetch_block(const uint8_t* side, const KvPages& kv, int32_t block, int h, int nkv, int hd) {
+  const int64_t rb = kv_row_bytes(kv.type, hd), bytes = kv.block_size * rb;
+  const uint8_t* p = side + (((int64_t)block * nkv + h) * kv.block_size) * rb;
+  for (int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(p + i, 0, 3);
+}
+
 struct DecodeScratch {
   std::vector<float> scores, tile;
 };
 
+// out[j] = dot(q, rows + j * stride) over n columns, for the cnt <= V::W rows of one tile: one
+// accumulator per row, and one transposing reduction (V::row_sums) for the whole tile where a
+// horizontal sum per score was most of a decode step's attention time. A short tile (Full false)
+// repeats its last row in the unused accumulators.
+template <typename V, bool Full>
+inline void dot_rows(const float* q, const float* rows, int64_t stride, int64_t cnt, int n, float* out) {
+  using reg = typename V::reg;
+  reg acc[V::W];
+#pragma GCC unroll 16
+  for (int j = 0; j < V::W; j++) acc[j] = V::zero();
+  const float* row[V::W];
+#pragma GCC unroll 16
+  for (int j = 0; j < V::W; j++) row[j] = rows + (Full ? j : std::min<int64_t>(j, cnt - 1)) * stride;
+  int d = 0;
+  for (; d + V::W <= n; d += V::W) {  // whole vectors: no masks in the hot loop
+    const reg qv = V::load(q + d, V::W);
+#pragma GCC unroll 16
+    for (int j = 0; j < V::W; j++) acc[j] = V::fmadd(qv, V::load(row[j] + d, V::W), acc[j]);
+  }
+  if (d < n) {
+    const reg qv = V::load(q + d, n - d);  // masked: zero past n, so the products there are zero
+#pragma GCC unroll 16
+    for (int j = 0; j < V::W; j++) acc[j] = V::fmadd(qv, V::load(row[j] + d, n - d), acc[j]);
+  }
+  alignas(64) float sums[V::W];
+  V::row_sums(acc, sums);
+  for (int64_t j = 0; j < cnt; j++) out[j] = sums[j];
+}
+
+// For the H heads h: y[h * y_stride + 0..n) += sum over the cnt rows j of p[h * p_stride + j] *
+// rows[j * stride ..]. Each value row is loaded once for H heads, and y stays in registers (H x 4
+// vectors) across the rows, where an axpy per head and row reloaded both.
+template <typename V, int H>
+inline void accumulate_rows(float* y, int64_t y_stride, const float* p, int64_t p_stride, const float* rows,
+                            int64_t stride, int64_t cnt, int n) {
+  using reg = typename V::reg;
+  constexpr int W = V::W;
+  int d = 0;
+  for (; d + 4 * W <= n; d += 4 * W) {
+    reg a[H][4];
+#pragma GCC unroll 4
+    for (int h = 0; h < H; h++)
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; i++) a[h][i] = V::load(y + h * y_stride + d + i * W, W);
+    for (int64_t j = 0; j < cnt; j++) {
+      const float* r = rows + j * stride + d;
+      const reg v0 = V::load(r, W), v1 = V::load(r + W, W), v2 = V::load(r + 2 * W, W), v3 = V::load(r + 3 * W, W);
+#pragma GCC unroll 4
+      for (int h = 0; h < H; h++) {
+        const reg ph = V::set1(p[h * p_stride + j]);
+        a[h][0] = V::fmadd(ph, v0, a[h][0]);
+        a[h][1] = V::fmadd(ph, v1, a[h][1]);
+        a[h][2] = V::fmadd(ph, v2, a[h][2]);
+        a[h][3] = V::fmadd(ph, v3, a[h][3]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int h = 0; h < H; h++)
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; i++) V::store(y + h * y_stride + d + i * W, a[h][i], W);
+  }
+  for (; d < n; d += W) {
+    const int64_t m = n - d < W ? n - d : W;
+    reg a[H];
+#pragma GCC unroll 4
+    for (int h = 0; h < H; h++) a[h] = V::load(y + h * y_stride + d, m);
+    for (int64_t j = 0; j < cnt; j++) {
+      const reg v = V::load(rows + j * stride + d, m);
+#pragma GCC unroll 4
+      for (int h = 0; h < H; h++) a[h] = V::fmadd(V::set1(p[h * p_stride + j]), v, a[h]);
+    }
+#pragma GCC unroll 4
+    for (int h = 0; h < H; h++) V::store(y + h * y_stride + d, a[h], m);
+  }
+}
+
 // Decode (few queries): one query row t of a span and one KV head h, for the query heads g0..g1-1
-// of its group. One pass over the cached keys computes the scores of those heads (dot), one pass
-// over the values accumulates them (axpy); both walk the span's blocks in order.
+// of its group. One pass over the cached keys computes the scores of those heads (a tile of
+// V::W keys at a time), one pass over the values accumulates them; both walk the span's blocks
+// in order.
 template <typename V>
 void attend_decode(const float* q, int64_t q_stride, const AttentionSpan& sp, int64_t t, int h, int g0, int g1,
                    const AttentionShape& s, const KvPages& kv, float* out, int64_t out_stride, DecodeScratch& w) {
@@ -58,31 +144,39 @@ void attend_decode(const float* q, int64_t q_stride, const AttentionSpan& sp, in
   if ((int64_t)scores.size() < ng * len) scores.resize((size_t)(ng * len));
   if ((int64_t)w.tile.size() < bs * hd) w.tile.resize((size_t)(bs * hd));
   const float* qg = q + (sp.row0 + t) * q_stride + (h * G + g0) * hd;
+  constexpr int64_t ahead = 2;  // blocks
   for (int64_t j0 = 0; j0 < len; j0 += bs) {
-    int64_t cnt = std::min(bs, len - j0);
+    const int64_t cnt = std::min(bs, len - j0);
+    if (j0 + ahead * bs < len) prefetch_block(kv.k, kv, sp.blocks[j0 / bs + ahead], h, nkv, hd);
     const float* kb = kv_rows<V>(kv.k, kv, sp.blocks[j0 / bs], h, nkv, hd, cnt, w.tile.data());
-    for (int64_t j = 0; j < cnt; j++)
-      for (int g = 0; g < ng; g++) scores[(size_t)(g * len + j0 + j)] = V::dot(qg + g * hd, kb + j * hd, hd) * s.scale;
-  }
-  for (int g = 0; g < ng; g++) {
-    float* sg = scores.data() + g * len;
-    float mx = -INFINITY;
-    for (int64_t j = 0; j < len; j++) mx = sg[j] > mx ? sg[j] : mx;
-    float sum = 0;
-    for (int64_t j = 0; j < len; j++) {
-      sg[j] = std::exp(sg[j] - mx);
-      sum += sg[j];
+    for (int64_t jt = 0; jt < cnt; jt += V::W) {
+      const int64_t c = std::min<int64_t>(V::W, cnt - jt);
+      for (int g = 0; g < ng; g++) {
+        float* sg = scores.data() + g * len + j0 + jt;
+        if (c == V::W) dot_rows<V, true>(qg + g * hd, kb + jt * hd, hd, c, hd, sg);
+        else dot_rows<V, false>(qg + g * hd, kb + jt * hd, hd, c, hd, sg);
+      }
     }
-    float inv = 1.0f / sum;
-    for (int64_t j = 0; j < len; j++) sg[j] *= inv;
   }
+  for (int g = 0; g < ng; g++) V::softmax(scores.data() + g * len, len, s.scale);
   float* og = out + (sp.row0 + t) * out_stride + (h * G + g0) * dv;
-  for (int i = 0; i < ng * dv; i++) og[i] = 0;
+  std::fill(og, og + ng * dv, 0.0f);
   for (int64_t j0 = 0; j0 < len; j0 += bs) {
-    int64_t cnt = std::min(bs, len - j0);
+    const int64_t cnt = std::min(bs, len - j0);
+    if (j0 + ahead * bs < len) prefetch_block(kv.v, kv, sp.blocks[j0 / bs + ahead], h, nkv, hd);
     const float* vb = kv_rows<V>(kv.v, kv, sp.blocks[j0 / bs], h, nkv, hd, cnt, w.tile.data());
-    for (int64_t j = 0; j < cnt; j++)
-      for (int g = 0; g < ng; g++) V::axpy(og + g * dv, scores[(size_t)(g * len + j0 + j)], vb + j * hd, dv);
+    // Heads in fours (AVX-512: 16 accumulators of its 32 registers), twos with 16 registers; the
+    // rest (fewer than 4: at most 12 accumulators) at once.
+    constexpr int H = V::W >= 16 ? 4 : 2;
+    int g = 0;
+    for (; g + H <= ng; g += H)
+      accumulate_rows<V, H>(og + g * dv, dv, scores.data() + g * len + j0, len, vb, hd, cnt, dv);
+    const float* pg = scores.data() + g * len + j0;
+    switch (ng - g) {  // the rest of the group at once (Qwen2.5's 7 heads: 4 + 3)
+      case 3: accumulate_rows<V, 3>(og + g * dv, dv, pg, len, vb, hd, cnt, dv); break;
+      case 2: accumulate_rows<V, 2>(og + g * dv, dv, pg, len, vb, hd, cnt, dv); break;
+      case 1: accumulate_rows<V, 1>(og + g * dv, dv, pg, len, vb, hd, cnt, dv); break;
+    }
   }
 }
 
