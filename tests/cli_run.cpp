@@ -259,12 +259,18 @@ TEST(CliBench, ATableThatFitsATerminalAClampSaidAndAPeakWithoutTheProbe) {
   EXPECT_EQ(rows, 2) << r.out;
   EXPECT_NE(r.out.find("pp" + fit + " tg4"), std::string::npos) << r.out;
   // The peak RSS: the model and the benchmark, not the bandwidth probe's 1 GiB buffer.
-  auto j = run_kvad("bench -m " + m + " -p 16 -g 4 -r 1 --warmup 0 -t 1 --json");
+  auto j = run_kvad("bench -m " + m + " -p 16,48 -g 4 -r 1 --warmup 0 -t 1 --json");
   ASSERT_EQ(j.exit_code, 0) << j.err;
-  Json row = Json::parse(j.out);
+  Json row = Json::parse(j.out.substr(0, j.out.find('\n')));
   EXPECT_GT(row["read_bandwidth_gbs"].get<double>(), 0);
   EXPECT_LT(row["peak_rss_bytes"].get<double>(), 1024.0 * 1024 * 1024) << j.out;
   EXPECT_GT(row["peak_rss_bytes"].get<double>(), row["model_bytes"].get<double>()) << j.out;
+  // The share of bandwidth counts the cache a decode step reads: 32 more prompt tokens, 32 more
+  // positions read at every step.
+  Json longer = Json::parse(j.out.substr(j.out.find('\n') + 1));
+  EXPECT_EQ(longer["decode_kv_read_bytes"].get<int64_t>() - row["decode_kv_read_bytes"].get<int64_t>(),
+            32 * row["kv_bytes_per_token"].get<int64_t>()) << j.out;
+  EXPECT_GT(row["decode_kv_read_bytes"].get<int64_t>(), 16 * row["kv_bytes_per_token"].get<int64_t>()) << j.out;
 }
 
 TEST(CliInstall, AnInstalledBinaryFindsTheDefaultModelBesideIt) {
