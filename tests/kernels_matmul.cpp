@@ -192,6 +192,9 @@ TEST_P(Attention, PagedBatchOnEveryIsaMatchesACausalFloat64Reference) {
 TEST_P(Attention, DecodeRowsAtARealModelsShapeMatchFloat64) {
   check_paged_attention(GetParam(), AttentionShape{14, 2, 64, 0.125f}, false, {{0, 1}, {15, 1}, {16, 1}, {300, 1}, {47, 2}},
                         16);
+  for (int heads : {4, 8, 12})  // one, two and three query heads a KV head (gpt2 and the tiny presets)
+    check_paged_attention(GetParam(), AttentionShape{heads, 4, 16, 0.25f}, false, {{0, 1}, {15, 1}, {16, 1}, {40, 1}, {3, 6}},
+                          16);
 }
 
 TEST_P(Attention, LatentPagesServeAsKeysAndTheirFirstColumnsAsValues) {

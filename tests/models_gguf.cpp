@@ -141,7 +141,13 @@ TEST_P(GgufGolden, TokenByTokenEqualsBatched) {
     worst = std::max(worst, (double)std::fabs(batched[i] - step[i]));
     scale = std::max(scale, (double)std::fabs(batched[i]));
   }
-  EXPECT_LE(worst, 1e-4 * scale) << c.name;
+  // Float weights: the two paths differ by float order alone. Quantised weights quantise their
+  // activations too, so a 1-ulp difference between the decode and prefill attention loops can
+  // flip one activation code (as against llama.cpp above): the file's own bound there, far
+  // below what a cache that lost or misplaced a position gives (~1).
+  const std::string n = c.name;
+  const bool float_weights = n.ends_with("-f32") || n.ends_with("-f16") || n.ends_with("-bf16");
+  EXPECT_LE(worst, (float_weights ? 1e-4 : c.tol) * scale) << c.name;
 }
 
 INSTANTIATE_TEST_SUITE_P(Files, GgufGolden, ::testing::ValuesIn(kCases),
