@@ -49,9 +49,17 @@ test('chat: a message gets a streamed answer with its stats, and the context met
       if (t && t.textContent) window.__lengths.add(t.textContent.length);
     }).observe(document.querySelector('#chat-log'), { subtree: true, characterData: true, childList: true });
   });
+  // Responses at ~16 KB/s (Chromium's network emulation): 48 tokens of a tiny model stream in
+  // ~80 ms, which a loaded machine could hand the page as one read; throttled, the events
+  // arrive over about a second, so the page must show the answer growing.
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send('Network.enable');
+  await cdp.send('Network.emulateNetworkConditions', { offline: false, latency: 0, downloadThroughput: 16000, uploadThroughput: -1 });
   await page.press('#chat-input', 'Enter');
   await page.waitForSelector('.msg.user');
   await waitForAnswers(page, 1);
+  await cdp.send('Network.emulateNetworkConditions', { offline: false, latency: 0, downloadThroughput: -1, uploadThroughput: -1 });
+  await cdp.detach();
   const answer = await page.textContent('.msg.assistant .text');
   const stats = await page.textContent('.msg.assistant .stats');
   assert.ok(answer.length > 0, 'the answer has text');
