@@ -88,7 +88,10 @@ http {{
     proxy_connect_timeout 2s;
     # Only a replica that could not be reached is retried on the next one: once a replica has
     # answered anything, a failure is the client's to see (a stream cut by a dying replica fails).
-    proxy_next_upstream error timeout;
+    # non_idempotent: a POST sent on a kept-alive connection to a replica that has just died is
+    # reset before any answer; without it nginx returned that client a 502 (no side effect to
+    # repeat: the dead replica did nothing for it).
+    proxy_next_upstream error timeout non_idempotent;
     add_header X-Kvad-Replica $kvad_replica always;
 {locations}  }}
 }}
