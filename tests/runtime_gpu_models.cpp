@@ -79,12 +79,18 @@ TEST(GpuModels, EveryArchitectureAndFormatMatchesTheCpu) {
       LoadOptions lo;
       lo.format = parse_weight_format(fmt);
       auto m = load_model_dir(dir, lo);
-      auto cpu = make_backend("cpu", *m), gpu = make_backend(device, *m);
-      std::vector<float> c = batched_logits(*m, *cpu), g = batched_logits(*m, *gpu);
-      ASSERT_EQ(c.size(), g.size());
-      const int64_t V = m->config().vocab_size, rows = (int64_t)c.size() / V;
-      for (int64_t r = 0; r < rows; r++)
-        EXPECT_LE(rel_diff(&g[(size_t)(r * V)], &c[(size_t)(r * V)], V), tol) << "row " << r;
+      auto cpu = make_backend("cpu", *m);
+      const std::vector<float> c = batched_logits(*m, *cpu);
+      for (const char* kernels : test::kKernelFamilies) {  // a GPU's products and lavapipe's
+        SCOPED_TRACE(std::string("kernels ") + kernels);
+        test::ScopedKernels scope(kernels);
+        auto gpu = make_backend(device, *m);
+        std::vector<float> g = batched_logits(*m, *gpu);
+        ASSERT_EQ(c.size(), g.size());
+        const int64_t V = m->config().vocab_size, rows = (int64_t)c.size() / V;
+        for (int64_t r = 0; r < rows; r++)
+          EXPECT_LE(rel_diff(&g[(size_t)(r * V)], &c[(size_t)(r * V)], V), tol) << "row " << r;
+      }
     }
   }
 }

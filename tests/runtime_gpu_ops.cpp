@@ -104,12 +104,22 @@ std::pair<std::vector<float>, std::vector<float>> both(Backends& b, int64_t rows
   var.gpu = make_backend(device_);         \
   ASSERT_STREQ(var.gpu->name(), "vulkan");
 
-TEST(GpuOps, LinearMatchesTheCpuInEveryFormatAndRaggedShape) {
+// The products run through both kernel families (tests/support/gpu_device.h): the parameter.
+class GpuLinear : public testing::TestWithParam<const char*> {
+ protected:
+  test::ScopedKernels kernels_{GetParam()};
+};
+INSTANTIATE_TEST_SUITE_P(Kernels, GpuLinear, testing::ValuesIn(test::kKernelFamilies),
+                         [](const auto& info) { return std::string(info.param); });
+
+TEST_P(GpuLinear, MatchesTheCpuInEveryFormatAndRaggedShape) {
   GPU_BACKENDS(b);
   struct Case {
     int64_t n, cols, rows;
   };
-  const Case cases[] = {{1, 7, 5}, {3, 64, 33}, {9, 100, 70}, {17, 33, 129}, {2, 256, 16}};
+  // Ragged widths (f32/bf16 then take matvec.comp's value-at-a-time path) and aligned ones (its
+  // 16-byte units), one input row up to two blocks of 8 and a part.
+  const Case cases[] = {{1, 7, 5}, {3, 64, 33}, {9, 100, 70}, {17, 33, 129}, {2, 256, 16}, {8, 96, 7}, {19, 160, 45}};
   const std::pair<WeightFormat, double> formats[] = {
       {WeightFormat::F32, 1e-5}, {WeightFormat::BF16, 1e-5}, {WeightFormat::Q8, 3e-2}, {WeightFormat::Q4, 3e-2}};
   std::deque<Weight> keep;
@@ -142,6 +152,26 @@ TEST(GpuOps, LinearMatchesTheCpuInEveryFormatAndRaggedShape) {
     }
 }
 
+// KVAD_VULKAN_KERNELS really switches the kernel: the two families sum a row in different orders,
+// so some of 64 sums of 512 products differ in their last bits (and agree to rounding).
+TEST(GpuOps, TheTwoKernelFamiliesAreDifferentCode) {
+  KVAD_NEED_GPU(device);
+  const int64_t cols = 512, rows = 64;
+  const Weight w = Weight::from_f32(random_values((size_t)(rows * cols), 70), rows, cols, WeightFormat::F32);
+  const std::vector<float> x = random_values((size_t)cols, 71);
+  std::vector<float> out[2];
+  for (int f = 0; f < 2; f++) {
+    test::ScopedKernels kernels(test::kKernelFamilies[f]);
+    auto be = make_backend(device);
+    Rig r(*be, 1);
+    Tensor y = be->tensor(1, rows);
+    be->linear(w, r.input(x, cols), y);
+    out[f] = r.read(y);
+  }
+  EXPECT_NE(out[0], out[1]);
+  EXPECT_LE(rel_diff(out[1], out[0]), 1e-5);
+}
+
 // ggml's K-quant super-blocks with random codes and scales (any bytes are valid codes) and sane f16
 // d / dmin: every bit of the layout is exercised, including Q5_K, which kvad reads but does not write.
 KQuantMatrix random_kquant(DType type, int64_t rows, int64_t cols, uint32_t seed, std::shared_ptr<std::vector<uint8_t>>& keep) {
@@ -164,7 +194,7 @@ KQuantMatrix random_kquant(DType type, int64_t rows, int64_t cols, uint32_t seed
   return KQuantMatrix::wrap(type, rows, cols, keep->data(), keep);
 }
 
-TEST(GpuOps, GgufKQuantsInPlace) {
+TEST_P(GpuLinear, GgufKQuantsInPlace) {
   GPU_BACKENDS(b);
   std::deque<Weight> keep;
   std::shared_ptr<std::vector<uint8_t>> bytes;
@@ -212,7 +242,7 @@ TEST(GpuOps, GgufKQuantsInPlace) {
   }
 }
 
-TEST(GpuOps, LinearReadsAStridedInputAndWritesHostMemory) {
+TEST_P(GpuLinear, ReadsAStridedInputAndWritesHostMemory) {
   GPU_BACKENDS(b);
   const int64_t n = 5, wide = 48, cols = 20, rows = 11;
   std::deque<Weight> keep;

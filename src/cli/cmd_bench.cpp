@@ -289,10 +289,10 @@ void add_bench(CLI::App& app) {
     LoadedModel m = load_from_args(a->model);
     const Model& model = *m.model;
     ps = fit_lengths(ps, a->gen_tokens, model.context_length());
-    // The host's bandwidth bounds a CPU decode only: on a GPU the share column stays empty until
-    // the device's own bandwidth is measured (docs/gpu.md).
+    // A decode's share is of the bandwidth of the memory its weights are in: the host's, or on a
+    // GPU the device's, measured by a shader reading a buffer (docs/gpu.md).
     const bool gpu = is_gpu_device(a->model.device);
-    double bw = a->no_bandwidth || gpu ? 0 : measure_read_bandwidth_gbs();
+    double bw = a->no_bandwidth ? 0 : gpu ? measure_gpu_read_bandwidth_gbs(a->model.device) : measure_read_bandwidth_gbs();
     reset_peak_rss();  // the probe's buffer is gone: the peak is the model's and the benchmark's
     double bits = (double)model.weight_bytes() * 8 / (double)model.parameter_count();
     const kernels::KvType kv_type = kernels::parse_kv_type(a->model.kv_type);
@@ -316,7 +316,8 @@ void add_bench(CLI::App& app) {
         std::printf("per sequence: a recurrent state of %.1f KB (f32), the same size at every length\n",
                     (double)kv.state_bytes() / 1e3);
       if (gpu)
-        std::printf("device %s (Vulkan); host: %d threads, %s\n\n", a->model.device.c_str(), pool().size(),
+        std::printf("device %s (Vulkan)%s; host: %d threads, %s\n\n", a->model.device.c_str(),
+                    bw > 0 ? fmt::format(", read bandwidth {:.1f} GB/s", bw).c_str() : "", pool().size(),
                     cpu_summary().c_str());
       else
         std::printf("%d threads, %s%s\n\n", pool().size(), cpu_summary().c_str(),
@@ -396,7 +397,7 @@ void add_bench(CLI::App& app) {
     for (int64_t p : ps) {
       std::vector<BenchRun> runs = bench_interleaved(model, p, a->gen_tokens, a->reps, a->warmup, base, variants);
       const size_t peak = peak_rss_bytes();
-      if (bw > 0) {
+      if (bw > 0 && !gpu) {
         // Probed again after every run and the best kept: on a shared machine one probe can meet a
         // busy neighbour (consecutive processes read 38-65 GB/s on the same box) and then the
         // share would overstate what the decode reached (docs/kernels.md).

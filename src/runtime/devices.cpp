@@ -102,6 +102,19 @@ void set_gpu_weight_cache(EngineOptions& o, const LoadedModel& m) {
   o.weight_cache_stamp = {{"format", f}, {"files", files}};
 }
 
+double measure_gpu_read_bandwidth_gbs(const std::string& device) {
+#ifdef KVAD_HAVE_VULKAN
+  auto dev = vk::Device::open(device);
+  // 1 GiB is far past any GPU's cache; a CPU driver (lavapipe) reads host memory, where 256 MiB do.
+  const size_t bytes = std::min<size_t>(dev->info().cpu() ? size_t{256} << 20 : size_t{1} << 30,
+                                        dev->info().memory_bytes / 4);
+  return dev->measure_read_bandwidth(bytes);
+#else
+  (void)device;
+  return 0;
+#endif
+}
+
 std::string describe_devices() {
   std::string out = fmt::format("cpu     {}, {} threads, {:.1f} GiB  (--device cpu, the default)\n", cpu_summary(),
                                 default_threads(), (double)meminfo_bytes("MemTotal") / (1ull << 30));
@@ -111,8 +124,8 @@ std::string describe_devices() {
   if (devs.empty() && !why.empty()) return out + "gpu     none: " + why + "\n";
   if (devs.empty()) return out + "gpu     none: the Vulkan loader found no device\n";
   for (const vk::DeviceInfo& d : devs)
-    out += fmt::format("gpu:{}   {} ({}, Vulkan {}, {:.1f} GiB){}\n", d.index, d.name, d.type, d.api,
-                       (double)d.memory_bytes / (1ull << 30),
+    out += fmt::format("gpu:{}   {} ({}, Vulkan {}, {:.1f} GiB, subgroup {}{}){}\n", d.index, d.name, d.type, d.api,
+                       (double)d.memory_bytes / (1ull << 30), d.subgroup_size, d.subgroup_sums ? "" : " without sums",
                        d.cpu() ? "  - a CPU driver: used only when named, or with KVAD_VULKAN_ALLOW_CPU=1" : "");
 #else
   out += "gpu     none: this kvad was built without the Vulkan backend (libvulkan-dev and glslc at build time)\n";

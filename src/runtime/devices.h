@@ -35,6 +35,9 @@ std::vector<GpuDevice> list_gpu_devices(std::string* why);
 // Sets o.weight_cache and its stamp for a model the GPU runs in a layout of its own (q8, q4): the
 // .gpu-<format>.nq file beside the CPU's cache, stamped with the model's files (size, mtime).
 void set_gpu_weight_cache(EngineOptions& o, const LoadedModel& m);
+// GB/s the shaders of `device` ("gpu" or "gpu:N") read from its memory (kvad bench's share of
+// bandwidth on a GPU); 0 without the Vulkan backend.
+double measure_gpu_read_bandwidth_gbs(const std::string& device);
 // `kvad devices`: the CPU, then every Vulkan device with its index, type and memory, or why there is none.
 std::string describe_devices();
 

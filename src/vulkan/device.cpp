@@ -1,6 +1,7 @@
 #include "vulkan/device.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -12,7 +13,9 @@
 // The SPIR-V of src/vulkan/shaders/*.comp, embedded by CMakeLists.txt (.incbin), in Shader order.
 extern "C" const unsigned char kvad_spv_matmul[], kvad_spv_matmul_end[], kvad_spv_get_rows[], kvad_spv_get_rows_end[],
     kvad_spv_eltwise[], kvad_spv_eltwise_end[], kvad_spv_norm[], kvad_spv_norm_end[], kvad_spv_rope[],
-    kvad_spv_rope_end[], kvad_spv_kv_store[], kvad_spv_kv_store_end[], kvad_spv_attention[], kvad_spv_attention_end[];
+    kvad_spv_rope_end[], kvad_spv_kv_store[], kvad_spv_kv_store_end[], kvad_spv_attention[], kvad_spv_attention_end[],
+    kvad_spv_matvec[], kvad_spv_matvec_end[], kvad_spv_matmul_tiled[], kvad_spv_matmul_tiled_end[],
+    kvad_spv_read_probe[], kvad_spv_read_probe_end[];
 
 namespace kvad::vk {
 
@@ -26,7 +29,9 @@ const Spirv kShaders[] = {
     {"matmul", kvad_spv_matmul, kvad_spv_matmul_end},       {"get_rows", kvad_spv_get_rows, kvad_spv_get_rows_end},
     {"eltwise", kvad_spv_eltwise, kvad_spv_eltwise_end},    {"norm", kvad_spv_norm, kvad_spv_norm_end},
     {"rope", kvad_spv_rope, kvad_spv_rope_end},             {"kv_store", kvad_spv_kv_store, kvad_spv_kv_store_end},
-    {"attention", kvad_spv_attention, kvad_spv_attention_end},
+    {"attention", kvad_spv_attention, kvad_spv_attention_end}, {"matvec", kvad_spv_matvec, kvad_spv_matvec_end},
+    {"matmul_tiled", kvad_spv_matmul_tiled, kvad_spv_matmul_tiled_end},
+    {"read_probe", kvad_spv_read_probe, kvad_spv_read_probe_end},
 };
 static_assert(sizeof kShaders / sizeof kShaders[0] == (size_t)Shader::Count);
 
@@ -89,11 +94,22 @@ DeviceInfo describe(VkPhysicalDevice d, int index) {
   info.index = index;
   info.name = p.deviceName;
   info.type = type_name(p.deviceType);
+  info.shared_bytes = p.limits.maxComputeSharedMemorySize;
   for (uint32_t h = 0; h < m.memoryHeapCount; h++)
     if (m.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
       info.memory_bytes = std::max<uint64_t>(info.memory_bytes, m.memoryHeaps[h].size);
   info.api = fmt::format("{}.{}.{}", VK_API_VERSION_MAJOR(p.apiVersion), VK_API_VERSION_MINOR(p.apiVersion),
                          VK_API_VERSION_PATCH(p.apiVersion));
+  if (p.apiVersion >= VK_API_VERSION_1_1) {
+    VkPhysicalDeviceSubgroupProperties sub{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+    VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+    p2.pNext = &sub;
+    vkGetPhysicalDeviceProperties2(d, &p2);
+    info.subgroup_size = sub.subgroupSize;
+    info.subgroup_sums = (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                         (sub.supportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT) &&
+                         (sub.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
+  }
   return info;
 }
 
@@ -207,12 +223,27 @@ std::unique_ptr<Device> Device::open(const std::string& spec) {
   VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
   check(vkCreateFence(dev->device_, &fci, nullptr, &dev->fence_), "vkCreateFence");
 
+  const char* kernels = std::getenv("KVAD_VULKAN_KERNELS");
+  const std::string want_kernels = kernels ? kernels : "";
+  if (want_kernels == "gpu" && !dev->info_.subgroup_sums)
+    fail("KVAD_VULKAN_KERNELS=gpu: {} has no subgroup arithmetic in compute shaders, which the GPU kernels need",
+         dev->info_.name);
+  if (!want_kernels.empty() && want_kernels != "gpu" && want_kernels != "cpu")
+    fail("KVAD_VULKAN_KERNELS={}: expected gpu or cpu", want_kernels);
+  dev->gpu_kernels_ = want_kernels.empty() ? !dev->info_.cpu() && dev->info_.subgroup_sums : want_kernels == "gpu";
+
   VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, kPushBytes};
   VkPipelineLayoutCreateInfo lci{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
   lci.pushConstantRangeCount = 1;
   lci.pPushConstantRanges = &range;
   check(vkCreatePipelineLayout(dev->device_, &lci, nullptr, &dev->layout_), "vkCreatePipelineLayout");
   for (const Spirv& s : kShaders) {
+    const std::string name = s.name;
+    if ((!dev->info_.subgroup_sums && name == "matvec") ||  // its SPIR-V needs them
+        (dev->info_.shared_bytes < kTiledSharedBytes && name == "matmul_tiled")) {
+      dev->pipelines_.push_back(VK_NULL_HANDLE);
+      continue;
+    }
     VkShaderModuleCreateInfo sci{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
     sci.codeSize = (size_t)(s.end - s.begin);
     sci.pCode = reinterpret_cast<const uint32_t*>(s.begin);
@@ -236,7 +267,8 @@ std::unique_ptr<Device> Device::open(const std::string& spec) {
 Device::~Device() {
   if (device_) {
     vkDeviceWaitIdle(device_);
-    for (VkPipeline p : pipelines_) vkDestroyPipeline(device_, p, nullptr);
+    for (VkPipeline p : pipelines_)
+      if (p) vkDestroyPipeline(device_, p, nullptr);
     if (layout_) vkDestroyPipelineLayout(device_, layout_, nullptr);
     if (fence_) vkDestroyFence(device_, fence_, nullptr);
     if (pool_) vkDestroyCommandPool(device_, pool_, nullptr);
@@ -377,6 +409,35 @@ void Device::upload(const Buffer& dst, size_t offset, const void* data, size_t b
     run_and_wait(side_);
   }
   release(staging);
+}
+
+double Device::measure_read_bandwidth(size_t bytes) {
+  bytes = std::min<size_t>(bytes & ~size_t{15}, size_t{16} << 30);  // 16-byte units fit the shader's 32 bits
+  struct Args {
+    uint64_t src, sink;
+    uint32_t quads;
+  } a{};
+  Buffer src = allocate(bytes, false), sink = allocate(16, false);
+  VkCommandBuffer cb = recording();  // any bytes do; filled so that no page is left untouched
+  vkCmdFillBuffer(cb, src.buffer, 0, VK_WHOLE_SIZE, 0x5a5a5a5au);
+  barrier(cb);
+  submit();
+  a.src = src.address;
+  a.sink = sink.address;
+  a.quads = (uint32_t)std::min<size_t>(bytes / 16, UINT32_MAX);
+  const uint32_t groups = std::min<uint32_t>(max_groups_[0], 4096);
+  double best = 0;
+  for (int run = 0; run < 4; run++) {  // the first warms up (pipeline, clocks) and is not counted
+    const int passes = 8;
+    for (int i = 0; i < passes; i++) dispatch(Shader::ReadProbe, &a, sizeof a, groups);
+    const auto t0 = std::chrono::steady_clock::now();
+    submit();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (run > 0) best = std::max(best, (double)a.quads * 16 * passes / s / 1e9);
+  }
+  release(src);
+  release(sink);
+  return best;
 }
 
 }  // namespace kvad::vk

@@ -18,6 +18,9 @@ struct DeviceInfo {
   std::string type;         // discrete | integrated | virtual | cpu | other
   uint64_t memory_bytes = 0;  // the largest device-local heap
   std::string api;          // e.g. "1.3.230"
+  uint32_t subgroup_size = 0;  // lanes of a subgroup in compute shaders
+  bool subgroup_sums = false;  // compute shaders may use subgroup arithmetic (subgroupAdd)
+  uint32_t shared_bytes = 0;   // shared memory a workgroup may have
   bool cpu() const { return type == "cpu"; }
 };
 
@@ -35,7 +38,7 @@ struct Buffer {
 };
 
 // The compiled shaders (src/vulkan/shaders/*.comp), in the order shaders.cpp embeds them.
-enum class Shader { Matmul, GetRows, Eltwise, Norm, Rope, KvStore, Attention, Count };
+enum class Shader { Matmul, GetRows, Eltwise, Norm, Rope, KvStore, Attention, Matvec, MatmulTiled, ReadProbe, Count };
 
 class Device {
  public:
@@ -47,6 +50,14 @@ class Device {
   Device& operator=(const Device&) = delete;
 
   const DeviceInfo& info() const { return info_; }
+  // Which kernels the products use: a GPU's (a subgroup per output row, shaders/matvec.comp) or a
+  // CPU driver's (a thread per output column, matmul.comp: lavapipe turns subgroup operations and
+  // barriers into coroutines). A GPU's by default on a GPU that has subgroup sums;
+  // KVAD_VULKAN_KERNELS=gpu|cpu chooses (the tests run the GPU's on lavapipe that way).
+  bool gpu_kernels() const { return gpu_kernels_; }
+  // The GPU's tiled product for batches of input rows (matmul_tiled.comp) fits this device.
+  bool tiled_products() const { return gpu_kernels_ && info_.shared_bytes >= kTiledSharedBytes; }
+  static constexpr uint32_t kTiledSharedBytes = 2 * 64 * 33 * 4;  // matmul_tiled.comp's two tiles
   // Device-local (or, with host_visible, mapped and coherent) memory that shaders reach by address.
   Buffer allocate(size_t bytes, bool host_visible);
   void release(Buffer& b);
@@ -56,6 +67,9 @@ class Device {
   // Recorded into the current command buffer; each is ordered after everything recorded before it.
   void dispatch(Shader s, const void* push, size_t push_bytes, uint32_t gx, uint32_t gy = 1, uint32_t gz = 1);
   void copy(const Buffer& src, size_t src_offset, const Buffer& dst, size_t dst_offset, size_t bytes);
+  // GB/s the device's shaders read from its memory: the best of 3 timed runs of 8 passes over a
+  // buffer of `bytes` (far past any cache), for the share of bandwidth a decode reaches.
+  double measure_read_bandwidth(size_t bytes);
   // Runs what was recorded and waits for it (no-op when nothing was).
   void submit();
   // Writes host bytes into a buffer now (through a staging buffer unless it is mapped); runs in a
@@ -83,6 +97,7 @@ class Device {
   VkPipelineLayout layout_ = VK_NULL_HANDLE;
   std::vector<VkPipeline> pipelines_;
   size_t allocated_ = 0;
+  bool gpu_kernels_ = false;
   uint32_t max_groups_[3] = {65535, 65535, 65535};
 };
 

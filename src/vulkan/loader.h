@@ -14,6 +14,7 @@ namespace kvad::vk {
   X(vkEnumeratePhysicalDevices)              \
   X(vkGetPhysicalDeviceProperties)           \
   X(vkGetPhysicalDeviceFeatures2)            \
+  X(vkGetPhysicalDeviceProperties2)          \
   X(vkGetPhysicalDeviceMemoryProperties)     \
   X(vkGetPhysicalDeviceQueueFamilyProperties) \
   X(vkCreateDevice)                          \

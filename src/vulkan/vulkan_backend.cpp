@@ -106,6 +106,7 @@ class VulkanMemory final : public Memory {
 struct MatmulArgs {
   uint64_t x, y, w, d, m;
   int32_t n, cols, rows, x_stride, y_stride, format, blocks;
+  int32_t wide;  // matvec.comp only: rows are read as 16-byte units
 };
 struct GetRowsArgs {
   uint64_t out, w, d, m, ids;
@@ -134,6 +135,18 @@ struct AttentionArgs {
   float scale;
 };
 enum EltwiseOp : int32_t { kAdd = 0, kAddBias = 1, kSiluMul = 2, kGeluTanh = 3, kAddRows = 4, kGather = 5 };
+
+// matvec.comp reads a row as 16-byte units when every row starts 16-byte aligned: q8/q4 rows
+// are whole blocks (32 or 16 bytes), f32 and bf16 rows need a multiple of 4 or 8 columns.
+bool wide_rows(const DeviceWeight& dw, int64_t cols) {
+  if (dw.codes.address % 16 != 0) return false;
+  switch (dw.format) {
+    case kF32: return cols % 4 == 0;
+    case kBF16: return cols % 8 == 0;
+    case kQ8: case kQ4: return true;
+    default: return false;  // K-quants: decoded a value at a time
+  }
+}
 
 int32_t narrow(int64_t v, const char* what) {
   if (v < 0 || v > INT32_MAX) fail("vulkan backend: {} = {} does not fit the shaders' 32-bit fields", what, v);
@@ -311,9 +324,19 @@ class VulkanBackend final : public Backend {
     Output o = output(y);
     MatmulArgs a{addr(x, "linear"), addr(o.dev, "linear"), dw.codes.address, dw.d.address, dw.m.address,
                  narrow(x.rows, "rows"), narrow(x.cols, "cols"), narrow(w.rows(), "weight rows"),
-                 narrow(x.stride, "stride"), narrow(o.dev.stride, "stride"), dw.format, dw.blocks};
-    vk::Grid g = vk::split_groups((uint64_t)(w.rows() + 63) / 64);
-    dev_->dispatch(Shader::Matmul, &a, sizeof a, g.x, (uint32_t)((x.rows + 7) / 8), g.y);
+                 narrow(x.stride, "stride"), narrow(o.dev.stride, "stride"), dw.format, dw.blocks, 0};
+    const uint32_t row_blocks = (uint32_t)((x.rows + 7) / 8);  // both kernels: 8 input rows a workgroup
+    if (dev_->tiled_products() && x.rows > 8) {  // a batch: 64 x 64 tiles of y per workgroup
+      vk::Grid g = vk::split_groups((uint64_t)(w.rows() + 63) / 64);
+      dev_->dispatch(Shader::MatmulTiled, &a, sizeof a, g.x, g.y, (uint32_t)((x.rows + 63) / 64));
+    } else if (dev_->gpu_kernels()) {
+      a.wide = wide_rows(dw, x.cols) ? 1 : 0;
+      vk::Grid g = vk::split_groups((uint64_t)(w.rows() + 3) / 4);  // matvec.comp: 4 output rows a group
+      dev_->dispatch(Shader::Matvec, &a, sizeof a, g.x, g.y, row_blocks);
+    } else {
+      vk::Grid g = vk::split_groups((uint64_t)(w.rows() + 63) / 64);
+      dev_->dispatch(Shader::Matmul, &a, sizeof a, g.x, row_blocks, g.y);
+    }
     finish(o);
   }
 

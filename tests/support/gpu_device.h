@@ -18,6 +18,18 @@ inline std::string gpu_device(std::string* why) {
   return devs[0].spec;
 }
 
+// The products' kernel family for the devices opened in its scope (KVAD_VULKAN_KERNELS): "gpu"
+// (a subgroup per output row, what real GPUs run) or "cpu" (what lavapipe runs by default). The
+// tests run both on lavapipe, so the GPU's kernels are checked on every commit without a GPU.
+class ScopedKernels {
+ public:
+  explicit ScopedKernels(const char* family) { setenv("KVAD_VULKAN_KERNELS", family, 1); }
+  ~ScopedKernels() { unsetenv("KVAD_VULKAN_KERNELS"); }
+  ScopedKernels(const ScopedKernels&) = delete;
+  ScopedKernels& operator=(const ScopedKernels&) = delete;
+};
+inline constexpr const char* kKernelFamilies[] = {"cpu", "gpu"};
+
 }  // namespace kvad::test
 
 #define KVAD_NEED_GPU(var)                                                                              \
