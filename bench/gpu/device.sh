@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# The GPU performance run of docs/gpu.md, in one call on a lent GPU machine (the device tool), from
+# the repository root with .gpu/ carried (bench/gpu/prepare.sh makes it here):
+#   run(carry=[".gpu"], timeout_s=540, command="bash bench/gpu/device.sh")
+# 1. Correct first: the GPU backend's op and model tests on this GPU (both kernel families).
+# 2. Qwen2.5-0.5B shapes (kvad synth, bf16) and its GGUFs (bf16, Q8_0, Q4_0; the peer's converter).
+# 3. Two rounds, interleaved: kvad bench at bf16, q8, q4 (prefill at 128, 512, 1024 and 4096
+#    tokens: the quantised-prefill crossover; decode 128 tokens with its share of the device's read
+#    bandwidth) beside llama.cpp's Vulkan build (llama-batched-bench, -ngl 99) on the matching GGUF.
+# Logs and JSON go to $OUT (they come back); a short table is printed last.
+# LOCAL=1 runs the same on this machine's lavapipe with a tiny preset, to check the script.
+set -uo pipefail
+ROOT=$(pwd)
+OUTD=${OUT:-/tmp/gpu-out}
+mkdir -p "$OUTD"
+W=/tmp/kvad-gpu
+mkdir -p "$W"
+tar -C "$W" -xJf "$ROOT/.gpu/bundle.tar.xz" || { echo "no .gpu/bundle.tar.xz: run bench/gpu/prepare.sh and carry .gpu"; exit 1; }
+if [ "${LOCAL:-0}" = 1 ]; then
+  DEV=gpu:0 PRESET=${PRESET:-tiny} PS=16,64 G=8 R=1 ROUNDS=1
+  export KVAD_VULKAN_ALLOW_CPU=1
+else
+  # Debian's Vulkan loader beside NVIDIA's driver (the device tool's README).
+  if ! ldconfig -p | grep -q libvulkan.so.1; then
+    for f in "$W"/debs/*.deb; do dpkg -x "$f" /; done
+    ldconfig
+  fi
+  icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+  [ -f "$icd" ] && export VK_DRIVER_FILES=$icd
+  DEV=gpu PRESET=qwen2.5-0.5b PS=128,512,1024,4096 G=128 R=3 ROUNDS=2
+  nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --format=csv | tee "$OUTD/nvidia-smi.txt"
+fi
+# The carried Debian libraries for kvad and llama.cpp only (python3 keeps the machine's own).
+K() { LD_LIBRARY_PATH=$W/lib "$W/bin/kvad" "$@"; }
+LLAMA() { LD_LIBRARY_PATH=$W/lib:$W/llama "$W/llama/llama-batched-bench" "$@"; }
+K devices | tee "$OUTD/devices.txt"
+
+echo "== 1. the backend's tests on this device"
+for t in test_runtime_gpu_ops test_runtime_gpu_models; do
+  KVAD_SOURCE_DIR=$ROOT LD_LIBRARY_PATH=$W/lib KVAD_REQUIRE_VULKAN=1 KVAD_TEST_DEVICE=$DEV "$W/bin/$t" --gtest_brief=1 >"$OUTD/$t.log" 2>&1
+  echo "$t: exit $? ($(grep -cE '^\[ +OK|^\[  PASSED' "$OUTD/$t.log") ok lines; $(grep -c 'FAILED' "$OUTD/$t.log") FAILED lines)"
+done
+
+echo "== 2. the model"
+M=$W/model
+[ -f "$M/config.json" ] || K synth --arch qwen2 --preset "$PRESET" --out "$M" >/dev/null || exit 1
+for t in bf16 q8_0 q4_0; do
+  [ -f "$W/m-$t.gguf" ] || python3 "$W/to_gguf.py" "$M" "$W/m-$t.gguf" --type "$t" >"$OUTD/gguf-$t.log" 2>&1 &
+done
+wait
+ls -la "$W"/m-*.gguf
+
+echo "== 3. kvad and llama.cpp (Vulkan), $ROUNDS round(s), interleaved"
+lastp=${PS##*,}
+for round in $(seq "$ROUNDS"); do
+  for f in bf16:bf16 q8:q8_0 q4:q4_0; do
+    q=${f%%:*} g=${f##*:}
+    K bench -m "$M" -q "$q" --device "$DEV" -p "$PS" -g "$G" -r "$R" --json >"$OUTD/kvad-$q-$round.jsonl" 2>"$OUTD/kvad-$q-$round.err" ||
+      echo "kvad bench $q failed: $(tail -2 "$OUTD/kvad-$q-$round.err")"
+    LLAMA -m "$W/m-$g.gguf" -ngl 99 -c $((lastp + G + 16)) -b 2048 -ub 512 \
+      -npp "$PS" -ntg "$G" -npl 1 >"$OUTD/llama-$g-$round.txt" 2>&1 || echo "llama $g failed: $(tail -3 "$OUTD/llama-$g-$round.txt")"
+  done
+done
+
+echo "== table (tok/s; kvad's share of the device's read bandwidth in brackets)"
+python3 - "$OUTD" "$ROUNDS" <<'EOF'
+import json, re, sys, os
+out, rounds = sys.argv[1], int(sys.argv[2])
+print(f"{'format':6} {'round':5} {'prompt':>6} {'kvad prefill':>12} {'llama prefill':>13} {'kvad decode':>18} {'llama decode':>12}")
+for r in range(1, rounds + 1):
+    for q, g in (("bf16", "bf16"), ("q8", "q8_0"), ("q4", "q4_0")):
+        kv = {}
+        p = f"{out}/kvad-{q}-{r}.jsonl"
+        if os.path.exists(p):
+            for line in open(p):
+                if line.startswith("{"):
+                    j = json.loads(line)
+                    d = j.get("decode_tok_s") or {}
+                    kv[j["prompt_tokens"]] = (j["prefill_tok_s"]["median"], d.get("median"), j.get("decode_bandwidth_pct"))
+        ll = {}
+        p = f"{out}/llama-{g}-{r}.txt"
+        if os.path.exists(p):
+            for line in open(p):
+                c = [x.strip() for x in line.strip().strip("|").split("|")]
+                if len(c) >= 8 and c[0].isdigit():
+                    ll[int(c[0])] = (float(c[5]), float(c[7]))
+        for P in sorted(set(kv) | set(ll)):
+            k, l = kv.get(P, (None, None, None)), ll.get(P, (None, None))
+            dec = f"{k[1]:.1f} ({k[2]:.0f}%)" if k[1] and k[2] else (f"{k[1]:.1f}" if k[1] else "-")
+            fmt = lambda v: f"{v:.1f}" if v else "-"
+            print(f"{q:6} {r:5} {P:6} {fmt(k[0]):>12} {fmt(l[0]):>13} {dec:>18} {fmt(l[1]):>12}")
+EOF
