@@ -116,6 +116,19 @@ DeviceInfo describe(VkPhysicalDevice d, int index) {
 
 }  // namespace
 
+// The products' kernel family for a device: KVAD_VULKAN_KERNELS=gpu|cpu, else a GPU's wherever
+// the device is not a CPU driver and has subgroup sums.
+static bool use_gpu_kernels(const DeviceInfo& info) {
+  const char* e = std::getenv("KVAD_VULKAN_KERNELS");
+  const std::string want = e ? e : "";
+  if (want.empty()) return !info.cpu() && info.subgroup_sums;
+  if (want != "gpu" && want != "cpu") fail("KVAD_VULKAN_KERNELS={}: expected gpu or cpu", want);
+  if (want == "gpu" && !info.subgroup_sums)
+    fail("KVAD_VULKAN_KERNELS=gpu: {} has no subgroup arithmetic in compute shaders, which the GPU kernels need",
+         info.name);
+  return want == "gpu";
+}
+
 bool allow_cpu_devices() {
   const char* e = std::getenv("KVAD_VULKAN_ALLOW_CPU");
   return e && *e && std::string(e) != "0";
@@ -223,14 +236,7 @@ std::unique_ptr<Device> Device::open(const std::string& spec) {
   VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
   check(vkCreateFence(dev->device_, &fci, nullptr, &dev->fence_), "vkCreateFence");
 
-  const char* kernels = std::getenv("KVAD_VULKAN_KERNELS");
-  const std::string want_kernels = kernels ? kernels : "";
-  if (want_kernels == "gpu" && !dev->info_.subgroup_sums)
-    fail("KVAD_VULKAN_KERNELS=gpu: {} has no subgroup arithmetic in compute shaders, which the GPU kernels need",
-         dev->info_.name);
-  if (!want_kernels.empty() && want_kernels != "gpu" && want_kernels != "cpu")
-    fail("KVAD_VULKAN_KERNELS={}: expected gpu or cpu", want_kernels);
-  dev->gpu_kernels_ = want_kernels.empty() ? !dev->info_.cpu() && dev->info_.subgroup_sums : want_kernels == "gpu";
+  dev->gpu_kernels_ = use_gpu_kernels(dev->info_);
 
   VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, kPushBytes};
   VkPipelineLayoutCreateInfo lci{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
@@ -238,10 +244,10 @@ std::unique_ptr<Device> Device::open(const std::string& spec) {
   lci.pPushConstantRanges = &range;
   check(vkCreatePipelineLayout(dev->device_, &lci, nullptr, &dev->layout_), "vkCreatePipelineLayout");
   for (const Spirv& s : kShaders) {
-    const std::string name = s.name;
-    if ((!dev->info_.subgroup_sums && name == "matvec") ||  // its SPIR-V needs them
-        (dev->info_.shared_bytes < kTiledSharedBytes && name == "matmul_tiled")) {
-      dev->pipelines_.push_back(VK_NULL_HANDLE);
+    const Shader which = (Shader)dev->pipelines_.size();
+    if ((which == Shader::Matvec && !dev->info_.subgroup_sums) ||  // its SPIR-V needs them
+        (which == Shader::MatmulTiled && dev->info_.shared_bytes < kTiledSharedBytes)) {
+      dev->pipelines_.push_back(VK_NULL_HANDLE);  // never dispatched: gpu_kernels() / tiled_products() say so
       continue;
     }
     VkShaderModuleCreateInfo sci{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
@@ -424,7 +430,7 @@ double Device::measure_read_bandwidth(size_t bytes) {
   submit();
   a.src = src.address;
   a.sink = sink.address;
-  a.quads = (uint32_t)std::min<size_t>(bytes / 16, UINT32_MAX);
+  a.quads = (uint32_t)(bytes / 16);
   const uint32_t groups = std::min<uint32_t>(max_groups_[0], 4096);
   double best = 0;
   for (int run = 0; run < 4; run++) {  // the first warms up (pipeline, clocks) and is not counted
