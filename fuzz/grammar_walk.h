@@ -29,6 +29,8 @@ inline void walk(const grammar::Constraint& c, const uint8_t* pick, size_t n, in
   lim.max_states = 4096;
   lim.max_stacks = 1 << 16;
   lim.max_cached_masks = 16;
+  lim.max_steps_per_call = 1 << 18;
+  lim.max_steps = 1 << 20;
   grammar::GrammarMatcher m(c.grammar, small_vocab(), lim);
   for (int i = 0; i < steps && !m.finished(); i++) {
     const std::vector<uint64_t>& bits = m.allowed();

@@ -58,6 +58,8 @@ class Automaton {
     initial_ = intern_state({intern_set(start), 0, 0, 0, 0});
   }
   int32_t initial() const { return initial_; }
+  // Starts the per-call step budget (a mask, an accept_bytes).
+  void begin_call() { call_steps_ = 0; }
   size_t state_count() const { return states_.size(); }
 
   int32_t step(int32_t s, uint8_t byte) {
@@ -89,6 +91,13 @@ class Automaton {
     return it->second;
   }
 
+  void count_step() {
+    if (++call_steps_ > lim_.max_steps_per_call)
+      fail("grammar: the matcher needs more than {} steps for one token (the grammar is too ambiguous)", lim_.max_steps_per_call);
+    if (++steps_ > lim_.max_steps)
+      fail("grammar: the matcher needs more than {} steps in all (the grammar is too ambiguous)", lim_.max_steps);
+  }
+
   // Expands (pos, parent) to the stacks whose top is a character set, or the empty stack.
   // Rule references push their continuation (none for a tail call); an End pops.
   void close(int32_t pos0, int32_t parent0, std::vector<int32_t>& out) {
@@ -99,6 +108,7 @@ class Automaton {
       auto [pos, parent] = work_.back();
       work_.pop_back();
       if (!seen_.insert(key2(pos, parent)).second) continue;
+      count_step();
       const Element& e = g_->elems[(size_t)pos];
       if (e.kind == ElemKind::End) {
         if (parent == kEmptyStack) out.push_back(kEmptyStack);
@@ -201,6 +211,7 @@ class Automaton {
   int32_t initial_ = 0;
   std::vector<std::pair<int32_t, int32_t>> work_;
   std::unordered_set<uint64_t> seen_;
+  size_t call_steps_ = 0, steps_ = 0;
 };
 
 struct GrammarMatcher::Impl {
@@ -239,6 +250,7 @@ struct GrammarMatcher::Impl {
     if (it != cache.end()) return it->second;
     if (cache.size() >= limits.max_cached_masks) cache.clear();
     auto slot = cache.try_emplace(state).first;
+    dfa.begin_call();
     try {
       compute_mask(state, slot->second);
     } catch (...) {  // a limit reached mid-scan: no half-built mask stays cached
@@ -303,6 +315,7 @@ bool GrammarMatcher::accept(int32_t token) {
 bool GrammarMatcher::accept_bytes(std::string_view bytes) {
   if (impl_->ended) return false;
   int32_t s = impl_->state;
+  impl_->dfa.begin_call();
   for (char c : bytes)
     if ((s = impl_->dfa.step(s, (uint8_t)c)) < 0) return false;
   impl_->state = s;

@@ -38,6 +38,11 @@ struct MatcherLimits {
   size_t max_set = 1024;             // stacks alive at once (the grammar's ambiguity)
   int32_t max_depth = 512;           // nested rules on one stack
   size_t max_cached_masks = 256;     // vocab/8 bytes each; the cache is cleared when full
+  // Closure steps (a rule position on a stack, expanded once). A grammar as ambiguous as
+  // `root ::= [a-z] (root+)*` stays within the limits above yet needs minutes per mask; a JSON
+  // schema's grammar needs under 10,000 steps per token and 40,000 in all (docs/grammar.md).
+  size_t max_steps_per_call = 1 << 20;  // one mask, or one accept_bytes
+  size_t max_steps = 1 << 24;           // the matcher's whole life
 };
 
 class GrammarMatcher {
