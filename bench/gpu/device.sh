@@ -18,7 +18,9 @@ mkdir -p "$W"
 tar -C "$W" -xJf "$ROOT/.gpu/bundle.tar.xz" || { echo "no .gpu/bundle.tar.xz: run bench/gpu/prepare.sh and carry .gpu"; exit 1; }
 if [ "${LOCAL:-0}" = 1 ]; then
   DEV=gpu:0 PRESET=${PRESET:-tiny} PS=16,64 G=8 R=1 ROUNDS=1
+  PY=${PY:-/usr/bin/python3}  # Debian's, with python3-numpy (the peer's setup installs it)
   export KVAD_VULKAN_ALLOW_CPU=1
+  export GGML_VK_VISIBLE_DEVICES=0  # llama.cpp skips a CPU driver unless it is named
 else
   # Debian's Vulkan loader beside NVIDIA's driver (the device tool's README).
   if ! ldconfig -p | grep -q libvulkan.so.1; then
@@ -27,6 +29,7 @@ else
   fi
   icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
   [ -f "$icd" ] && export VK_DRIVER_FILES=$icd
+  PY=${PY:-python3}  # the device image's python3 has numpy (to_gguf.py needs it)
   DEV=gpu PRESET=qwen2.5-0.5b PS=128,512,1024,4096 G=128 R=3 ROUNDS=2
   nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --format=csv | tee "$OUTD/nvidia-smi.txt"
 fi
@@ -45,7 +48,7 @@ echo "== 2. the model"
 M=$W/model
 [ -f "$M/config.json" ] || K synth --arch qwen2 --preset "$PRESET" --out "$M" >/dev/null || exit 1
 for t in bf16 q8_0 q4_0; do
-  [ -f "$W/m-$t.gguf" ] || python3 "$W/to_gguf.py" "$M" "$W/m-$t.gguf" --type "$t" >"$OUTD/gguf-$t.log" 2>&1 &
+  [ -f "$W/m-$t.gguf" ] || "$PY" "$W/to_gguf.py" "$M" "$W/m-$t.gguf" --type "$t" >"$OUTD/gguf-$t.log" 2>&1 &
 done
 wait
 ls -la "$W"/m-*.gguf
@@ -59,6 +62,7 @@ for round in $(seq "$ROUNDS"); do
       echo "kvad bench $q failed: $(tail -2 "$OUTD/kvad-$q-$round.err")"
     LLAMA -m "$W/m-$g.gguf" -ngl 99 -c $((lastp + G + 16)) -b 2048 -ub 512 \
       -npp "$PS" -ntg "$G" -npl 1 >"$OUTD/llama-$g-$round.txt" 2>&1 || echo "llama $g failed: $(tail -3 "$OUTD/llama-$g-$round.txt")"
+    grep -q "no usable GPU" "$OUTD/llama-$g-$round.txt" && echo "llama $g ran on the CPU (its Vulkan backend found no device): not a GPU figure"
   done
 done
 
