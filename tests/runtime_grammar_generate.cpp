@@ -239,3 +239,45 @@ TEST(GrammarOnEngine, ChoicesOfAConstrainedRequestEachValidate) {
   }
   expect_all_valid(cases);
 }
+
+// A constraint past its matcher's limits (here the closure steps of an explosively ambiguous
+// grammar, tests/runtime_grammar.cpp) ends its own sequence with the error, in the engine's step
+// loop; a request beside it runs to its end.
+TEST(GrammarOnEngine, AGrammarPastItsLimitsEndsOnlyItsOwnSequence) {
+  LoadedModel m = synth_model("gpt2");
+  EngineOptions eo;
+  eo.max_running = 4;
+  Engine engine(*m.model, eo);
+  auto vocab = grammar_vocab(*m.tokenizer, m.eos_ids);
+  std::vector<int32_t> prompt = m.tokenizer->encode("Letters:");
+  std::vector<std::string> errors;
+  std::vector<GenerateResult> done;
+  auto submit = [&](GenerateOptions o) {
+    GenerationRequest r;
+    r.prompt = prompt;
+    r.opts = std::move(o);
+    r.tokenizer = m.tokenizer.get();
+    r.on_token = [](const TokenEvent&) { return true; };
+    r.on_done = [&](GenerateResult&& res, const std::string& err) {
+      if (err.empty()) done.push_back(std::move(res));
+      else errors.push_back(err);
+    };
+    engine.submit(std::move(r));
+  };
+  GenerateOptions hostile;
+  hostile.max_tokens = 64;
+  hostile.stop_ids = m.eos_ids;
+  hostile.constraint = grammar::compile_gbnf("root ::= [a-z] (root+)*");
+  hostile.constraint_vocab = vocab;
+  submit(hostile);
+  GenerateOptions plain;
+  plain.max_tokens = 24;
+  plain.stop_ids = {};  // runs to max_tokens
+  submit(plain);
+  for (int i = 0; i < 1000 && engine.has_work(); i++) engine.step();
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].find("the grammar is too ambiguous"), std::string::npos) << errors[0];
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].tokens.size(), 24u);
+  EXPECT_EQ(done[0].finish_reason, "length");
+}
