@@ -98,6 +98,22 @@ GenerateOptions constrained(const std::string& schema, uint64_t seed, std::share
   return g;
 }
 
+// A request for the engine's step loop whose result (or error) lands in `done` (or `errors`).
+GenerationRequest collected(const LoadedModel& m, const std::vector<int32_t>& prompt, GenerateOptions o, int64_t n,
+                            std::vector<GenerateResult>& done, std::vector<std::string>& errors) {
+  GenerationRequest r;
+  r.prompt = prompt;
+  r.opts = std::move(o);
+  r.n = n;
+  r.tokenizer = m.tokenizer.get();
+  r.on_token = [](const TokenEvent&) { return true; };
+  r.on_done = [&done, &errors](GenerateResult&& res, const std::string& err) {
+    if (err.empty()) done.push_back(std::move(res));
+    else errors.push_back(err);
+  };
+  return r;
+}
+
 }  // namespace
 
 class GrammarOnRandomModel : public ::testing::TestWithParam<const char*> {};
@@ -210,24 +226,11 @@ TEST(GrammarOnEngine, ChoicesOfAConstrainedRequestEachValidate) {
   std::vector<int32_t> prompt = m.tokenizer->encode("JSON:");
   std::vector<GenerateResult> constrained_done, free_done;
   std::vector<std::string> errors;
-  auto request = [&](GenerateOptions o, int64_t n, std::vector<GenerateResult>& done) {
-    GenerationRequest r;
-    r.prompt = prompt;
-    r.opts = std::move(o);
-    r.n = n;
-    r.tokenizer = m.tokenizer.get();
-    r.on_token = [](const TokenEvent&) { return true; };
-    r.on_done = [&](GenerateResult&& res, const std::string& err) {
-      if (err.empty()) done.push_back(std::move(res));
-      else errors.push_back(err);
-    };
-    return r;
-  };
-  engine.submit(request(constrained(kSchemas[0], 5, vocab, m.eos_ids), 3, constrained_done));
+  engine.submit(collected(m, prompt, constrained(kSchemas[0], 5, vocab, m.eos_ids), 3, constrained_done, errors));
   GenerateOptions free = constrained(kSchemas[2], 1, vocab, m.eos_ids);
   free.constraint = {};
   free.max_tokens = 20;
-  engine.submit(request(free, 1, free_done));
+  engine.submit(collected(m, prompt, free, 1, free_done, errors));
   for (int i = 0; i < 100000 && engine.has_work(); i++) engine.step();
   EXPECT_TRUE(errors.empty()) << errors[0];
   ASSERT_EQ(constrained_done.size(), 3u);
@@ -252,28 +255,16 @@ TEST(GrammarOnEngine, AGrammarPastItsLimitsEndsOnlyItsOwnSequence) {
   std::vector<int32_t> prompt = m.tokenizer->encode("Letters:");
   std::vector<std::string> errors;
   std::vector<GenerateResult> done;
-  auto submit = [&](GenerateOptions o) {
-    GenerationRequest r;
-    r.prompt = prompt;
-    r.opts = std::move(o);
-    r.tokenizer = m.tokenizer.get();
-    r.on_token = [](const TokenEvent&) { return true; };
-    r.on_done = [&](GenerateResult&& res, const std::string& err) {
-      if (err.empty()) done.push_back(std::move(res));
-      else errors.push_back(err);
-    };
-    engine.submit(std::move(r));
-  };
   GenerateOptions hostile;
   hostile.max_tokens = 64;
   hostile.stop_ids = m.eos_ids;
   hostile.constraint = grammar::compile_gbnf("root ::= [a-z] (root+)*");
   hostile.constraint_vocab = vocab;
-  submit(hostile);
+  engine.submit(collected(m, prompt, hostile, 1, done, errors));
   GenerateOptions plain;
   plain.max_tokens = 24;
   plain.stop_ids = {};  // runs to max_tokens
-  submit(plain);
+  engine.submit(collected(m, prompt, plain, 1, done, errors));
   for (int i = 0; i < 1000 && engine.has_work(); i++) engine.step();
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_NE(errors[0].find("the grammar is too ambiguous"), std::string::npos) << errors[0];
