@@ -244,3 +244,24 @@ TEST(GrammarMatcher, AnExplosivelyAmbiguousGrammarIsRefusedInBoundedSteps) {
   EXPECT_EQ(walk(lifetime, 64), "grammar: the matcher needs more than 2097152 steps in all (the grammar is too ambiguous)");
   EXPECT_EQ(walk({}, 3), "(walked)");  // the first letters are cheap: the limit is not hit by any grammar
 }
+
+// Errors quote at most a short prefix of what they name (fuzz_grammar: a 359-character rule name
+// came back whole), however long the rule name, keyword, type, $ref, format or property path.
+TEST(GrammarErrors, QuoteOnlyAShortPrefixOfTheInput) {
+  const std::string longname(5000, 'w');
+  for (const std::string& gbnf : {longname + " : \"a\"", "root ::= " + longname, "root ::= \"a\"\n" + longname + " ::= \"b\"\n" + longname + " ::= \"c\"",
+                                   "root ::= " + longname + "\n" + longname + " ::= " + longname + " \"a\""}) {
+    std::string e = parse_error(gbnf);
+    EXPECT_LT(e.size(), 300u) << e.substr(0, 300);
+    EXPECT_NE(e.find("grammar: "), std::string::npos) << e.substr(0, 300);
+  }
+  const std::string p = "p" + std::string(5000, 'x');
+  for (const std::string& schema :
+       {R"({")" + p + R"(":1})", R"({"type":")" + p + R"("})", R"({"$ref":"#/$defs/)" + p + R"("})", R"({"type":"string","format":")" + p + R"("})",
+        R"({"properties":{")" + p + R"(":{"type":"nope"}}})", R"({"properties":{"a":{}},"required":[")" + p + R"("]})",
+        R"({"properties":{")" + p + R"(":{"pattern":"x"}}})"}) {
+    std::string e = schema_error(schema);
+    EXPECT_LT(e.size(), 300u) << e.substr(0, 300);
+    EXPECT_EQ(e.rfind("json_schema: ", 0), 0u) << e.substr(0, 300);
+  }
+}

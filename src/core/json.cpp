@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/utf8.h"
 #include "core/fs.h"
 
 namespace kvad {
@@ -13,12 +14,6 @@ namespace kvad {
 namespace {
 
 // Cuts s to at most n bytes without splitting a UTF-8 sequence.
-std::string utf8_prefix(std::string_view s, size_t n) {
-  if (s.size() <= n) return std::string(s);
-  while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80) --n;
-  return std::string(s.substr(0, n));
-}
-
 // nlohmann's DOM builder behind a SAX front that counts depth and keeps the path to the value
 // being read (for "at messages[2].content" in errors). The parser itself is iterative; the depth
 // bound protects everything that walks the result afterwards.

@@ -110,4 +110,15 @@ uint32_t next_codepoint(std::string_view s, size_t& i) {
   return cp;
 }
 
+std::string utf8_prefix(std::string_view s, size_t max_bytes) {
+  if (s.size() <= max_bytes) return std::string(s);
+  size_t n = max_bytes;
+  while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80) --n;
+  return std::string(s.substr(0, n));
+}
+
+std::string text_snippet(std::string_view s, size_t max_bytes) {
+  return s.size() <= max_bytes ? std::string(s) : utf8_prefix(s, max_bytes) + "...";
+}
+
 }  // namespace kvad

@@ -14,6 +14,11 @@ bool is_valid_utf8(std::string_view s);
 // multi-byte sequence: what can be emitted now while streaming.
 size_t utf8_complete_prefix(std::string_view s);
 void append_utf8(std::string& out, uint32_t cp);
+// The first max_bytes of s, cut back to a character boundary (s itself when it fits).
+std::string utf8_prefix(std::string_view s, size_t max_bytes);
+// A piece of outside text as an error quotes it: at most max_bytes (plus "..." when cut), so that
+// no message echoes an unbounded part of its input (issue 9).
+std::string text_snippet(std::string_view s, size_t max_bytes = 40);
 // Decodes one code point at s[i] (s must be valid UTF-8); advances i.
 uint32_t next_codepoint(std::string_view s, size_t& i);
 

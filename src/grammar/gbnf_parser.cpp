@@ -5,6 +5,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "core/utf8.h"
 #include "grammar/grammar.h"
 
 namespace kvad::grammar {
@@ -91,6 +92,8 @@ class Parser {
     }
     return fmt::format("line {}, column {}", line, col);
   }
+  // A rule name as an error quotes it (fuzz_grammar: a 359-character name came back whole).
+  static std::string quoted_name(std::string_view name) { return "'" + text_snippet(name) + "'"; }
   std::string describe_here() const {
     if (pos_ >= s_.size()) return "the end of the grammar";
     unsigned char c = (unsigned char)s_[pos_];
@@ -211,15 +214,15 @@ class Parser {
     size_t start = pos_;
     std::string name = parse_name();
     skip_space(false);
-    if (s_.compare(pos_, 3, "::=") != 0) error_at(pos_, fmt::format("expected '::=' after rule name '{}', found {}", name, describe_here()));
+    if (s_.compare(pos_, 3, "::=") != 0) error_at(pos_, fmt::format("expected '::=' after rule name {}, found {}", quoted_name(name), describe_here()));
     pos_ += 3;
     skip_space(true);
     int32_t id = rule_id(name, start);
-    if (rules_[(size_t)id].defined) error_at(start, fmt::format("rule '{}' is defined twice", name));
+    if (rules_[(size_t)id].defined) error_at(start, fmt::format("rule {} is defined twice", quoted_name(name)));
     rules_[(size_t)id].defined = true;
     rules_[(size_t)id].alts = parse_alternates(id, false);
     if (pos_ < s_.size() && s_[pos_] != '\n')
-      error_at(pos_, fmt::format("unexpected {} in rule '{}'", describe_here(), name));
+      error_at(pos_, fmt::format("unexpected {} in rule {}", describe_here(), quoted_name(name)));
   }
 
   std::vector<Sequence> parse_alternates(int32_t rule, bool nested) {
@@ -375,7 +378,7 @@ class Parser {
   // ---- checks -----------------------------------------------------------------------------
   Grammar finish() {
     for (const RuleDraft& r : rules_)
-      if (!r.defined) error_at(r.first_use, fmt::format("rule '{}' is used but never defined", r.name));
+      if (!r.defined) error_at(r.first_use, fmt::format("rule {} is used but never defined", quoted_name(r.name)));
     auto root = ids_.find("root");
     if (root == ids_.end()) fail("grammar: there is no rule named 'root' (the start of the grammar)");
     check_left_recursion();
@@ -433,8 +436,8 @@ class Parser {
         if (i < left[(size_t)r].size()) {
           int32_t next = left[(size_t)r][i++];
           if (color[(size_t)next] == 1)
-            fail("grammar: rule '{}' can reach itself without consuming a character (left recursion, or a repetition of "
-                 "something that can be empty)", user_name(next));
+            fail("grammar: rule {} can reach itself without consuming a character (left recursion, or a repetition of "
+                 "something that can be empty)", quoted_name(user_name(next)));
           if (color[(size_t)next] == 0) {
             color[(size_t)next] = 1;
             stack.push_back({next, 0});

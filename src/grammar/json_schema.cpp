@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/utf8.h"
 
 namespace kvad::grammar {
 
@@ -87,7 +88,7 @@ class Converter {
 
  private:
   [[noreturn]] static void error(const std::string& where, const std::string& what) {
-    fail("json_schema: {}: {}", where, what);
+    fail("json_schema: {}: {}", text_snippet(where, 120), what);  // a path holds property names
   }
 
   std::string add_rule(const std::string& body) {
@@ -115,7 +116,7 @@ class Converter {
     if (!s.is_object()) error(where, "a schema must be an object or a boolean");
     for (const auto& [k, v] : s.items())
       if (!handled_keywords().count(k) && !annotation_keywords().count(k))
-        fail("json_schema: keyword '{}' is not supported (at {})", k, where);
+        fail("json_schema: keyword '{}' is not supported (at {})", text_snippet(k), text_snippet(where, 120));
     if (s.contains("$ref")) return visit_ref(s, where, depth);
     if (s.contains("const")) return literal(s["const"]);
     if (s.contains("enum")) return visit_enum(s, where);
@@ -142,7 +143,7 @@ class Converter {
     if (type == "array") return visit_array(s, where, depth);
     if (type == "string") return visit_string(s, where);
     if (type == "number" || type == "integer" || type == "boolean" || type == "null") return type;
-    error(where, fmt::format("unknown type '{}'", type));
+    error(where, fmt::format("unknown type '{}'", text_snippet(type)));
   }
 
   std::string visit_ref(const OrderedJson& s, const std::string& where, int depth) {
@@ -173,15 +174,15 @@ class Converter {
       std::string key, raw = ref.substr(p.size());
       for (size_t i = 0; i < raw.size(); i++) {  // JSON pointer escapes
         if (raw[i] == '~' && i + 1 < raw.size() && (raw[i + 1] == '0' || raw[i + 1] == '1')) key += raw[++i] == '0' ? '~' : '/';
-        else if (raw[i] == '/') error(where, fmt::format("$ref '{}' is not supported (only #/$defs/NAME and #/definitions/NAME)", ref));
+        else if (raw[i] == '/') error(where, fmt::format("$ref '{}' is not supported (only #/$defs/NAME and #/definitions/NAME)", text_snippet(ref)));
         else key += raw[i];
       }
       std::string section = p.substr(2, p.size() - 3);
       if (!root_.contains(section) || !root_[section].is_object() || !root_[section].contains(key))
-        error(where, fmt::format("$ref '{}' points to nothing", ref));
+        error(where, fmt::format("$ref '{}' points to nothing", text_snippet(ref)));
       return &root_[section][key];
     }
-    error(where, fmt::format("$ref '{}' is not supported (only #/$defs/NAME and #/definitions/NAME)", ref));
+    error(where, fmt::format("$ref '{}' is not supported (only #/$defs/NAME and #/definitions/NAME)", text_snippet(ref)));
   }
 
   std::string visit_enum(const OrderedJson& s, const std::string& where) {
@@ -210,7 +211,7 @@ class Converter {
       if (!s["format"].is_string()) error(where, "'format' must be a string");
       std::string f = s["format"].get<std::string>();
       auto it = format_bodies().find(f);
-      if (it == format_bodies().end()) fail("json_schema: format '{}' is not supported (at {})", f, where);
+      if (it == format_bodies().end()) fail("json_schema: format '{}' is not supported (at {})", text_snippet(f), text_snippet(where, 120));
       if (s.contains("minLength") || s.contains("maxLength")) error(where, "'minLength'/'maxLength' beside 'format' are not supported");
       need_formats_ = true;
       return add_rule(it->second);
@@ -257,7 +258,7 @@ class Converter {
       for (const auto& r : s["required"]) {
         if (!r.is_string()) error(where, "'required' must list strings");
         size_t i = (size_t)(std::find(names.begin(), names.end(), r.get<std::string>()) - names.begin());
-        if (i >= props.size()) error(where, fmt::format("required property '{}' is not in 'properties'", r.get<std::string>()));
+        if (i >= props.size()) error(where, fmt::format("required property '{}' is not in 'properties'", text_snippet(r.get<std::string>())));
         required[i] = true;
       }
     }
