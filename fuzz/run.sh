@@ -12,6 +12,9 @@ ROOT=$(dirname "$HERE")
 SECONDS_EACH=${1:-60}
 shift || true
 BUILD=${BUILD:-$ROOT/build-fuzz}
+# UBSan stops the run at its first report, so that libFuzzer keeps the input (by default it prints
+# and goes on: fuzz_http's float-cast overflow of 2026-12-04 left a report and no input).
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 JOBS=${JOBS:-2}
 CC=${CC:-clang} CXX=${CXX:-clang++}
 targets=("$@")
