@@ -114,6 +114,17 @@ GenerationRequest collected(const LoadedModel& m, const std::vector<int32_t>& pr
   return r;
 }
 
+// A random tiny GPT-2 in an engine that runs up to 4 sequences at once, with its grammar vocabulary.
+struct SmallEngine {
+  LoadedModel m = synth_model("gpt2");
+  Engine engine{*m.model, [] {
+                  EngineOptions eo;
+                  eo.max_running = 4;
+                  return eo;
+                }()};
+  std::shared_ptr<const grammar::TokenTrie> vocab = grammar_vocab(*m.tokenizer, m.eos_ids);
+};
+
 }  // namespace
 
 class GrammarOnRandomModel : public ::testing::TestWithParam<const char*> {};
@@ -218,11 +229,10 @@ TEST(GrammarMatcher, TokensEndingInsideACharacterAreTracked) {
 // request, each with its own matcher, and an unconstrained request beside them.
 TEST(GrammarOnEngine, ChoicesOfAConstrainedRequestEachValidate) {
   ASSERT_TRUE(have_validator()) << "the check needs /usr/bin/python3 with jsonschema (apt-get install python3-jsonschema; scripts/install-deps.sh does)";
-  LoadedModel m = synth_model("gpt2");
-  EngineOptions eo;
-  eo.max_running = 4;
-  Engine engine(*m.model, eo);
-  auto vocab = grammar_vocab(*m.tokenizer, m.eos_ids);
+  SmallEngine small;
+  const LoadedModel& m = small.m;
+  Engine& engine = small.engine;
+  const auto& vocab = small.vocab;
   std::vector<int32_t> prompt = m.tokenizer->encode("JSON:");
   std::vector<GenerateResult> constrained_done, free_done;
   std::vector<std::string> errors;
@@ -247,11 +257,10 @@ TEST(GrammarOnEngine, ChoicesOfAConstrainedRequestEachValidate) {
 // grammar, tests/runtime_grammar.cpp) ends its own sequence with the error, in the engine's step
 // loop; a request beside it runs to its end.
 TEST(GrammarOnEngine, AGrammarPastItsLimitsEndsOnlyItsOwnSequence) {
-  LoadedModel m = synth_model("gpt2");
-  EngineOptions eo;
-  eo.max_running = 4;
-  Engine engine(*m.model, eo);
-  auto vocab = grammar_vocab(*m.tokenizer, m.eos_ids);
+  SmallEngine small;
+  const LoadedModel& m = small.m;
+  Engine& engine = small.engine;
+  const auto& vocab = small.vocab;
   std::vector<int32_t> prompt = m.tokenizer->encode("Letters:");
   std::vector<std::string> errors;
   std::vector<GenerateResult> done;
