@@ -31,13 +31,12 @@ BpeModel::BpeModel(const Json& model, const Field& f, bool byte_level) : byte_le
   if (!unk.empty()) {
     // HF only complains about a missing unk token when it needs one, which byte-level input with a
     // complete byte alphabet never does: no unk then.
-    auto it = piece_to_id_.find(unk);
-    if (it != piece_to_id_.end()) unk_id_ = it->second;
+    if (const int32_t* id = piece_to_id_.find(unk)) unk_id_ = *id;
   }
   bool byte_fallback = read_bool(model, "byte_fallback", false, f);
   fallback_id_.fill(-1);
   for (int b = 0; byte_fallback && b < 256; b++)
-    if (auto it = piece_to_id_.find(fmt::format("<0x{:02X}>", b)); it != piece_to_id_.end()) fallback_id_[b] = it->second;
+    if (const int32_t* id = piece_to_id_.find(fmt::format("<0x{:02X}>", b))) fallback_id_[b] = *id;
   if (byte_level_) init_byte_level_symbols(byte_fallback);
   else init_char_symbols();
   read_merges(*merges, f.at("merges"));
@@ -59,13 +58,14 @@ void BpeModel::read_options(const Json& model, const Field& f) {
 
 void BpeModel::read_vocab(const Json& vocab, const Field& f) {
   const ByteLevelAlphabet& alphabet = byte_level_alphabet();
-  piece_to_id_.reserve(vocab.size());
-  if (byte_level_) bytes_to_id_.reserve(vocab.size());
+  piece_to_id_.reserve(vocab.size(), 8 * vocab.size());
+  if (byte_level_) bytes_to_id_.reserve(vocab.size(), 8 * vocab.size());
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    int32_t id = read_id(it.value(), f.at(it.key()));
-    piece_to_id_.emplace(it.key(), id);
+    int32_t id = valid_id_or_negative(it.value());
+    if (id < 0) id = read_id(it.value(), f.at(it.key()));  // fails, naming the entry
+    piece_to_id_.insert(it.key(), id);
     if (!byte_level_) continue;
-    if (auto bytes = alphabet.decode(it.key())) bytes_to_id_.emplace(std::move(*bytes), id);
+    if (auto bytes = alphabet.decode(it.key())) bytes_to_id_.insert(*bytes, id);
   }
 }
 
@@ -76,8 +76,8 @@ void BpeModel::init_byte_level_symbols(bool byte_fallback) {
   for (int b = 0; b < 256; b++) {
     std::string piece;
     append_utf8(piece, alphabet.byte_to_cp[b]);
-    if (auto it = piece_to_id_.find(piece); it != piece_to_id_.end()) {
-      byte_symbols_[b] = {it->second};
+    if (const int32_t* id = piece_to_id_.find(piece)) {
+      byte_symbols_[b] = {*id};
     } else if (byte_fallback) {
       std::vector<int32_t> ids;
       for (unsigned char c : piece)
@@ -90,13 +90,14 @@ void BpeModel::init_byte_level_symbols(bool byte_fallback) {
 // SentencePiece-style: the table covers ASCII; other characters are looked up as they come.
 void BpeModel::init_char_symbols() {
   for (int c = 0; c < 0x80; c++) {
-    if (auto it = piece_to_id_.find(std::string(1, (char)c)); it != piece_to_id_.end()) byte_symbols_[c] = {it->second};
+    char ch = (char)c;
+    if (const int32_t* id = piece_to_id_.find(std::string_view(&ch, 1))) byte_symbols_[c] = {*id};
     else if (fallback_id_[c] >= 0) byte_symbols_[c] = {fallback_id_[c]};
   }
 }
 
 void BpeModel::init_metaspace_split() {
-  if (byte_level_ || ignore_merges_ || !piece_to_id_.count(kMetaspace)) return;
+  if (byte_level_ || ignore_merges_ || !piece_to_id_.contains(kMetaspace)) return;
   // (ignore_merges looks the whole word up in the vocabulary: cutting it would change that.)
   for (const auto& [piece, id] : piece_to_id_) {
     for (size_t pos = piece.find(kMetaspace, 1); pos != std::string::npos; pos = piece.find(kMetaspace, pos + 1)) {
@@ -111,33 +112,37 @@ void BpeModel::init_metaspace_split() {
 void BpeModel::read_merges(const Json& merges, const Field& f) {
   merges_.reserve(merges.size());
   uint32_t rank = 0;
-  auto lookup = [&](const std::string& piece, const Field& where) {
-    auto it = piece_to_id_.find(piece);
-    if (it == piece_to_id_.end()) where.fail("token '{}' is not in the vocab", piece);
-    return it->second;
-  };
+  std::string joined;  // a + b, reused: one allocation for the whole list
   for (size_t i = 0; i < merges.size(); i++) {
     const Json& m = merges[i];
-    Field mf = f.at(i);
-    std::string a, b;
+    auto mf = [&] { return f.at(i); };  // built only for an error
+    std::string_view a, b;
     if (m.is_string()) {
       // Legacy "a b" form (merges.txt lines): exactly two parts around one space.
-      const std::string& s = m.get_ref<const std::string&>();
-      if (s.rfind("#version", 0) == 0) continue;  // a merges.txt header that slipped in
+      std::string_view s = m.get_ref<const std::string&>();
+      if (s.substr(0, 8) == "#version") continue;  // a merges.txt header that slipped in
       size_t sp = s.find(' ');
-      if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
-        mf.fail("expected two tokens separated by one space, got '{}'", s);
+      if (sp == std::string_view::npos || s.find(' ', sp + 1) != std::string_view::npos)
+        mf().fail("expected two tokens separated by one space, got '{}'", s);
       a = s.substr(0, sp);
       b = s.substr(sp + 1);
     } else if (m.is_array() && m.size() == 2) {
-      a = read_string(m[0], mf.at(0));
-      b = read_string(m[1], mf.at(1));
+      for (int k = 0; k < 2; k++)
+        if (!m[k].is_string()) read_string(m[k], mf().at((size_t)k));  // fails, naming the part
+      a = m[0].get_ref<const std::string&>();
+      b = m[1].get_ref<const std::string&>();
     } else {
-      mf.fail("expected \"a b\" or [\"a\", \"b\"], got {}", m.is_array() ? "an array of " + std::to_string(m.size()) : json_type(m));
+      mf().fail("expected \"a b\" or [\"a\", \"b\"], got {}", m.is_array() ? "an array of " + std::to_string(m.size()) : json_type(m));
     }
-    int32_t ia = lookup(a, mf), ib = lookup(b, mf), inew = lookup(a + b, mf);
+    joined.assign(a).append(b);
+    const int32_t* ia = piece_to_id_.find(a);
+    const int32_t* ib = piece_to_id_.find(b);
+    const int32_t* inew = piece_to_id_.find(joined);
+    if (!ia) mf().fail("token '{}' is not in the vocab", a);
+    if (!ib) mf().fail("token '{}' is not in the vocab", b);
+    if (!inew) mf().fail("token '{}' is not in the vocab", joined);
     // A pair listed twice keeps its last rank, as in HF (the later map insert wins).
-    merges_[pair_key(ia, ib)] = Merge{rank++, inew};
+    merges_[pair_key(*ia, *ib)] = Merge{rank++, *inew};
   }
 }
 
@@ -145,8 +150,8 @@ void BpeModel::encode(std::string_view word, std::vector<int32_t>& out) const {
   if (word.empty()) return;
   if (ignore_merges_) {
     // Llama 3: a pre-token that is itself a vocabulary entry is that token, merges or not.
-    const StringMap<int32_t>& whole = byte_level_ ? bytes_to_id_ : piece_to_id_;
-    if (auto it = whole.find(word); it != whole.end()) return out.push_back(it->second);
+    const PieceTable& whole = byte_level_ ? bytes_to_id_ : piece_to_id_;
+    if (const int32_t* id = whole.find(word)) return out.push_back(*id);
   }
   if (!split_at_metaspace_) return encode_piece(word, out);
   // Cut before each "▁" that no merge can join to what precedes it (see split_at_metaspace_):
@@ -181,8 +186,8 @@ void BpeModel::seed_chars(std::string_view word, Add&& add, Unknown&& unknown) c
     size_t n = std::min(utf8_char_len(lead), word.size() - i);
     std::string_view ch = word.substr(i, n);
     i += n;
-    if (auto it = piece_to_id_.find(ch); it != piece_to_id_.end()) {
-      add(&it->second, 1);
+    if (const int32_t* id = piece_to_id_.find(ch)) {
+      add(id, 1);
       continue;
     }
     int32_t bytes[4];

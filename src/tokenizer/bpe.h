@@ -51,7 +51,7 @@ class BpeModel : public Model {
   void seed_chars(std::string_view word, Add&& add, Unknown&& unknown) const;
 
   bool byte_level_;
-  StringMap<int32_t> bytes_to_id_;  // byte-level: entries whose piece is all alphabet, by raw bytes
+  PieceTable bytes_to_id_;  // byte-level: entries whose piece is all alphabet, by raw bytes
   std::unordered_map<uint64_t, Merge> merges_;
   // Starting symbols of a byte (byte-level) or of an ASCII character (SentencePiece-style): its own
   // token, or with byte_fallback its <0xXX> tokens; empty when it has no token.

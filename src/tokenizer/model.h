@@ -9,6 +9,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tokenizer/piece_table.h"
+
 namespace kvad::tok {
 
 struct StringHash {
@@ -24,10 +26,10 @@ class Model {
   // Appends the ids of one pre-token (UTF-8 bytes). Thread-safe.
   virtual void encode(std::string_view word, std::vector<int32_t>& out) const = 0;
   // The vocabulary as written in tokenizer.json, piece -> id.
-  const StringMap<int32_t>& vocab() const { return piece_to_id_; }
+  const PieceTable& vocab() const { return piece_to_id_; }
 
  protected:
-  StringMap<int32_t> piece_to_id_;
+  PieceTable piece_to_id_;
 };
 
 // Words seen before (most pre-tokens of real text repeat) -> their ids. Bounded: long words are

@@ -55,7 +55,7 @@ struct TokenizerData {
   }
   std::optional<int32_t> lookup(std::string_view piece) const {
     if (auto it = added_by_content.find(piece); it != added_by_content.end()) return it->second;
-    if (auto it = model->vocab().find(piece); it != model->vocab().end()) return it->second;
+    if (const int32_t* id = model->vocab().find(piece)) return *id;
     return std::nullopt;
   }
 };
@@ -215,6 +215,8 @@ void build(tok::TokenizerData* impl, const Json& tj, const Json& tc, const std::
   read_post_processor(find_field(tj, "post_processor"), doc.at("post_processor"), impl->prefix, impl->suffix);
 
   // Per-id tables: the model vocabulary first, then added tokens (which win for their id).
+  impl->entries.reserve(impl->model->vocab().size() + added.size());
+  impl->slot.reserve(impl->model->vocab().size() + added.size());
   for (const auto& [piece, id] : impl->model->vocab()) {
     Entry& e = impl->entry_for(id);
     if (!e.piece.empty() && e.piece < piece) continue;  // two pieces with one id: keep one, deterministically

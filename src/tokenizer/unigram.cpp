@@ -27,7 +27,7 @@ UnigramModel::UnigramModel(const Json& model, const Field& f) {
   byte_fallback_ = read_bool(model, "byte_fallback", false, f);
   fallback_id_.fill(-1);
   for (int b = 0; byte_fallback_ && b < 256; b++)
-    if (auto it = piece_to_id_.find(fmt::format("<0x{:02X}>", b)); it != piece_to_id_.end()) fallback_id_[b] = it->second;
+    if (const int32_t* id = piece_to_id_.find(fmt::format("<0x{:02X}>", b))) fallback_id_[b] = *id;
   build_trie();
 }
 
@@ -35,15 +35,16 @@ void UnigramModel::read_vocab(const Json& vocab, const Field& f) {
   if (vocab.empty()) f.fail("is empty");
   if ((int64_t)vocab.size() > kMaxTokenId + 1) f.fail("has {} pieces (at most {})", vocab.size(), kMaxTokenId + 1);
   scores_.reserve(vocab.size());
-  piece_to_id_.reserve(vocab.size());
+  piece_to_id_.reserve(vocab.size(), 8 * vocab.size());
   for (size_t i = 0; i < vocab.size(); i++) {
     const Json& e = vocab[i];
-    Field ef = f.at(i);
-    if (!e.is_array() || e.size() != 2) ef.fail("expected [piece, score]");
-    std::string piece = read_string(e[0], ef.at(0));
-    if (!e[1].is_number()) ef.at(1).fail("expected a number, got {}", json_type(e[1]));
+    auto ef = [&] { return f.at(i); };  // built only for an error
+    if (!e.is_array() || e.size() != 2) ef().fail("expected [piece, score]");
+    if (!e[0].is_string()) read_string(e[0], ef().at(0));  // fails, naming the entry
+    const std::string& piece = e[0].get_ref<const std::string&>();
+    if (!e[1].is_number()) ef().at(1).fail("expected a number, got {}", json_type(e[1]));
     scores_.push_back(e[1].get<double>());
-    piece_to_id_.insert_or_assign(std::move(piece), (int32_t)i);  // a piece listed twice: the last id, as HF
+    piece_to_id_.assign(piece, (int32_t)i);  // a piece listed twice: the last id, as HF
   }
 }
 
@@ -143,7 +144,7 @@ void UnigramModel::best_segmentation(std::string_view word, std::vector<int32_t>
 // A run of characters no piece covers: unk, or with byte_fallback its bytes when all have a token.
 void UnigramModel::emit_unknown(std::string_view text, std::vector<int32_t>& out) const {
   if (byte_fallback_) {
-    if (auto it = piece_to_id_.find(text); it != piece_to_id_.end()) return out.push_back(it->second);
+    if (const int32_t* id = piece_to_id_.find(text)) return out.push_back(*id);
     bool all = std::all_of(text.begin(), text.end(), [&](char c) { return fallback_id_[(unsigned char)c] >= 0; });
     if (all) {
       for (unsigned char c : text) out.push_back(fallback_id_[c]);
