@@ -19,22 +19,22 @@ namespace kvad::cli {
 
 namespace {
 
-std::atomic<bool> g_interrupted{false};
+std::atomic<bool> g_pull_interrupted{false};
 
 void on_sigint(int) {
-  if (g_interrupted.load()) {  // a second Ctrl-C: stop now
+  if (g_pull_interrupted.load()) {  // a second Ctrl-C: stop now
     signal(SIGINT, SIG_DFL);
     raise(SIGINT);
     return;
   }
-  g_interrupted = true;
+  g_pull_interrupted = true;
 }
 
-// SIGINT sets g_interrupted while a pull runs; the previous handler comes back afterwards.
+// SIGINT sets g_pull_interrupted while a pull runs; the previous handler comes back afterwards.
 struct SigintGuard {
   struct sigaction old {};
   SigintGuard() {
-    g_interrupted = false;
+    g_pull_interrupted = false;
     struct sigaction sa {};
     sa.sa_handler = on_sigint;
     sigemptyset(&sa.sa_mask);
@@ -157,7 +157,7 @@ hf::PullResult pull_model(const std::string& name, bool quiet) {
   hf::RepoRef ref = hf::parse_repo_ref(name);
   hf::HubConfig cfg = hf::HubConfig::from_env();
   SigintGuard guard;
-  cfg.cancel = &g_interrupted;
+  cfg.cancel = &g_pull_interrupted;
   ProgressBar bar(quiet);
   try {
     hf::PullResult r = hf::pull(cfg, ref, &bar);

@@ -13,7 +13,7 @@ namespace kvad {
 
 using Clock = std::chrono::steady_clock;
 
-static double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+static double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
 struct Engine::Sequence {
   int32_t id = 0;
@@ -254,11 +254,11 @@ void Engine::finish(Sequence& s, const std::string& error) {
   r.choice = s.choice;
   Clock::time_point now = Clock::now();
   if (s.admitted_once) {
-    r.queue_seconds = seconds(s.t_submit, s.t_admit);
-    r.prefill_seconds = seconds(s.t_admit, s.has_first ? s.t_first : now);
-    r.decode_seconds = s.has_first ? seconds(s.t_first, now) : 0;
+    r.queue_seconds = seconds_between(s.t_submit, s.t_admit);
+    r.prefill_seconds = seconds_between(s.t_admit, s.has_first ? s.t_first : now);
+    r.decode_seconds = s.has_first ? seconds_between(s.t_first, now) : 0;
   } else {
-    r.queue_seconds = seconds(s.t_submit, now);
+    r.queue_seconds = seconds_between(s.t_submit, now);
   }
   // Choices not forked yet (cancelled or failed before the prompt was computed) end with it.
   GenerateResult unborn;

@@ -128,7 +128,7 @@ void answer_stream(Server::Impl& s, bool chat, ToolFamily tools, const std::stri
       [sp, job, st](bool) { stream_released(*sp, *job, st->finished, st->client_gone); });
 }
 
-void generation(Server::Impl& s, const httplib::Request& req, httplib::Response& res, bool chat) {
+void ollama_generation(Server::Impl& s, const httplib::Request& req, httplib::Response& res, bool chat) {
   auto t0 = std::chrono::steady_clock::now();
   OllamaRequest q = chat ? parse_ollama_chat(req.body) : parse_ollama_generate(req.body);
   if (q.empty_prompt) {  // "load the model": it is loaded, or the request names another one
@@ -280,10 +280,10 @@ void pull(Server::Impl& s, const httplib::Request& req, httplib::Response& res) 
 void add_ollama_routes(Server::Impl& s) {
   GuardedHttp& h = s.http;
   h.Post("/api/chat", [&s](const httplib::Request& req, httplib::Response& res) {
-    ollama_guarded(res, [&] { generation(s, req, res, true); });
+    ollama_guarded(res, [&] { ollama_generation(s, req, res, true); });
   });
   h.Post("/api/generate", [&s](const httplib::Request& req, httplib::Response& res) {
-    ollama_guarded(res, [&] { generation(s, req, res, false); });
+    ollama_guarded(res, [&] { ollama_generation(s, req, res, false); });
   });
   h.Get("/api/tags", [&s](const httplib::Request&, httplib::Response& res) {
     ollama_guarded(res, [&] {

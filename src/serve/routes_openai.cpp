@@ -196,7 +196,7 @@ void answer_stream(Server::Impl& s, const GenRequest& r, const std::shared_ptr<G
       [sp, job, st](bool) { stream_released(*sp, *job, st->finished, st->client_gone); });
 }
 
-void generation(Server::Impl& s, const httplib::Request& req, httplib::Response& res, bool chat) {
+void openai_generation(Server::Impl& s, const httplib::Request& req, httplib::Response& res, bool chat) {
   GenRequest r = chat ? parse_chat_request(req.body) : parse_completion_request(req.body);
   Prepared p = prepare(s, r);
   ResponseMeta meta{new_completion_id(chat), model_id(*p.model), now_unix()};
@@ -251,10 +251,10 @@ HttpError refusal(Server::Impl& s, EngineThread::Admit a) {
 
 void add_openai_routes(Server::Impl& s) {
   s.http.Post("/v1/chat/completions", [&s](const httplib::Request& req, httplib::Response& res) {
-    guarded(res, [&] { generation(s, req, res, true); });
+    guarded(res, [&] { openai_generation(s, req, res, true); });
   });
   s.http.Post("/v1/completions", [&s](const httplib::Request& req, httplib::Response& res) {
-    guarded(res, [&] { generation(s, req, res, false); });
+    guarded(res, [&] { openai_generation(s, req, res, false); });
   });
   s.http.Get("/v1/models", [&s](const httplib::Request&, httplib::Response& res) {
     Json data = Json::array();

@@ -9,7 +9,7 @@ namespace kvad::serve {
 namespace {
 
 // OpenAI's rule for function names; it also keeps a name a plain literal in the call grammar.
-bool valid_name(const std::string& s) {
+bool valid_tool_name(const std::string& s) {
   if (s.empty() || s.size() > 64) return false;
   for (char c : s)
     if (!std::isalnum((unsigned char)c) && c != '_' && c != '-') return false;
@@ -19,7 +19,7 @@ bool valid_name(const std::string& s) {
 std::string function_name(const Json& f, const std::string& at) {
   if (!has(f, "name")) bad(at + "name", fmt::format("'{}name' is required", at));
   std::string name = get_string(f, "name", at);
-  if (!valid_name(name))
+  if (!valid_tool_name(name))
     bad(at + "name", fmt::format("'{}name' must be 1 to 64 letters, digits, '_' or '-', got '{}'", at, json_snippet(f["name"], 70)));
   return name;
 }

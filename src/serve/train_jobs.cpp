@@ -30,7 +30,7 @@ struct Size {
 };
 constexpr Size kSizes[] = {{"tiny", 2, 64, 4, 64}, {"small", 4, 128, 4, 128}, {"medium", 6, 256, 8, 256}};
 
-bool valid_name(const std::string& n) {
+bool valid_job_name(const std::string& n) {
   if (n.empty() || n.size() > 100 || n[0] == '.') return false;
   for (char c : n)
     if (!(isalnum((unsigned char)c) || c == '-' || c == '_' || c == '.')) return false;
@@ -56,7 +56,7 @@ namespace {
 
 std::string name_field(const Json& b, const char* what) {
   std::string name = has(b, "name") ? get_string(b, "name") : "";
-  if (!valid_name(name))
+  if (!valid_job_name(name))
     bad("name", fmt::format("'name' must be {} name: letters, digits, - _ . (it becomes a folder in kvad's store)", what));
   return name;
 }
