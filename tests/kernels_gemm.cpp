@@ -11,17 +11,13 @@
 #include "core/rng.h"
 #include "core/threads.h"
 #include "kernels/gemm.h"
+#include "random_values.h"
 
 using namespace kvad;
+using test::randn;
 using namespace kvad::kernels;
 
 namespace {
-
-std::vector<float> randn(Rng& r, size_t n) {
-  std::vector<float> v(n);
-  for (float& x : v) x = (float)r.normal();
-  return v;
-}
 
 std::vector<Isa> isas() {
   std::vector<Isa> out = {Isa::Scalar};

@@ -11,8 +11,10 @@
 #include "core/rng.h"
 #include "kernels/kqmatmul.h"
 #include "quant/kquant.h"
+#include "random_values.h"
 
 using namespace kvad;
+using test::randn;
 using namespace kvad::kernels;
 
 namespace {
@@ -37,12 +39,6 @@ std::vector<uint8_t> random_blocks(Rng& rng, DType type, int64_t rows, int64_t c
     }
   }
   return data;
-}
-
-std::vector<float> randn(Rng& r, size_t n, double scale = 1) {
-  std::vector<float> v(n);
-  for (float& x : v) x = (float)(r.normal() * scale);
-  return v;
 }
 
 // y = W x in float64 over the dequantised weights and the dequantised activations.

@@ -12,8 +12,10 @@
 #include "kernels/attention.h"
 #include "kernels/latent_attention.h"
 #include "kernels/matmul.h"
+#include "random_values.h"
 
 using namespace kvad;
+using test::randn;
 using namespace kvad::kernels;
 
 namespace {
@@ -23,12 +25,6 @@ std::vector<Isa> available_isas() {
   if (best_isa() >= Isa::Avx2) out.push_back(Isa::Avx2);
   if (best_isa() >= Isa::Avx512) out.push_back(Isa::Avx512);
   return out;
-}
-
-std::vector<float> randn(Rng& r, size_t n) {
-  std::vector<float> v(n);
-  for (float& x : v) x = (float)r.normal();
-  return v;
 }
 
 }  // namespace

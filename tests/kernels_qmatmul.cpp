@@ -10,17 +10,13 @@
 #include "kernels/qmatmul.h"
 #include "quant/activations.h"
 #include "quant/packed.h"
+#include "random_values.h"
 
 using namespace kvad;
+using test::randn;
 using namespace kvad::kernels;
 
 namespace {
-
-std::vector<float> randn(Rng& r, size_t n, double scale = 1) {
-  std::vector<float> v(n);
-  for (float& x : v) x = (float)(r.normal() * scale);
-  return v;
-}
 
 // Dequantised activations: what the integer kernel multiplies, exactly.
 std::vector<double> dequant_acts(const QuantActs& a) {

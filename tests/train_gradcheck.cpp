@@ -14,8 +14,10 @@
 #include "train/layers.h"
 #include "train/lora.h"
 #include "train/model.h"
+#include "random_values.h"
 
 using namespace kvad;
+using test::randn;
 using namespace kvad::train;
 using kvad::test::grad_check;
 
@@ -24,12 +26,6 @@ namespace {
 // The float64 checks run thousands of tiny forwards: one thread, so a busy machine cannot stall
 // them on the pool (FloatModelMatchesDouble runs the float model on all cores).
 const int kOneThread = (set_threads(1), 0);
-
-std::vector<double> randn(Rng& r, size_t n, double scale = 1.0) {
-  std::vector<double> v(n);
-  for (double& x : v) x = scale * r.normal();
-  return v;
-}
 
 // The loss of a layer check: L = Σ out · g for a fixed random g, so dL/dout = g.
 double dot(const std::vector<double>& a, const std::vector<double>& b) {
@@ -43,7 +39,7 @@ double dot(const std::vector<double>& a, const std::vector<double>& b) {
 TEST(GradCheck, Linear) {
   Rng r(1);
   const int64_t rows = 5, in = 7, out = 6;
-  auto x = randn(r, rows * in), w = randn(r, out * in), b = randn(r, out), g = randn(r, rows * out);
+  auto x = randn<double>(r, rows * in), w = randn<double>(r, out * in), b = randn<double>(r, out), g = randn<double>(r, rows * out);
   auto loss = [&] {
     std::vector<double> y(rows * out);
     linear_fwd(y.data(), x.data(), w.data(), b.data(), rows, in, out);
@@ -60,7 +56,7 @@ TEST(GradCheck, LayerNormAndRmsNorm) {
   for (bool layernorm : {true, false}) {
     Rng r(2);
     const int64_t rows = 4, C = 19;
-    auto x = randn(r, rows * C, 2.0), w = randn(r, C), b = randn(r, C), g = randn(r, rows * C);
+    auto x = randn<double>(r, rows * C, 2.0), w = randn<double>(r, C), b = randn<double>(r, C), g = randn<double>(r, rows * C);
     auto loss = [&] {
       std::vector<double> y(rows * C), mean(rows), rstd(rows);
       norm_fwd(y.data(), mean.data(), rstd.data(), x.data(), w.data(), layernorm ? b.data() : nullptr, rows, C, 1e-5);
@@ -82,7 +78,7 @@ TEST(GradCheck, CausalAttentionWithGroupedHeads) {
   for (auto [H, KV] : {std::pair<int64_t, int64_t>{2, 2}, {4, 2}, {3, 1}}) {
     Rng r(3 + H * 10 + KV);
     AttnShape s{2, 5, H, KV, 4};
-    auto qkv = randn(r, (size_t)(s.B * s.T * s.qkv_width())), g = randn(r, (size_t)(s.B * s.T * H * s.hd));
+    auto qkv = randn<double>(r, (size_t)(s.B * s.T * s.qkv_width())), g = randn<double>(r, (size_t)(s.B * s.T * H * s.hd));
     std::vector<double> out(g.size()), probs((size_t)(s.B * H * s.T * s.T));
     auto loss = [&] {
       attention_fwd(out.data(), probs.data(), qkv.data(), s);
@@ -108,7 +104,7 @@ TEST(GradCheck, CausalAttentionWithGroupedHeads) {
   // Longer than one causal block (48 rows), with a ragged last block: a sample of the entries.
   Rng r(33);
   AttnShape s{1, 100, 2, 1, 4};
-  auto qkv = randn(r, (size_t)(s.B * s.T * s.qkv_width())), g = randn(r, (size_t)(s.B * s.T * s.H * s.hd));
+  auto qkv = randn<double>(r, (size_t)(s.B * s.T * s.qkv_width())), g = randn<double>(r, (size_t)(s.B * s.T * s.H * s.hd));
   std::vector<double> out(g.size()), probs((size_t)(s.B * s.H * s.T * s.T));
   auto loss = [&] {
     attention_fwd(out.data(), probs.data(), qkv.data(), s);
@@ -124,7 +120,7 @@ TEST(GradCheck, Rope) {
   Rng r(4);
   AttnShape s{2, 6, 2, 1, 8};
   RopeTables<double> tab(s.T, s.hd, 10000.0);
-  auto qkv = randn(r, (size_t)(s.B * s.T * s.qkv_width())), g = randn(r, qkv.size());
+  auto qkv = randn<double>(r, (size_t)(s.B * s.T * s.qkv_width())), g = randn<double>(r, qkv.size());
   auto loss = [&] {
     std::vector<double> y = qkv;
     rope_qk(y.data(), tab, s, false);
@@ -146,7 +142,7 @@ TEST(GradCheck, Rope) {
 TEST(GradCheck, GeluAndSwiglu) {
   Rng r(5);
   const int64_t rows = 3, I = 9;
-  auto x = randn(r, rows * I, 2.0), g = randn(r, rows * I);
+  auto x = randn<double>(r, rows * I, 2.0), g = randn<double>(r, rows * I);
   auto gelu_loss = [&] {
     std::vector<double> y(x.size());
     gelu_fwd(y.data(), x.data(), (int64_t)x.size());
@@ -156,7 +152,7 @@ TEST(GradCheck, GeluAndSwiglu) {
   gelu_bwd(dx.data(), x.data(), g.data(), (int64_t)x.size());
   grad_check("gelu", x, dx, gelu_loss);
 
-  auto gu = randn(r, rows * 2 * I, 2.0);
+  auto gu = randn<double>(r, rows * 2 * I, 2.0);
   auto swiglu_loss = [&] {
     std::vector<double> y(rows * I);
     swiglu_fwd(y.data(), gu.data(), rows, I);
@@ -171,7 +167,7 @@ TEST(GradCheck, EmbeddingWithPositions) {
   Rng r(6);
   const int64_t B = 2, T = 4, C = 3, V = 5;
   std::vector<int32_t> tok = {1, 3, 1, 0, 4, 1, 2, 2};  // repeats: the scatter must add
-  auto wte = randn(r, V * C), wpe = randn(r, T * C), g = randn(r, B * T * C);
+  auto wte = randn<double>(r, V * C), wpe = randn<double>(r, T * C), g = randn<double>(r, B * T * C);
   auto loss = [&] {
     std::vector<double> x(B * T * C);
     embedding_fwd(x.data(), tok.data(), wte.data(), wpe.data(), B, T, C, V);
@@ -188,7 +184,7 @@ TEST(GradCheck, CrossEntropy) {
   // the four scored rows, and the ignored rows' loss and dlogits are exactly 0.
   Rng r(7);
   const int64_t rows = 6, V = 11;
-  auto logits = randn(r, rows * V, 3.0);
+  auto logits = randn<double>(r, rows * V, 3.0);
   std::vector<int32_t> tgt = {0, 10, -1, 5, 3, -1};
   auto loss = [&] {
     std::vector<double> l = logits, per(rows);

@@ -11,8 +11,10 @@
 #include "core/threads.h"
 #include "train/gemm.h"
 #include "train/rowops.h"
+#include "random_values.h"
 
 using namespace kvad;
+using test::randn;
 using namespace kvad::train;
 
 namespace {
@@ -22,12 +24,6 @@ std::vector<Isa> isas() {
   if (best_isa() >= Isa::Avx2) out.push_back(Isa::Avx2);
   if (best_isa() >= Isa::Avx512) out.push_back(Isa::Avx512);
   return out;
-}
-
-std::vector<float> randn(Rng& r, size_t n, double scale = 1.0) {
-  std::vector<float> v(n);
-  for (float& x : v) x = (float)(scale * r.normal());
-  return v;
 }
 
 std::vector<double> widen(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }

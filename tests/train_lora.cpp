@@ -25,21 +25,16 @@
 #include "train/checkpoint.h"
 #include "train/layers.h"
 #include "train/lora.h"
+#include "random_values.h"
 
 using namespace kvad;
+using test::randn;
 using namespace kvad::train;
 namespace fs = std::filesystem;
 using test::error_of;
 using test::grad_check;
 
 namespace {
-
-template <typename T>
-std::vector<T> randn(Rng& r, int64_t n, double scale = 1.0) {
-  std::vector<T> v((size_t)n);
-  for (T& x : v) x = (T)(scale * r.normal());
-  return v;
-}
 
 // A piece in the middle of a wider site output: columns [out0, out0 + out) of rows of ldy.
 struct Shape {
