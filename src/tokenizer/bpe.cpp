@@ -127,10 +127,8 @@ void BpeModel::read_merges(const Json& merges, const Field& f) {
       a = s.substr(0, sp);
       b = s.substr(sp + 1);
     } else if (m.is_array() && m.size() == 2) {
-      for (int k = 0; k < 2; k++)
-        if (!m[k].is_string()) read_string(m[k], mf().at((size_t)k));  // fails, naming the part
-      a = m[0].get_ref<const std::string&>();
-      b = m[1].get_ref<const std::string&>();
+      a = string_ref(m[0], [&] { return mf().at(size_t{0}); });
+      b = string_ref(m[1], [&] { return mf().at(size_t{1}); });
     } else {
       mf().fail("expected \"a b\" or [\"a\", \"b\"], got {}", m.is_array() ? "an array of " + std::to_string(m.size()) : json_type(m));
     }

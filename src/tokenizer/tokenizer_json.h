@@ -109,19 +109,31 @@ void for_each_in_sequence(const Json& obj, const char* key, const Field& f, size
 // vocabularies are ~262k; 2^24 leaves room without letting a hostile file allocate gigabytes).
 constexpr int64_t kMaxTokenId = (int64_t{1} << 24) - 1;
 
+// The integer `j` holds (which must be one), unsigned ones past INT64_MAX clamped to it.
+inline int64_t integer_value(const Json& j) {
+  return j.is_number_unsigned() ? (int64_t)std::min<uint64_t>(j.get<uint64_t>(), INT64_MAX) : j.get<int64_t>();
+}
+
 // The token id `j` holds, or -1 where read_id would refuse it: loops over a whole vocabulary build
 // an entry's Field (its path string) only for an entry that fails.
 inline int32_t valid_id_or_negative(const Json& j) {
   if (!j.is_number_integer()) return -1;
-  int64_t v = j.is_number_unsigned() ? (int64_t)std::min<uint64_t>(j.get<uint64_t>(), INT64_MAX) : j.get<int64_t>();
+  int64_t v = integer_value(j);
   return v < 0 || v > kMaxTokenId ? -1 : (int32_t)v;
 }
 
 inline int32_t read_id(const Json& j, const Field& f) {
+  if (int32_t id = valid_id_or_negative(j); id >= 0) return id;
   if (!j.is_number_integer()) f.fail("expected an integer token id, got {}", j.is_number() ? json_snippet(j) : json_type(j));
-  int64_t v = j.is_number_unsigned() ? (int64_t)std::min<uint64_t>(j.get<uint64_t>(), INT64_MAX) : j.get<int64_t>();
-  if (v < 0 || v > kMaxTokenId) f.fail("token id {} is out of range (0..{})", v, kMaxTokenId);
-  return (int32_t)v;
+  f.fail("token id {} is out of range (0..{})", integer_value(j), kMaxTokenId);
+}
+
+// read_string without a copy, for loops over a whole file: `field()` makes the error's Field only
+// when `j` is not a string.
+template <typename MakeField>
+const std::string& string_ref(const Json& j, MakeField&& field) {
+  if (!j.is_string()) read_string(j, field());  // fails
+  return j.get_ref<const std::string&>();
 }
 
 }  // namespace kvad::tok

@@ -40,8 +40,7 @@ void UnigramModel::read_vocab(const Json& vocab, const Field& f) {
     const Json& e = vocab[i];
     auto ef = [&] { return f.at(i); };  // built only for an error
     if (!e.is_array() || e.size() != 2) ef().fail("expected [piece, score]");
-    if (!e[0].is_string()) read_string(e[0], ef().at(0));  // fails, naming the entry
-    const std::string& piece = e[0].get_ref<const std::string&>();
+    const std::string& piece = string_ref(e[0], [&] { return ef().at(size_t{0}); });
     if (!e[1].is_number()) ef().at(1).fail("expected a number, got {}", json_type(e[1]));
     scores_.push_back(e[1].get<double>());
     piece_to_id_.assign(piece, (int32_t)i);  // a piece listed twice: the last id, as HF
