@@ -21,6 +21,7 @@
 #include "image/nn.h"
 #include "quant/activations.h"
 #include "quant/packed.h"
+#include "runtime/sampler.h"
 
 using namespace kvad;
 
@@ -223,6 +224,33 @@ void BM_latent_attention(benchmark::State& st) {
   st.SetLabel(naive ? "naive, 6144 values a position" : "absorbed, 576 values a position");
 }
 
+// One token's sampling over Qwen's vocabulary (151,936 logits, normal with sd 3: a spread like a
+// model's): arg 0 picks the settings, greedy / kvad's default (temperature 0.8) / top-k 40 /
+// top-p 0.9 / Qwen2.5's generation_config (0.7, top-k 20, top-p 0.8, repetition 1.05). Runs on
+// the calling thread alone between two forwards, so every microsecond is a decode step's.
+void BM_sample(benchmark::State& st) {
+  SamplingParams p;
+  switch (st.range(0)) {
+    case 0: p.temperature = 0; break;
+    case 1: break;
+    case 2: p.top_k = 40; break;
+    case 3: p.top_p = 0.9f; break;
+    default: p.temperature = 0.7f, p.top_k = 20, p.top_p = 0.8f, p.repetition_penalty = 1.05f;
+  }
+  const std::vector<float> logits = randn(151936, 21);
+  std::vector<float> scaled(logits.size());
+  std::vector<int32_t> context(600);
+  for (size_t i = 0; i < context.size(); i++) context[i] = (int32_t)(i * 251 % 151936);
+  std::vector<int32_t> generated(context.end() - 100, context.end());
+  Sampler sampler(p);
+  for (auto _ : st) {
+    for (size_t i = 0; i < logits.size(); i++) scaled[i] = 3 * logits[i];
+    benchmark::DoNotOptimize(sampler.sample(scaled, context, generated));
+  }
+  const char* names[] = {"greedy", "temperature 0.8", "top-k 40", "top-p 0.9", "qwen2.5 defaults"};
+  st.SetLabel(names[st.range(0)]);
+}
+
 // Qwen2.5-0.5B: hidden 896, MLP 4864, vocab 151936; decode (1 token) and prefill (128 tokens).
 void shapes(benchmark::internal::Benchmark* b) {
   for (int isa = 0; isa <= 2; isa++)
@@ -245,6 +273,7 @@ BENCHMARK(BM_image_attention)->ArgsProduct({{4096}, {4096}, {8}, {40}, {0, 1}})-
     ->ArgsProduct({{4096}, {77}, {8}, {40}, {0, 1}})->ArgsProduct({{4096}, {4096}, {1}, {512}, {0, 1}})->UseRealTime();
 BENCHMARK(BM_quantize_acts)->Args({1, 896})->Args({128, 896})->Args({128, 4864})->UseRealTime();
 BENCHMARK(BM_empty_parallel_region)->UseRealTime();
+BENCHMARK(BM_sample)->DenseRange(0, 4)->UseRealTime();
 BENCHMARK(BM_attention)->ArgsProduct({{1}, {512, 4096}, {4, 16, 64, 256, 4096}, {0}})->Args({128, 128, 16, 0})->Args({512, 512, 16, 0})
     ->ArgsProduct({{1}, {1024, 4096}, {16}, {0, 1, 2}})
     ->Args({512, 512, 256, 0})->UseRealTime();

@@ -1,9 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <numeric>
 
 #include "core/error.h"
+#include "core/rng.h"
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
 
@@ -120,6 +123,66 @@ TEST(Sampler, Penalties) {
   // token 0 generated twice: 2.0 - 2*0.2 - 0.3 = 1.3 < 1.5
   EXPECT_EQ(s2.sample(l2, {0, 0}, {0, 0}), 1);
   EXPECT_FLOAT_EQ(l2[0], 1.3f);
+}
+
+// The distribution prepare() leaves, over a vocabulary large enough for the SIMD passes, the
+// chunked top-k and the widening nucleus search, against the definition written out in double:
+// z = logit / T; the top_k largest (ties to the lower id); the shortest prefix of them in
+// decreasing order whose probability reaches top_p; then tokens under min_p x the top one's
+// probability dropped (the top one always stays). Masked tokens (-inf) never appear.
+TEST(Sampler, PreparedDistributionIsTheDefinition) {
+  Rng rng(41);
+  const int V = 20011;
+  std::vector<float> base(V);
+  for (float& l : base) l = (float)(rng.normal() * 2.5);
+  for (int i = 0; i < V; i += 97) base[(size_t)i] = -INFINITY;  // a grammar's mask
+  base[5] = base[9] = 11.0f;                                     // a tie at the top
+  base[100] = base[200] = base[300] = 7.25f;                     // ties further down
+  int cases = 0;
+  for (float temperature : {0.6f, 1.0f, 1.7f})
+    for (int top_k : {0, 1, 2, 40, 3000})
+      for (float top_p : {1.0f, 0.95f, 0.5f})
+        for (float min_p : {0.0f, 0.02f}) {
+          SamplingParams p;
+          p.temperature = temperature, p.top_k = top_k, p.top_p = top_p, p.min_p = min_p;
+          // The definition.
+          std::vector<int32_t> order(V);
+          std::iota(order.begin(), order.end(), 0);
+          std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+            return base[(size_t)a] > base[(size_t)b] || (base[(size_t)a] == base[(size_t)b] && a < b);
+          });
+          if (top_k > 0) order.resize((size_t)top_k);
+          const double mx = base[(size_t)order[0]] / (double)temperature;
+          auto weight = [&](int32_t id) { return std::exp(base[(size_t)id] / (double)temperature - mx); };
+          double sum = 0;
+          for (int32_t id : order) sum += weight(id);
+          std::map<int32_t, double> want;
+          double cum = 0;
+          for (int32_t id : order) {
+            if (!(weight(id) > 0) || (!want.empty() && weight(id) < min_p)) break;
+            want[id] = weight(id);
+            cum += weight(id) / sum;
+            if (top_p < 1 && cum >= top_p) break;
+          }
+          double want_total = 0;
+          for (const auto& [id, w] : want) want_total += w;
+          // The sampler.
+          Sampler s(p);
+          std::vector<float> l = base;
+          s.prepare(l, {}, {});
+          const TokenDistribution& d = s.prepared();
+          std::map<int32_t, double> got;
+          for (const auto& [w, id] : d.kept) got[id] += w;
+          std::string where = "T " + std::to_string(temperature) + " top_k " + std::to_string(top_k) + " top_p " +
+                              std::to_string(top_p) + " min_p " + std::to_string(min_p);
+          ASSERT_EQ(got.size(), want.size()) << where;
+          for (const auto& [id, w] : want) {
+            ASSERT_TRUE(got.count(id)) << where << ": token " << id << " missing";
+            ASSERT_NEAR(got[id] / d.total, w / want_total, 2e-6 * w / want_total + 1e-12) << where << " token " << id;
+          }
+          cases++;
+        }
+  EXPECT_EQ(cases, 90);
 }
 
 TEST(Sampler, RejectsBadParameters) {

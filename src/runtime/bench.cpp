@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "core/threads.h"
+#include "kernels/sampling.h"
 #include "kernels/stream.h"
 #include "runtime/session.h"
 
@@ -37,9 +38,7 @@ static double seconds(clock_type::time_point a, clock_type::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-static int32_t argmax(const std::vector<float>& v) {
-  return (int32_t)(std::max_element(v.begin(), v.end()) - v.begin());
-}
+static int32_t argmax(const std::vector<float>& v) { return (int32_t)kernels::argmax(v.data(), (int64_t)v.size()); }
 
 BenchRun bench_model(const Model& model, int64_t P, int64_t G, int reps, int warmup, kernels::KvType kv_type) {
   EngineOptions base;

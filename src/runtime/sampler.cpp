@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/error.h"
+#include "kernels/sampling.h"
 
 namespace kvad {
 
@@ -21,31 +23,33 @@ void validate(const SamplingParams& p) {
 
 Sampler::Sampler(const SamplingParams& p) : p_(p), rng_(p.seed) { validate(p); }
 
+// Penalties touch only the tokens seen: per-token marks kept zero between calls (set for the
+// context's tokens, cleared again after), not a vocabulary-sized pass or allocation per token.
 void Sampler::apply_penalties(std::vector<float>& logits, const std::vector<int32_t>& context,
-                              const std::vector<int32_t>& generated) const {
+                              const std::vector<int32_t>& generated) {
   const int32_t V = (int32_t)logits.size();
   if (p_.repetition_penalty != 1.0f) {
     // transformers: each distinct token seen once, positive logits divided, negative multiplied.
-    std::vector<bool> seen((size_t)V);
+    marks_.resize((size_t)V);
     for (int32_t t : context)
-      if (t >= 0 && t < V && !seen[(size_t)t]) {
-        seen[(size_t)t] = true;
+      if (t >= 0 && t < V && !marks_[(size_t)t]) {
+        marks_[(size_t)t] = 1;
         float& l = logits[(size_t)t];
         l = l > 0 ? l / p_.repetition_penalty : l * p_.repetition_penalty;
       }
+    for (int32_t t : context)
+      if (t >= 0 && t < V) marks_[(size_t)t] = 0;
   }
   if (p_.presence_penalty != 0 || p_.frequency_penalty != 0) {
     // OpenAI: logit -= count * frequency_penalty + (count > 0) * presence_penalty.
-    std::vector<int32_t> counts;
+    marks_.resize((size_t)V);
     for (int32_t t : generated)
-      if (t >= 0 && t < V) {
-        if (counts.empty()) counts.assign((size_t)V, 0);
-        counts[(size_t)t]++;
+      if (t >= 0 && t < V) marks_[(size_t)t]++;
+    for (int32_t t : generated)
+      if (t >= 0 && t < V && marks_[(size_t)t]) {
+        logits[(size_t)t] -= (float)marks_[(size_t)t] * p_.frequency_penalty + p_.presence_penalty;
+        marks_[(size_t)t] = 0;
       }
-    if (!counts.empty())
-      for (int32_t t = 0; t < V; t++)
-        if (counts[(size_t)t])
-          logits[(size_t)t] -= (float)counts[(size_t)t] * p_.frequency_penalty + p_.presence_penalty;
   }
 }
 
@@ -61,52 +65,125 @@ int32_t Sampler::sample(std::vector<float>& logits, const std::vector<int32_t>& 
   return draw();
 }
 
+// The passes over the vocabulary are kernels (kernels/sampling.h): this runs on the calling thread
+// alone between two forwards, once per sequence in a step, so a scalar pass over 152k logits
+// was a tenth to a third of a decode step (docs/kernels.md, "Sampling").
 void Sampler::prepare(std::vector<float>& logits, const std::vector<int32_t>& context,
                       const std::vector<int32_t>& generated) {
   apply_penalties(logits, context, generated);
-  const int32_t V = (int32_t)logits.size();
-  if (p_.temperature == 0) {
-    dist_.certain((int32_t)(std::max_element(logits.begin(), logits.end()) - logits.begin()));
+  const int64_t V = (int64_t)logits.size();
+  const int64_t top = kernels::argmax(logits.data(), V);
+  // z = logit / temperature, as a product (the order of the logits is the order of the z).
+  const float scale = p_.temperature > 0 ? 1.0f / p_.temperature : 0.0f;
+  const float mx = logits[(size_t)top] * scale;
+  if (p_.temperature == 0 || !std::isfinite(mx)) {  // greedy, or nothing finite to weigh
+    dist_.certain((int32_t)top);
     return;
   }
-  cand_.resize((size_t)V);
-  for (int32_t i = 0; i < V; i++) cand_[(size_t)i] = {logits[(size_t)i] / p_.temperature, i};
-  auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+  // Weights exp(z - max z) are in (0, 1], the top token's 1. min-p keeps tokens whose
+  // probability is at least min_p x the top one's: a weight >= min_p. Without min-p every token
+  // of non-zero weight (a weight under 1.2e-38 is 0: kernels::exp_weights).
+  const float floor = p_.min_p > 0 ? p_.min_p : std::numeric_limits<float>::denorm_min();
   if (p_.top_k > 0 && p_.top_k < V) {
-    std::nth_element(cand_.begin(), cand_.begin() + p_.top_k, cand_.end(), by_logit);
-    cand_.resize((size_t)p_.top_k);
-  }
-  float mx = -INFINITY;
-  for (auto& c : cand_) mx = std::max(mx, c.first);
-  // min-p keeps tokens whose probability is at least min_p x the top one's: a threshold on logits.
-  float floor = p_.min_p > 0 ? mx + std::log(p_.min_p) : -INFINITY;
-  // The buffers are members: a step of many sequences allocates nothing here.
-  std::vector<std::pair<double, int32_t>>& kept = dist_.kept;
-  kept.clear();
-  if (p_.top_p >= 1) {  // no ordering needed: unnormalised weights exp(l - max), in candidate order
-    double total = 0;
-    for (const auto& [l, id] : cand_)
-      if (l >= floor) {
-        double w = std::exp(l - mx);  // one exp in float per candidate, summed in double
-        kept.push_back({w, id});
-        total += w;
-      }
-    dist_.total = total;
+    const int64_t k = select_top_k(logits, p_.top_k);
+    std::sort(index_.begin(), index_.begin() + k, [&](int32_t a, int32_t b) { return by_logit(logits, a, b); });
+    vals_.resize((size_t)k);
+    for (int64_t j = 0; j < k; j++) vals_[(size_t)j] = logits[(size_t)index_[(size_t)j]];
+    weights_.resize((size_t)k);
+    const double sum = kernels::exp_weights(vals_.data(), k, scale, mx, weights_.data());
+    if (p_.top_p >= 1) keep_all(index_.data(), weights_.data(), k, floor);
+    else keep_nucleus(index_.data(), weights_.data(), k, sum, floor);
     return;
   }
-  double sum = 0;
-  for (const auto& c : cand_) sum += std::exp(c.first - mx);
-  // top-p needs the largest first: a heap yields them without sorting the whole vocabulary.
+  weights_.resize((size_t)V);
+  index_.resize((size_t)V);
+  const double sum = kernels::exp_weights(logits.data(), V, scale, mx, weights_.data());
+  if (p_.top_p >= 1) {  // no ordering needed: the weights in id order, unnormalised
+    keep_all(nullptr, weights_.data(), V, floor);
+    return;
+  }
+  // top-p takes the largest first, until their mass reaches top_p. Sorting 152k tokens for a
+  // nucleus of tens is the cost to avoid: the tokens with z >= max z - c are a prefix of that
+  // order whatever c is, so widen c in steps until that prefix holds the mass (or every token
+  // that passes min-p), and sort only it. Steps of 2 (a factor e^2 in weight): doubling c
+  // overshot into tens of thousands of tokens to sort on flat distributions.
+  const double need = p_.top_p * sum * (1 + 1e-9);  // the walk below sums in another order
+  const float widest = p_.min_p > 0 ? 1 - std::log(p_.min_p) : INFINITY;
+  int64_t n = 0;
+  for (float c = 2;; c += 2) {
+    const bool all = c > 90 || c >= widest;  // past 87.3 every further weight is 0
+    const float t = all ? -INFINITY : (mx - c) / scale;
+    n = kernels::select_at_least(logits.data(), V, t, index_.data());
+    double mass = 0;
+    for (int64_t j = 0; j < n; j++) mass += weights_[(size_t)index_[(size_t)j]];
+    if (all || mass >= need) break;
+  }
+  cand_.resize((size_t)n);
+  for (int64_t j = 0; j < n; j++) cand_[(size_t)j] = {logits[(size_t)index_[(size_t)j]], index_[(size_t)j]};
+  std::sort(cand_.begin(), cand_.end(), [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
+  vals_.resize((size_t)n);
+  for (int64_t j = 0; j < n; j++) {
+    index_[(size_t)j] = cand_[(size_t)j].second;
+    vals_[(size_t)j] = weights_[(size_t)cand_[(size_t)j].second];
+  }
+  keep_nucleus(index_.data(), vals_.data(), n, sum, floor);
+}
+
+bool Sampler::by_logit(const std::vector<float>& logits, int32_t a, int32_t b) {
+  const float la = logits[(size_t)a], lb = logits[(size_t)b];
+  return la > lb || (la == lb && a < b);
+}
+
+// The k best by (logit, then lower id) into index_[0, k): chunks of the vocabulary are filtered
+// against the k-th best so far, so after the first chunk only the few that could still enter are
+// looked at (a heap or nth_element over every token cost 1.6 ms at k = 40).
+int64_t Sampler::select_top_k(const std::vector<float>& logits, int64_t k) {
+  const int64_t V = (int64_t)logits.size(), chunk = 4096;
+  index_.resize((size_t)V);
+  auto order = [&](int32_t a, int32_t b) { return by_logit(logits, a, b); };
+  float t = -INFINITY;
+  int64_t n = 0;
+  for (int64_t s = 0; s < V; s += chunk) {
+    const int64_t len = std::min(chunk, V - s);
+    const int64_t m = kernels::select_at_least(logits.data() + s, len, t, index_.data() + n);
+    for (int64_t j = n; j < n + m; j++) index_[(size_t)j] += (int32_t)s;
+    n += m;
+    if (n > 2 * k + chunk || (s + len == V && n > k)) {
+      // The k best of what is held; a later token equal to the k-th is behind it (a higher id).
+      std::nth_element(index_.begin(), index_.begin() + (k - 1), index_.begin() + n, order);
+      t = logits[(size_t)index_[(size_t)(k - 1)]];
+      n = k;
+    }
+  }
+  return n;  // < k only when NaNs were left out
+}
+
+// Every candidate whose weight passes the floor, in the given order (ids null: candidate j is
+// token j); weights unnormalised.
+void Sampler::keep_all(const int32_t* ids, const float* w, int64_t n, float floor) {
+  std::vector<std::pair<float, int32_t>>& kept = dist_.kept;
+  kept.resize((size_t)n);
+  size_t k = 0;
+  double total = 0;
+  for (int64_t j = 0; j < n; j++)
+    if (w[j] >= floor) {
+      kept[k++] = {w[j], ids ? ids[j] : (int32_t)j};
+      total += w[j];
+    }
+  kept.resize(k);
+  dist_.total = total;
+}
+
+// The nucleus: candidates in decreasing order until their probability (weight / sum over the
+// candidates of top-k, or the whole vocabulary) reaches top_p, stopping early at the min-p floor.
+void Sampler::keep_nucleus(const int32_t* ids, const float* w, int64_t n, double sum, float floor) {
+  std::vector<std::pair<float, int32_t>>& kept = dist_.kept;
+  kept.clear();
   double cum = 0;
-  auto heap_cmp = [&](const auto& a, const auto& b) { return by_logit(b, a); };
-  std::make_heap(cand_.begin(), cand_.end(), heap_cmp);
-  size_t end = cand_.size();
-  while (end > 0) {
-    std::pop_heap(cand_.begin(), cand_.begin() + (ptrdiff_t)end, heap_cmp);
-    end--;
-    if (!kept.empty() && cand_[end].first < floor) break;
-    double prob = std::exp((double)cand_[end].first - mx) / sum;
-    kept.push_back({prob, cand_[end].second});
+  for (int64_t j = 0; j < n; j++) {
+    if (!kept.empty() && w[j] < floor) break;
+    const double prob = w[j] / sum;
+    kept.push_back({(float)prob, ids[j]});
     cum += prob;
     if (cum >= p_.top_p) break;
   }
@@ -151,11 +228,10 @@ int32_t Sampler::verify(int32_t draft, const TokenDistribution& q, bool& accepte
 }
 
 void Sampler::log_softmax(const std::vector<float>& logits, std::vector<float>& out) {
-  float mx = *std::max_element(logits.begin(), logits.end());
-  double sum = 0;
-  for (float l : logits) sum += std::exp((double)l - mx);
-  float lse = mx + (float)std::log(sum);
+  const int64_t V = (int64_t)logits.size();
+  const float mx = logits[(size_t)kernels::argmax(logits.data(), V)];
   out.resize(logits.size());
+  const float lse = mx + (float)std::log(kernels::exp_weights(logits.data(), V, 1.0f, mx, out.data()));
   for (size_t i = 0; i < logits.size(); i++) out[i] = logits[i] - lse;
 }
 

@@ -26,7 +26,7 @@ void validate(const SamplingParams& p);
 // summing to `total` (not necessarily 1). A one-token list is a certain choice (greedy, or a
 // draft that proposes without sampling).
 struct TokenDistribution {
-  std::vector<std::pair<double, int32_t>> kept;
+  std::vector<std::pair<float, int32_t>> kept;  // f32: the weights are computed in f32; half the bytes of a 152k-token list
   double total = 0;
   void certain(int32_t id) {
     kept.assign(1, {1.0, id});
@@ -56,10 +56,19 @@ class Sampler {
 
  private:
   void apply_penalties(std::vector<float>& logits, const std::vector<int32_t>& context,
-                       const std::vector<int32_t>& generated) const;
+                       const std::vector<int32_t>& generated);
+  static bool by_logit(const std::vector<float>& logits, int32_t a, int32_t b);
+  int64_t select_top_k(const std::vector<float>& logits, int64_t k);
+  void keep_all(const int32_t* ids, const float* w, int64_t n, float floor);
+  void keep_nucleus(const int32_t* ids, const float* w, int64_t n, double sum, float floor);
   SamplingParams p_;
   Rng rng_;
+  // Buffers kept between tokens (a step allocates nothing once they have grown): candidate ids,
+  // their weights, a gathered row, (logit, id) pairs to sort.
+  std::vector<int32_t> index_;
+  std::vector<float> weights_, vals_;
   std::vector<std::pair<float, int32_t>> cand_;
+  std::vector<int32_t> marks_;  // apply_penalties(): per-token seen marks / counts, zero between calls
   TokenDistribution dist_;
   std::vector<double> residual_;  // verify(): q spread over the vocabulary, then p - q
 };

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "kernels/sampling.h"
 
 namespace kvad {
 
@@ -32,7 +33,6 @@ double kl_divergence(const float* p, const float* q, int64_t V) {
   return std::max(0.0, kl);
 }
 
-int64_t argmax_of(const float* l, int64_t V) { return std::max_element(l, l + V) - l; }
 }  // namespace
 
 ScoreResult score_text(Engine& engine, const Tokenizer& tok, const std::string& text, int64_t window,
@@ -67,7 +67,7 @@ ScoreResult score_text(Engine& engine, const Tokenizer& tok, const std::string& 
         if (ref_logits) {
           const float* q = ref_logits + i * (size_t)V;
           kls.push_back(kl_divergence(q, l, V));
-          same_top += argmax_of(q, V) == argmax_of(l, V);
+          same_top += kernels::argmax(q, V) == kernels::argmax(l, V);
         }
         std::string b = tok.token_bytes(next);
         r.bytes += (int64_t)b.size();

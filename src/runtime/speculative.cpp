@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "kernels/sampling.h"
 #include "runtime/engine.h"
 #include "runtime/loader.h"
 
@@ -107,10 +108,11 @@ class ModelDrafter final : public Drafter {
     int32_t d;
     double confidence;
     if (greedy_) {
-      d = (int32_t)(std::max_element(logits_.begin(), logits_.end()) - logits_.begin());
-      double sum = 0;  // the draft's own softmax at temperature 1: p(d) = 1 / sum exp(l - l_d)
-      for (float l : logits_) sum += std::exp((double)l - logits_[(size_t)d]);
-      confidence = 1 / sum;
+      const int64_t V = (int64_t)logits_.size();
+      d = (int32_t)kernels::argmax(logits_.data(), V);
+      // the draft's own softmax at temperature 1: p(d) = 1 / sum exp(l - l_d)
+      weights_.resize(logits_.size());
+      confidence = 1 / kernels::exp_weights(logits_.data(), V, 1.0f, logits_[(size_t)d], weights_.data());
     } else {
       sampler_.prepare(logits_, {}, {});
       d = sampler_.draw();
@@ -129,7 +131,7 @@ class ModelDrafter final : public Drafter {
   int64_t vocab_;
   double p_min_;
   std::vector<int32_t> context_, tail_;
-  std::vector<float> logits_;
+  std::vector<float> logits_, weights_;
 };
 
 class ModelDraftSource final : public DraftSource {
