@@ -202,7 +202,11 @@ ServingBenchResult run_serving_bench(const ServingBenchParams& p, const std::fun
     run_requests(p, p.conversations, p.concurrency, {}, conversation, per_conversation, t0);
     for (auto& c : turns) {
       for (RequestOutcome& o : c) outcomes.push_back(std::move(o));
-      for (size_t t = c.size(); t < (size_t)p.turns; t++) outcomes.push_back({false, "an earlier turn failed"});
+      for (size_t t = c.size(); t < (size_t)p.turns; t++) {
+        RequestOutcome skipped;
+        skipped.error = "an earlier turn failed";
+        outcomes.push_back(std::move(skipped));
+      }
     }
   } else {
     std::vector<std::vector<int32_t>> prompts;
