@@ -29,11 +29,6 @@ constexpr double kTol = 2e-5;
 const char* kTexts[] = {"negative_empty", "prompt_astronaut", "prompt_long", "prompt_unicode"};
 
 // The texts themselves (tokens.json), for encode_prompt.
-std::string golden_text(const std::string& name) {
-  static Json gold = read_json_file(test::peer_image("goldens/tokens.json"));
-  return gold["texts"][name]["text"];
-}
-
 void expect_close(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
   test::Deviation d = test::deviation(got, want);
   std::printf("  %-58s max abs %.2e  rel %.2e\n", what.c_str(), d.abs, d.rel);
@@ -77,15 +72,15 @@ TEST(ImageClipText, SdxlBothEncodersEveryText) {
     expect_close(b.last_hidden_state, g.floats(t + ".te2.last_hidden_state"), "sdxl " + t + ".te2.last_hidden_state");
     expect_close(b.text_embeds, g.floats(t + ".te2.text_embeds"), "sdxl " + t + ".te2.text_embeds");
     // The tokenizers give the ids the goldens were computed from.
-    EXPECT_EQ(pe.tokenizers[0].encode_padded(golden_text(t)), g.ids(t + ".input_ids_1"));
-    EXPECT_EQ(pe.tokenizers[1].encode_padded(golden_text(t)), g.ids(t + ".input_ids_2"));
+    EXPECT_EQ(pe.tokenizers[0].encode_padded(test::golden_text(t)), g.ids(t + ".input_ids_1"));
+    EXPECT_EQ(pe.tokenizers[1].encode_padded(test::golden_text(t)), g.ids(t + ".input_ids_2"));
     // encode_prompt's prompt row (row 1) is prompt_embeds.
-    Conditioning c = encode_prompt(pe, golden_text(t), std::string(""));
+    Conditioning c = encode_prompt(pe, test::golden_text(t), std::string(""));
     std::vector<float> row1(c.context.begin() + c.tokens * c.width, c.context.end());
     expect_close(row1, g.floats(t + ".prompt_embeds"), "sdxl " + t + ".prompt_embeds");
   }
   // negative_prompt=None with force_zeros_for_empty_prompt: zeros, exactly.
-  Conditioning c = encode_prompt(pe, golden_text("prompt_astronaut"), std::nullopt);
+  Conditioning c = encode_prompt(pe, test::golden_text("prompt_astronaut"), std::nullopt);
   std::vector<float> row0(c.context.begin(), c.context.begin() + c.tokens * c.width);
   EXPECT_EQ(row0, g.floats("encode_prompt.negative_prompt_None.negative_prompt_embeds"));
   EXPECT_EQ(std::vector<float>(c.pooled.begin(), c.pooled.begin() + c.pooled_width),
@@ -95,7 +90,7 @@ TEST(ImageClipText, SdxlBothEncodersEveryText) {
 // The conditioning the recorded 4-step generations fed their UNets: [negative, prompt].
 TEST(ImageClipText, ConditioningAsThePipelinesRecordedIt) {
   KVAD_REQUIRE_PEER_IMAGE();
-  std::string prompt = golden_text("prompt_astronaut");
+  std::string prompt = test::golden_text("prompt_astronaut");
   {
     test::Goldens g("sd15_pipeline.safetensors");
     Conditioning c = encode_prompt(encoder("sd15-tiny"), prompt, std::string(""));

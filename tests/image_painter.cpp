@@ -21,11 +21,6 @@ namespace {
 // uint8 values off by one. Asserted: 2e-5 relative (4x), the image 1e-5.
 constexpr double kTolRel = 2e-5, kTolImage = 1e-5;
 
-std::string golden_text(const std::string& name) {
-  static Json gold = read_json_file(test::peer_image("goldens/tokens.json"));
-  return gold["texts"][name]["text"];
-}
-
 const Painter& painter(const std::string& model) {
   static std::map<std::string, std::unique_ptr<Painter>> cache;
   auto& p = cache[model];
@@ -51,7 +46,7 @@ void check_run(const std::string& model, const std::string& golden, std::optiona
   test::Goldens g(golden + ".safetensors");
   Map passed = golden_map(g, "latents_passed");
   PaintRequest r;
-  r.prompt = golden_text("prompt_astronaut");
+  r.prompt = test::golden_text("prompt_astronaut");
   r.negative = negative;
   r.width = r.height = 128;
   r.steps = 4;
@@ -177,7 +172,7 @@ TEST(ImagePainter, Bf16AndQ8PaintTheSamePicture) {
     EXPECT_EQ(p->formats().unet, f);
     EXPECT_EQ(p->formats().vae, WeightFormat::BF16);
     PaintRequest r;
-    r.prompt = golden_text("prompt_astronaut");
+    r.prompt = test::golden_text("prompt_astronaut");
     r.width = r.height = 128;
     r.steps = 4;
     r.guidance = 7.5;

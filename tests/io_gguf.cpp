@@ -16,7 +16,7 @@ using kvad::test::GgufWriter;
 
 namespace {
 
-std::string error_of(const std::string& bytes) {
+std::string gguf_error_of(const std::string& bytes) {
   try {
     GgufFile f((const uint8_t*)bytes.data(), bytes.size(), "t.gguf");
     GgufCheckpoint ck(std::make_shared<GgufFile>((const uint8_t*)bytes.data(), bytes.size(), "t.gguf"));
@@ -29,7 +29,7 @@ std::string error_of(const std::string& bytes) {
 
 #define EXPECT_ERROR(bytes, part)                                              \
   do {                                                                         \
-    std::string msg_ = error_of(bytes);                                        \
+    std::string msg_ = gguf_error_of(bytes);                                        \
     EXPECT_NE(msg_.find(part), std::string::npos) << "error was: " << msg_;   \
   } while (0)
 
@@ -184,16 +184,16 @@ TEST(GgufBadInput, MagicAndVersion) {
   }
   GgufWriter w2 = llama_file();
   w2.version = 2;
-  EXPECT_EQ(error_of(w2.bytes()), "");
+  EXPECT_EQ(gguf_error_of(w2.bytes()), "");
 }
 
 TEST(GgufBadInput, EveryTruncationIsAnError) {
   std::string b = llama_file().bytes();
   for (size_t n = 0; n < b.size(); n++) {
-    std::string msg = error_of(b.substr(0, n));
+    std::string msg = gguf_error_of(b.substr(0, n));
     ASSERT_FALSE(msg.empty()) << "truncated to " << n << " bytes was accepted";
   }
-  EXPECT_EQ(error_of(b), "");
+  EXPECT_EQ(gguf_error_of(b), "");
 }
 
 TEST(GgufBadInput, AbsurdCountsAndLengths) {
@@ -234,7 +234,7 @@ TEST(GgufBadInput, TensorInfoProblems) {
     return w.bytes();
   };
   std::string f32x8(32, '\0');
-  EXPECT_EQ(error_of(one({8}, 0, f32x8)), "");
+  EXPECT_EQ(gguf_error_of(one({8}, 0, f32x8)), "");
   EXPECT_ERROR(one({8}, 0, f32x8, 64), "runs past the end");
   EXPECT_ERROR(one({8}, 0, f32x8, 4), "not a multiple of the alignment");
   EXPECT_ERROR(one({8}, 0, f32x8, (int64_t)1 << 62), "runs past the end");

@@ -21,7 +21,7 @@ std::vector<TensorView> parse(const std::string& bytes) {
   return SafetensorsFile::parse((const uint8_t*)bytes.data(), bytes.size(), "test.safetensors");
 }
 
-std::string error_of(const std::string& bytes) {
+std::string safetensors_error_of(const std::string& bytes) {
   try {
     parse(bytes);
   } catch (const Error& e) {
@@ -59,45 +59,45 @@ TEST(Safetensors, ReadsFloat8E4M3OneByteAValue) {
   EXPECT_EQ(t[0].dtype, DType::F8_E4M3);
   EXPECT_EQ(t[0].nbytes, 6u);
   EXPECT_EQ(t[0].data[1], 0x7e);
-  EXPECT_NE(error_of(make_file(R"({"w":{"dtype":"F8_E4M3","shape":[2,3],"data_offsets":[0,5]}})", "12345"))
+  EXPECT_NE(safetensors_error_of(make_file(R"({"w":{"dtype":"F8_E4M3","shape":[2,3],"data_offsets":[0,5]}})", "12345"))
                 .find("needs 6 bytes"),
             std::string::npos);
   // The other FP8 layout is not read: named, not mistaken for e4m3.
-  EXPECT_NE(error_of(make_file(R"({"w":{"dtype":"F8_E5M2","shape":[2],"data_offsets":[0,2]}})", "ab"))
+  EXPECT_NE(safetensors_error_of(make_file(R"({"w":{"dtype":"F8_E5M2","shape":[2],"data_offsets":[0,2]}})", "ab"))
                 .find("unknown dtype 'F8_E5M2'"),
             std::string::npos);
 }
 
 TEST(Safetensors, RejectsBadFilesWithClearErrors) {
   std::string ok_entry = R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
-  EXPECT_NE(error_of("abc").find("not a safetensors file"), std::string::npos);
+  EXPECT_NE(safetensors_error_of("abc").find("not a safetensors file"), std::string::npos);
   {
     std::string f = make_file("{" + ok_entry + "}", std::string(8, '\0'));
     uint64_t huge = 1000000;
     std::memcpy(&f[0], &huge, 8);
-    EXPECT_NE(error_of(f).find("runs past the end"), std::string::npos);
+    EXPECT_NE(safetensors_error_of(f).find("runs past the end"), std::string::npos);
   }
-  EXPECT_NE(error_of(make_file("{not json", "")).find("invalid JSON"), std::string::npos);
-  EXPECT_NE(error_of(make_file("{" + ok_entry + "}", std::string(4, '\0'))).find("out of bounds"), std::string::npos);
-  EXPECT_NE(error_of(make_file(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", std::string(8, '\0')))
+  EXPECT_NE(safetensors_error_of(make_file("{not json", "")).find("invalid JSON"), std::string::npos);
+  EXPECT_NE(safetensors_error_of(make_file("{" + ok_entry + "}", std::string(4, '\0'))).find("out of bounds"), std::string::npos);
+  EXPECT_NE(safetensors_error_of(make_file(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", std::string(8, '\0')))
                 .find("needs 12 bytes"),
             std::string::npos);
-  EXPECT_NE(error_of(make_file(R"({"a":{"dtype":"Q9","shape":[2],"data_offsets":[0,8]}})", std::string(8, '\0')))
+  EXPECT_NE(safetensors_error_of(make_file(R"({"a":{"dtype":"Q9","shape":[2],"data_offsets":[0,8]}})", std::string(8, '\0')))
                 .find("unknown dtype 'Q9'"),
             std::string::npos);
-  EXPECT_NE(error_of(make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+  EXPECT_NE(safetensors_error_of(make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
                                R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
                                std::string(12, '\0')))
                 .find("overlap"),
             std::string::npos);
-  EXPECT_NE(error_of(make_file(R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,8]}})", std::string(8, '\0')))
+  EXPECT_NE(safetensors_error_of(make_file(R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,8]}})", std::string(8, '\0')))
                 .find("non-negative"),
             std::string::npos);
-  EXPECT_NE(error_of(make_file(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})",
+  EXPECT_NE(safetensors_error_of(make_file(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})",
                                std::string(8, '\0')))
                 .find("overflow"),
             std::string::npos);
-  EXPECT_NE(error_of(make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", std::string(8, '\0')))
+  EXPECT_NE(safetensors_error_of(make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", std::string(8, '\0')))
                 .find("out of bounds"),
             std::string::npos);
 }

@@ -24,7 +24,7 @@ Json gpt2() {
 }
 
 // The message of parsing `j`, or "" when it parses.
-std::string error_of(const Json& j) {
+std::string config_error_of(const Json& j) {
   try {
     const Architecture& a = require_architecture(j, "m/config.json");
     a.parse_config(j, "m/config.json");
@@ -38,7 +38,7 @@ std::string error_of(const Json& j) {
 
 #define EXPECT_REFUSED(j, ...)                                                                  \
   do {                                                                                          \
-    std::string msg = error_of(j);                                                              \
+    std::string msg = config_error_of(j);                                                              \
     EXPECT_NE(msg.find("m/config.json"), std::string::npos) << msg;                              \
     for (const char* part : {__VA_ARGS__}) EXPECT_NE(msg.find(part), std::string::npos) << msg; \
   } while (0)
@@ -46,8 +46,8 @@ std::string error_of(const Json& j) {
 }  // namespace
 
 TEST(ConfigValidation, TheBaseConfigsParse) {
-  EXPECT_EQ(error_of(llama()), "");
-  EXPECT_EQ(error_of(gpt2()), "");
+  EXPECT_EQ(config_error_of(llama()), "");
+  EXPECT_EQ(config_error_of(gpt2()), "");
 }
 
 TEST(ConfigValidation, ArchitecturesOfTheWrongType) {
@@ -72,7 +72,7 @@ TEST(ConfigValidation, SizesOutOfRange) {
                                                                {"intermediate_size", int64_t(1) << 31}}) {
     Json j = llama();
     j[k] = v;
-    std::string msg = error_of(j);
+    std::string msg = config_error_of(j);
     EXPECT_NE(msg.find("m/config.json"), std::string::npos) << k << " " << v << ": " << msg;
     EXPECT_EQ(msg.find("NOT A kvad::Error"), std::string::npos) << msg;
   }

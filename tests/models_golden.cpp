@@ -19,13 +19,13 @@ using namespace kvad;
 
 namespace {
 
-struct Golden {
+struct ModelGoldenCase {
   Json j;
   std::string model_dir;
 };
 
-Golden load_golden(const std::string& arch, DType dtype = DType::BF16) {
-  Golden g;
+ModelGoldenCase load_arch_golden(const std::string& arch, DType dtype = DType::BF16) {
+  ModelGoldenCase g;
   g.j = read_json_file(test::source_path("tests/golden/models/" + arch + ".json"));
   SynthOptions o = test::golden_synth_options(g.j["synth"], arch, test::temp_dir(arch));
   o.dtype = dtype;
@@ -34,7 +34,7 @@ Golden load_golden(const std::string& arch, DType dtype = DType::BF16) {
   return g;
 }
 
-void expect_logits_match(const Json& j, const std::vector<float>& logits, int64_t vocab, const std::string& what) {
+void expect_arch_logits_match(const Json& j, const std::vector<float>& logits, int64_t vocab, const std::string& what) {
   std::vector<int32_t> idx = j["indices"];
   size_t n = j["prompt"].size();
   for (size_t t = 0; t < n; t++) {
@@ -55,7 +55,7 @@ class ModelGolden : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ModelGolden, LogitsMatchNumpyReferenceAtEveryPosition) {
   for (WeightFormat fmt : {WeightFormat::AsStored, WeightFormat::F32}) {
-    Golden g = load_golden(GetParam());
+    ModelGoldenCase g = load_arch_golden(GetParam());
     LoadOptions lo;
     lo.format = fmt;
     auto model = load_model_dir(g.model_dir, lo);
@@ -65,12 +65,12 @@ TEST_P(ModelGolden, LogitsMatchNumpyReferenceAtEveryPosition) {
     test::OneSequence state(*model);
     std::vector<float> logits(prompt.size() * V);
     state.forward(prompt.data(), (int64_t)prompt.size(), logits.data(), true);
-    expect_logits_match(g.j, logits, V, std::string("batched ") + model->weight_format());
+    expect_arch_logits_match(g.j, logits, V, std::string("batched ") + model->weight_format());
   }
 }
 
 TEST_P(ModelGolden, TokenByTokenEqualsBatched) {
-  Golden g = load_golden(GetParam());
+  ModelGoldenCase g = load_arch_golden(GetParam());
   auto model = load_model_dir(g.model_dir, {});
   std::vector<int32_t> prompt = g.j["prompt"];
   int64_t V = model->config().vocab_size;
@@ -80,11 +80,11 @@ TEST_P(ModelGolden, TokenByTokenEqualsBatched) {
   for (size_t t = 0; t < 6; t++) state.forward(&prompt[t], 1, &step[t * V]);
   state.forward(&prompt[6], 5, &step[6 * V], true);
   for (size_t t = 11; t < prompt.size(); t++) state.forward(&prompt[t], 1, &step[t * V]);
-  expect_logits_match(g.j, step, V, "incremental");
+  expect_arch_logits_match(g.j, step, V, "incremental");
 }
 
 TEST_P(ModelGolden, GreedyContinuationMatchesWhereReferencesAgree) {
-  Golden g = load_golden(GetParam());
+  ModelGoldenCase g = load_arch_golden(GetParam());
   auto model = load_model_dir(g.model_dir, {});
   std::vector<int32_t> seq = g.j["prompt"];
   std::vector<int32_t> ref = g.j["ref_greedy"], lc = g.j["llamacpp_greedy"];

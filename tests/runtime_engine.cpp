@@ -40,13 +40,13 @@ std::vector<int32_t> alone(const std::vector<int32_t>& prompt, const GenerateOpt
   return generate(*s, *tiny().tokenizer, prompt, g, [](const TokenEvent&) { return true; }).tokens;
 }
 
-struct Outcome {
+struct EngineOutcome {
   GenerateResult result;
   std::string error;
   bool done = false;
 };
 
-GenerationRequest request(const std::vector<int32_t>& prompt, const GenerateOptions& g, Outcome& out) {
+GenerationRequest request(const std::vector<int32_t>& prompt, const GenerateOptions& g, EngineOutcome& out) {
   GenerationRequest r;
   r.prompt = prompt;
   r.opts = g;
@@ -76,7 +76,7 @@ TEST(Engine, GreedyOutputIsTheSameAloneAndBatchedWithFifteenOthers) {
   eo.step_tokens = 48;  // long prompts prefill in chunks beside the decodes
   eo.block_size = 4;
   Engine e(*tiny().model, eo);
-  std::vector<Outcome> out(16);
+  std::vector<EngineOutcome> out(16);
   for (int i = 0; i < 16; i++) e.submit(request(prompts[(size_t)i], opts(20), out[(size_t)i]));
   drain(e);
   for (int i = 0; i < 16; i++) {
@@ -96,7 +96,7 @@ TEST(Engine, SameSeedSameTextWhateverElseIsInTheBatch) {
   EngineOptions eo;
   eo.max_running = 6;
   Engine e(*tiny().model, eo);
-  std::vector<Outcome> out(6);
+  std::vector<EngineOutcome> out(6);
   for (int i = 0; i < 6; i++)
     e.submit(request(i == 3 ? p : random_prompt(rng, 5 + i), opts(16, 0.9f, i == 3 ? 77 : (uint64_t)i), out[(size_t)i]));
   drain(e);
@@ -113,7 +113,7 @@ TEST(Engine, ChoicesShareThePromptAndEachIsItsSeedsTextAlone) {
   eo.block_size = bs;
   eo.max_running = 4;
   Engine e(*tiny().model, eo);
-  std::vector<Outcome> out(4);
+  std::vector<EngineOutcome> out(4);
   std::vector<int> tokens_seen(4, 0);
   GenerationRequest r;
   r.prompt = p;
@@ -125,7 +125,7 @@ TEST(Engine, ChoicesShareThePromptAndEachIsItsSeedsTextAlone) {
     return true;
   };
   r.on_done = [&](GenerateResult&& res, const std::string& err) {
-    Outcome& o = out[(size_t)res.choice];
+    EngineOutcome& o = out[(size_t)res.choice];
     EXPECT_FALSE(o.done) << "choice " << res.choice << " ended twice";
     o.result = std::move(res);
     o.error = err;
@@ -155,7 +155,7 @@ TEST(Engine, ChoicesBeyondTheRunningLimitAreRefusedAndUnforkedOnesStillEnd) {
   EngineOptions eo;
   eo.max_running = 2;
   Engine e(*tiny().model, eo);
-  Outcome o;
+  EngineOutcome o;
   GenerationRequest big = request(random_prompt(rng, 10), opts(5), o);
   big.n = 3;
   try {
@@ -189,7 +189,7 @@ TEST(Engine, PreemptedSequencesAreRecomputedAndNobodyIsCorrupted) {
   eo.max_running = 6;
   Engine e(*tiny().model, eo);
   std::vector<std::vector<int32_t>> prompts;
-  std::vector<Outcome> out(6);
+  std::vector<EngineOutcome> out(6);
   for (int i = 0; i < 6; i++) {
     prompts.push_back(random_prompt(rng, 30));
     e.submit(request(prompts.back(), opts(40), out[(size_t)i]));
@@ -208,7 +208,7 @@ TEST(Engine, ConversationsSharingASystemPromptHoldItsBlocksOnce) {
   eo.block_size = bs;
   eo.max_running = 8;
   Engine e(*tiny().model, eo);
-  std::vector<Outcome> out(8);
+  std::vector<EngineOutcome> out(8);
   auto prompt = [&](int i) {
     std::vector<int32_t> p = system;
     for (int t = 0; t < 5; t++) p.push_back(100 + i * 7 + t);
@@ -241,7 +241,7 @@ TEST(Engine, ChunkedPrefillKeepsTheRunningStreamDecodingEveryStep) {
   eo.max_running = 2;
   eo.step_tokens = 32;
   Engine e(*tiny().model, eo);
-  Outcome a, b;
+  EngineOutcome a, b;
   int a_tokens = 0;
   GenerationRequest ra = request(random_prompt(rng, 8), opts(60), a);
   ra.on_token = [&](const TokenEvent&) { return ++a_tokens, true; };
@@ -271,10 +271,10 @@ TEST(Engine, APromptArrivingWhileStreamsDecodeIsTakenInSharesTheirDecodesBound) 
   eo.prefill_per_decode = 2;
   eo.prefill_min_rows = 4;
   Engine e(*tiny().model, eo);
-  std::vector<Outcome> streams(4);
+  std::vector<EngineOutcome> streams(4);
   for (auto& o : streams) e.submit(request(random_prompt(rng, 6), opts(12), o));
   e.step();  // the four prompts, then four decoding streams
-  Outcome late;
+  EngineOutcome late;
   std::vector<int32_t> late_prompt = random_prompt(rng, 300);
   e.submit(request(late_prompt, opts(3), late));
   int64_t most_while_decoding = 0, most_after = 0;
@@ -287,7 +287,7 @@ TEST(Engine, APromptArrivingWhileStreamsDecodeIsTakenInSharesTheirDecodesBound) 
   }
   EXPECT_EQ(most_while_decoding, 4 + 2 * 4);  // the bound, reached
   EXPECT_EQ(most_after, 128);                 // alone: the whole budget
-  for (const Outcome& o : streams) EXPECT_EQ(o.result.tokens.size(), 12u);
+  for (const EngineOutcome& o : streams) EXPECT_EQ(o.result.tokens.size(), 12u);
   EXPECT_EQ(late.result.tokens.size(), 3u);
   EXPECT_EQ(late.result.tokens, alone(late_prompt, opts(3)));  // taken in 12 rows at a time, same text
 }
@@ -297,7 +297,7 @@ TEST(Engine, CancellingEveryRequestReturnsThePoolToEmpty) {
   EngineOptions eo;
   eo.max_running = 3;
   Engine e(*tiny().model, eo);
-  std::vector<Outcome> out(6);
+  std::vector<EngineOutcome> out(6);
   std::atomic<bool> stop_waiting{false};
   for (int i = 0; i < 6; i++) {
     GenerationRequest r = request(random_prompt(rng, 20 + i), opts(50), out[(size_t)i]);

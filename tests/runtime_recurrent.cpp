@@ -166,12 +166,12 @@ TEST(Recurrent, SessionPrefixReuseResumesFromASnapshot) {
 
 namespace {
 
-struct Outcome {
+struct RecurrentOutcome {
   GenerateResult result;
   std::string error;
 };
 
-GenerationRequest request(const std::vector<int32_t>& prompt, const GenerateOptions& g, std::vector<Outcome>& out) {
+GenerationRequest request(const std::vector<int32_t>& prompt, const GenerateOptions& g, std::vector<RecurrentOutcome>& out) {
   GenerationRequest r;
   r.prompt = prompt;
   r.opts = g;
@@ -193,7 +193,7 @@ TEST(Recurrent, RequestsReuseEachOthersSnapshotsAndBatchWithTheirOwnStates) {
   Engine e(*m.model, options(16, -1, 4));
   std::vector<int32_t> first = random_tokens(6, 70), second = span(first, 0, 52);
   for (int32_t x : random_tokens(7, 5)) second.push_back(x);
-  std::vector<Outcome> a, b, others;
+  std::vector<RecurrentOutcome> a, b, others;
   e.submit(request(first, greedy(4), a));
   drain(e);
   // The second request shares 52 tokens: it starts from the snapshot at 48, beside three others.
@@ -213,7 +213,7 @@ TEST(Recurrent, RequestsReuseEachOthersSnapshotsAndBatchWithTheirOwnStates) {
 TEST(Recurrent, ForkedChoicesEachContinueTheirOwnCopyOfTheState) {
   const LoadedModel& m = tiny_next();
   Engine e(*m.model, options(16, -1, 3));
-  std::vector<Outcome> out;
+  std::vector<RecurrentOutcome> out;
   GenerationRequest r = request(random_tokens(8, 30), greedy(10), out);
   r.n = 3;
   e.submit(std::move(r));
@@ -223,12 +223,12 @@ TEST(Recurrent, ForkedChoicesEachContinueTheirOwnCopyOfTheState) {
   auto a = alone.open_session();
   std::vector<int32_t> expect =
       generate(*a, *m.tokenizer, random_tokens(8, 30), greedy(10), [](const TokenEvent&) { return true; }).tokens;
-  for (const Outcome& o : out) EXPECT_EQ(o.result.tokens, expect);  // greedy: every choice the same tokens
+  for (const RecurrentOutcome& o : out) EXPECT_EQ(o.result.tokens, expect);  // greedy: every choice the same tokens
 }
 
 TEST(Recurrent, SpeculativeDecodingIsRefusedWithAReason) {
   Engine e(*tiny_next().model, options(16));
-  std::vector<Outcome> out;
+  std::vector<RecurrentOutcome> out;
   GenerationRequest r = request(random_tokens(9, 10), greedy(4), out);
   r.opts.speculative.source = make_lookup_draft();
   try {

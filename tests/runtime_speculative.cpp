@@ -66,13 +66,13 @@ GenerateResult run(Engine& e, const LoadedModel& m, const std::vector<int32_t>& 
   return generate(*s, *m.tokenizer, prompt, g, [](const TokenEvent&) { return true; });
 }
 
-struct Outcome {
+struct SpeculationOutcome {
   GenerateResult result;
   std::string error;
   bool done = false;
 };
 
-GenerationRequest request(const LoadedModel& m, const std::vector<int32_t>& prompt, const GenerateOptions& g, Outcome& out) {
+GenerationRequest request(const LoadedModel& m, const std::vector<int32_t>& prompt, const GenerateOptions& g, SpeculationOutcome& out) {
   GenerationRequest r;
   r.prompt = prompt;
   r.opts = g;
@@ -133,7 +133,7 @@ TEST_P(GreedySpeculation, OutputIsThePlainOutputForEveryDraftAloneAndBatched) {
     EXPECT_LE(rate, d.max_rate);
     // The step loop: speculating sequences share each step with a plain one.
     Engine batched(*target->model, eo);
-    std::vector<Outcome> out(prompts.size() + 1);
+    std::vector<SpeculationOutcome> out(prompts.size() + 1);
     for (size_t i = 0; i < prompts.size(); i++) batched.submit(request(*target, prompts[i], g, out[i]));
     batched.submit(request(*target, prompts[0], greedy(40), out.back()));
     for (int i = 0; i < 10000 && batched.has_work(); i++) batched.step();

@@ -22,7 +22,7 @@ namespace {
 
 using Running = test::RunningServer;
 
-serve::ServeOptions options() {  // no model: the routes answer without one
+serve::ServeOptions hardening_options() {  // no model: the routes answer without one
   serve::ServeOptions o;
   o.port = 0;
   o.log_level = kvad::serve::LogLevel::Error;
@@ -47,7 +47,7 @@ int connect_to(int port) {
 }  // namespace
 
 TEST(ServeHardening, SlowClientsDoNotLockOthersOut) {
-  serve::ServeOptions o = options();
+  serve::ServeOptions o = hardening_options();
   o.request_seconds = 2;
   Running s(o);
   // 40 connections (5x the workers) trickling header bytes: each would hold a worker for ever.
@@ -93,7 +93,7 @@ TEST(ServeHardening, SlowClientsDoNotLockOthersOut) {
 }
 
 TEST(ServeHardening, BodiesAreBoundedWhateverTheFraming) {
-  serve::ServeOptions o = options();
+  serve::ServeOptions o = hardening_options();
   o.max_body = 4096;
   o.request_seconds = 1;  // httplib reads a too-long declared body until its read timeout, then says 413
   Running s(o);
@@ -130,7 +130,7 @@ TEST(ServeHardening, BodiesAreBoundedWhateverTheFraming) {
 }
 
 TEST(ServeHardening, CrossSiteAndRebindingAreRefused) {
-  Running s(options());
+  Running s(hardening_options());
   auto c = s.client(10);
   std::string body = R"({"prompt":"x"})";
   // A foreign page's text/plain POST (no preflight needed in a browser).
@@ -165,7 +165,7 @@ TEST(ServeHardening, CrossSiteAndRebindingAreRefused) {
 }
 
 TEST(ServeHardening, WildcardCorsAnswersAStarNotTheOrigin) {
-  serve::ServeOptions o = options();
+  serve::ServeOptions o = hardening_options();
   o.cors_origins = {"*"};
   Running s(o);
   auto c = s.client(10);
@@ -179,7 +179,7 @@ TEST(ServeHardening, WildcardCorsAnswersAStarNotTheOrigin) {
 }
 
 TEST(ServeHardening, ConfiguredCorsOriginsAndKeys) {
-  serve::ServeOptions o = options();
+  serve::ServeOptions o = hardening_options();
   o.cors_origins = {"https://app.example"};
   o.api_key = "secret-key";
   Running s(o);
@@ -217,7 +217,7 @@ TEST(ServeHardening, ConfiguredCorsOriginsAndKeys) {
 // served, not reset: the listen backlog holds them while the accept loop catches up. httplib 0.11
 // listens with a backlog of 5, and 2 of 32 benchmark clients failed with a read error.
 TEST(ServeHardening, ABurstOfConnectionsIsServed) {
-  serve::ServeOptions o = options();
+  serve::ServeOptions o = hardening_options();
   o.http_threads = 64;
   o.pending_per_client = 64;
   Running s(o);
@@ -249,8 +249,8 @@ TEST(ServeHardening, ABurstOfConnectionsIsServed) {
 TEST(ServeHardening, APortInUseIsAnErrorNotASecondListener) {
   // httplib's default socket options include SO_REUSEPORT, with which a second server on the same
   // port binds "successfully" and the kernel splits clients between the two. kvad refuses instead.
-  Running first(options());
-  serve::ServeOptions o = options();
+  Running first(hardening_options());
+  serve::ServeOptions o = hardening_options();
   o.port = first.port;
   serve::Server second(o);
   try {

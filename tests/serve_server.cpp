@@ -42,7 +42,7 @@ std::string tiny_model() {
 
 using Running = test::RunningServer;
 
-serve::ServeOptions options() {
+serve::ServeOptions server_options() {
   serve::ServeOptions o;
   o.model = tiny_model();
   o.port = 0;
@@ -105,7 +105,7 @@ struct LongStream {
 }  // namespace
 
 TEST(ServeServer, ChatAndCompletion) {
-  Running s(options());
+  Running s(server_options());
   auto c = s.client();
   int status = 0;
   Json r = post(c, "/v1/chat/completions", {{"messages", kMessages}, {"max_tokens", 5}, {"seed", 3}}, &status);
@@ -128,7 +128,7 @@ TEST(ServeServer, ChatAndCompletion) {
 }
 
 TEST(ServeServer, StreamEndsWithDoneAndUsage) {
-  Running s(options());
+  Running s(server_options());
   auto c = s.client();
   std::string body;
   httplib::Request req;
@@ -151,7 +151,7 @@ TEST(ServeServer, StreamEndsWithDoneAndUsage) {
 }
 
 TEST(ServeServer, PastTheQueueBoundIsRefusedAtOnceAndDisconnectFreesTheEngine) {
-  serve::ServeOptions o = options();
+  serve::ServeOptions o = server_options();
   o.parallel = 1;
   o.queue = 0;  // one request in flight at most: the second meets the bound
   Running s(o);
@@ -180,7 +180,7 @@ TEST(ServeServer, PastTheQueueBoundIsRefusedAtOnceAndDisconnectFreesTheEngine) {
 }
 
 TEST(ServeServer, ShortRequestsAreAnsweredWhileALongStreamRuns) {
-  serve::ServeOptions o = options();
+  serve::ServeOptions o = server_options();
   o.parallel = 4;
   Running s(o);
   std::atomic<bool> stop{false};
@@ -215,7 +215,7 @@ TEST(ServeServer, ShortRequestsAreAnsweredWhileALongStreamRuns) {
 TEST(ServeServer, AQ8KvCacheStoresAQuarterAndSaysSo) {
   // --kv-type q8: /kvad/stats names the type and the bytes per token the format defines (int8 K and
   // V per value plus a 4-byte scale per head and position), and a request is served through it.
-  serve::ServeOptions o = options();
+  serve::ServeOptions o = server_options();
   o.kv_type = kernels::KvType::Q8;
   Running s(o);
   auto c = s.client();
@@ -232,7 +232,7 @@ TEST(ServeServer, AQ8KvCacheStoresAQuarterAndSaysSo) {
 
 TEST(ServeServer, ModelsReportTheContextInForce) {
   // --ctx 64: /v1/models says 64 (what a request is checked against), and the model's own beside it.
-  serve::ServeOptions o = options();
+  serve::ServeOptions o = server_options();
   o.ctx = 64;
   Running s(o);
   auto c = s.client();
@@ -246,7 +246,7 @@ TEST(ServeServer, ModelsReportTheContextInForce) {
 }
 
 TEST(ServeServer, TheServingBenchmarkMeasuresWhatItSent) {
-  serve::ServeOptions o = options();
+  serve::ServeOptions o = server_options();
   o.parallel = 4;
   Running s(o);
   serve::ServingBenchParams p;
@@ -276,7 +276,7 @@ TEST(ServeServer, TheServingBenchmarkMeasuresWhatItSent) {
 }
 
 TEST(ServeServer, CachedPrefixesAreScopedSoOneClientCannotProbeAnothersPrompt) {
-  Running s(options());
+  Running s(server_options());
   auto c = s.client();
   std::string secret;
   for (int i = 0; i < 40; i++) secret += "secret" + std::to_string(i) + " ";
@@ -299,7 +299,7 @@ TEST(ServeServer, CachedPrefixesAreScopedSoOneClientCannotProbeAnothersPrompt) {
 }
 
 TEST(ServeServer, ANonStreamingClientThatLeavesCancelsItsGeneration) {
-  Running s(options());
+  Running s(server_options());
   {
     httplib::Client gone("127.0.0.1", s.port);
     gone.set_read_timeout(0, 400000);  // gives up after 0.4 s and closes the connection
@@ -321,7 +321,7 @@ TEST(ServeServer, ANonStreamingClientThatLeavesCancelsItsGeneration) {
 
 TEST(ServeServer, StopCutsAStreamCleanly) {
   std::atomic<bool> never{false};
-  auto running = std::make_unique<Running>(options());
+  auto running = std::make_unique<Running>(server_options());
   LongStream ls(running->port, never);
   ls.wait_for_content();
   running.reset();  // stop(): grace 0.2 s, then the stream is cut with an error event and [DONE]
@@ -332,7 +332,7 @@ TEST(ServeServer, StopCutsAStreamCleanly) {
 }
 
 TEST(ServeServer, LimitsAndKeys) {
-  serve::ServeOptions o = options();
+  serve::ServeOptions o = server_options();
   o.api_key = "k";
   o.max_body = 4096;
   o.ctx = 32;
@@ -397,7 +397,7 @@ Json final_chunk(const std::string& sse) {
 TEST(ServeServer, AnAnswerThatFillsTheContextSaysSoBesideLength) {
   // --ctx 32: max_tokens 100 cannot fit, so the answer ends where the context does; max_tokens 3
   // ends the answer long before. Both are "length"; only the first carries finish_details.
-  serve::ServeOptions o = options();
+  serve::ServeOptions o = server_options();
   o.ctx = 32;
   Running s(o);
   auto c = s.client();
@@ -433,7 +433,7 @@ TEST(ServeServer, AnAnswerThatFillsTheContextSaysSoBesideLength) {
 }
 
 TEST(ServeServer, ScoreBenchAndModelsApi) {
-  Running s(options());
+  Running s(server_options());
   auto c = s.client();
   int status = 0;
   Json r = post(c, "/kvad/score", {{"text", "The cat sat on the mat. The cat sat on the mat."}}, &status);
@@ -495,10 +495,10 @@ TEST(ServeServer, SpeculationChangesNothingButTheCountsItReports) {
     }
     return j;
   };
-  Json plain = answer(options(), nullptr);
+  Json plain = answer(server_options(), nullptr);
   for (const char* kind : {"ngram", "draft"}) {
     SCOPED_TRACE(kind);
-    serve::ServeOptions o = options();
+    serve::ServeOptions o = server_options();
     if (std::string(kind) == "ngram") o.speculative.spec = "ngram";
     else o.speculative.draft = tiny_model(), o.speculative.draft_quant = "q8", o.speculative.draft_p_min = 0;
     Json metrics;
@@ -513,7 +513,7 @@ TEST(ServeServer, SpeculationChangesNothingButTheCountsItReports) {
     EXPECT_FALSE(plain["usage"].contains("completion_tokens_details"));
   }
   // A draft with another vocabulary is refused at start, naming it.
-  serve::ServeOptions bad = options();
+  serve::ServeOptions bad = server_options();
   std::string other = test::temp_dir("serve-other-draft");
   test::RunResult r = test::run_kvad("synth --arch gpt2 --preset tiny-v512 --out " + other + " --force");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -531,7 +531,7 @@ TEST(ServeServer, SpeculationChangesNothingButTheCountsItReports) {
 // depend on which rows share a batch); a single greedy answer is the CPU server's.
 TEST(ServeServer, ContinuousBatchingOnTheGpu) {
   KVAD_NEED_GPU(device);
-  serve::ServeOptions o = options();
+  serve::ServeOptions o = server_options();
   o.device = device;
   o.parallel = 4;
   Running gpu(o);
@@ -548,6 +548,6 @@ TEST(ServeServer, ContinuousBatchingOnTheGpu) {
   for (size_t i = 0; i < prompts.size(); i++) clients.emplace_back([&, i] { together[i] = ask(gpu, prompts[i]); });
   for (auto& t : clients) t.join();
   for (size_t i = 0; i < prompts.size(); i++) EXPECT_EQ(ask(gpu, prompts[i]), together[i]) << prompts[i];
-  Running cpu(options());
+  Running cpu(server_options());
   EXPECT_EQ(ask(cpu, prompts[0]), together[0]);
 }

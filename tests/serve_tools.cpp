@@ -20,7 +20,7 @@ namespace {
 
 std::string slurp(const std::string& rel) { return read_file(test::source_path(rel)); }
 
-HttpError chat_error(const std::string& body) {
+HttpError tools_chat_error(const std::string& body) {
   try {
     parse_chat_request(body);
   } catch (const HttpError& e) {
@@ -114,33 +114,33 @@ TEST(ServeTools, PastCallsAndToolTurns) {
 }
 
 TEST(ServeTools, RefusalsNameTheField) {
-  EXPECT_EQ(chat_error(R"({"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"description":"x"}}]})").param,
+  EXPECT_EQ(tools_chat_error(R"({"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"description":"x"}}]})").param,
             "tools[0].function.name");
-  EXPECT_EQ(chat_error(R"({"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"a b"}}]})").param,
+  EXPECT_EQ(tools_chat_error(R"({"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"a b"}}]})").param,
             "tools[0].function.name");
-  EXPECT_EQ(chat_error(R"({"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"retrieval"}]})").param, "tools[0].type");
-  EXPECT_EQ(chat_error(R"({"messages":[{"role":"user","content":"hi"}],"tools":{}})").param, "tools");
+  EXPECT_EQ(tools_chat_error(R"({"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"retrieval"}]})").param, "tools[0].type");
+  EXPECT_EQ(tools_chat_error(R"({"messages":[{"role":"user","content":"hi"}],"tools":{}})").param, "tools");
   // A schema is compiled where the call is forced; under auto it is only shown to the model.
   const std::string loose = R"({"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","patternProperties":{}}}}])";
   EXPECT_EQ(parse_chat_request(loose + "}").tool_specs.size(), 1u);
-  HttpError e = chat_error(loose + R"(,"tool_choice":"required"})");
+  HttpError e = tools_chat_error(loose + R"(,"tool_choice":"required"})");
   EXPECT_EQ(e.param, "tools[0].function.parameters");
   EXPECT_NE(std::string(e.what()).find("patternProperties"), std::string::npos) << e.what();
-  EXPECT_EQ(chat_error(with_tools(R"(,"tool_choice":{"type":"function","function":{"name":"nope"}})")).param, "tool_choice.function.name");
-  EXPECT_EQ(chat_error(with_tools(R"(,"tool_choice":"sometimes")")).param, "tool_choice");
-  EXPECT_EQ(chat_error(R"({"messages":[{"role":"user","content":"hi"}],"tool_choice":"required"})").param, "tool_choice");
-  EXPECT_EQ(chat_error(with_tools(R"(,"tool_choice":"required","response_format":{"type":"json_object"})")).param, "tool_choice");
-  EXPECT_EQ(chat_error(with_tools(R"(,"parallel_tool_calls":1)")).param, "parallel_tool_calls");
+  EXPECT_EQ(tools_chat_error(with_tools(R"(,"tool_choice":{"type":"function","function":{"name":"nope"}})")).param, "tool_choice.function.name");
+  EXPECT_EQ(tools_chat_error(with_tools(R"(,"tool_choice":"sometimes")")).param, "tool_choice");
+  EXPECT_EQ(tools_chat_error(R"({"messages":[{"role":"user","content":"hi"}],"tool_choice":"required"})").param, "tool_choice");
+  EXPECT_EQ(tools_chat_error(with_tools(R"(,"tool_choice":"required","response_format":{"type":"json_object"})")).param, "tool_choice");
+  EXPECT_EQ(tools_chat_error(with_tools(R"(,"parallel_tool_calls":1)")).param, "parallel_tool_calls");
   std::string two = std::string(R"({"messages":[{"role":"user","content":"hi"}],"tools":[)") + kTool + "," + kTool + "]}";
-  EXPECT_EQ(chat_error(two).param, "tools[1].function.name");  // two functions of one name
+  EXPECT_EQ(tools_chat_error(two).param, "tools[1].function.name");  // two functions of one name
 }
 
 TEST(ServeTools, PastCallRefusals) {
-  EXPECT_EQ(chat_error(R"({"messages":[{"role":"assistant","content":null,"tool_calls":[{"type":"function","function":{"name":"f","arguments":"{not json"}}]}]})").param,
+  EXPECT_EQ(tools_chat_error(R"({"messages":[{"role":"assistant","content":null,"tool_calls":[{"type":"function","function":{"name":"f","arguments":"{not json"}}]}]})").param,
             "messages[0].tool_calls[0].function.arguments");
-  EXPECT_EQ(chat_error(R"({"messages":[{"role":"assistant","content":null,"tool_calls":[{"type":"function","function":{"arguments":"{}"}}]}]})").param,
+  EXPECT_EQ(tools_chat_error(R"({"messages":[{"role":"assistant","content":null,"tool_calls":[{"type":"function","function":{"arguments":"{}"}}]}]})").param,
             "messages[0].tool_calls[0].function.name");
-  EXPECT_EQ(chat_error(R"({"messages":[{"role":"user","content":"x","tool_calls":[{"function":{"name":"f"}}]}]})").param, "messages[0].tool_calls");
+  EXPECT_EQ(tools_chat_error(R"({"messages":[{"role":"user","content":"x","tool_calls":[{"function":{"name":"f"}}]}]})").param, "messages[0].tool_calls");
   EXPECT_FALSE(parse_chat_request(R"({"messages":[{"role":"user","content":"x","tool_calls":[]}]})").messages[0].contains("tool_calls"));
 }
 

@@ -21,7 +21,7 @@ Json minimal() {
 }
 
 // The error message of loading `j`, or "" when it loads.
-std::string error_of(const Json& j, const Json& config = Json::object()) {
+std::string load_error_of(const Json& j, const Json& config = Json::object()) {
   try {
     Tokenizer::from_json(j, config, "x/tokenizer.json");
   } catch (const Error& e) {
@@ -32,7 +32,7 @@ std::string error_of(const Json& j, const Json& config = Json::object()) {
 
 #define EXPECT_ERROR(j, ...)                                                                   \
   do {                                                                                         \
-    std::string msg = error_of(j);                                                             \
+    std::string msg = load_error_of(j);                                                             \
     for (const char* part : {__VA_ARGS__}) EXPECT_NE(msg.find(part), std::string::npos) << msg; \
   } while (0)
 
@@ -171,7 +171,7 @@ TEST(TokenizerErrors, BadUnigramModels) {
   j["decoder"] = {{"type", "Metaspace"}};
   // (Json::parse: an initializer list of [string, x] pairs would be an object.)
   j["model"] = {{"type", "Unigram"}, {"unk_id", 0}, {"vocab", Json::parse(R"([["<unk>", 0.0], ["\u2581a", -1.0]])")}};
-  EXPECT_EQ(error_of(j), "");
+  EXPECT_EQ(load_error_of(j), "");
   j["model"]["vocab"] = Json::parse(R"([["<unk>", 0.0], ["a", "high"]])");
   EXPECT_ERROR(j, "model.vocab[1][1]", "expected a number");
   j["model"]["vocab"] = Json::parse(R"([["<unk>", 0.0], ["a"]])");
@@ -191,9 +191,9 @@ TEST(TokenizerErrors, BadUnigramModels) {
 }
 
 TEST(TokenizerErrors, ConfigErrorsNameTheConfig) {
-  std::string msg = error_of(minimal(), {{"chat_template", {1, 2}}});
+  std::string msg = load_error_of(minimal(), {{"chat_template", {1, 2}}});
   EXPECT_NE(msg.find("x/tokenizer_config.json: chat_template"), std::string::npos) << msg;
-  msg = error_of(minimal(), Json::array());
+  msg = load_error_of(minimal(), Json::array());
   EXPECT_NE(msg.find("x/tokenizer_config.json"), std::string::npos) << msg;
 }
 

@@ -43,7 +43,7 @@ std::string render(const std::string& src, const std::vector<std::pair<std::stri
   return Template(src, "t").render(vars, opts);
 }
 
-std::string error_of(const std::string& src, const RenderOptions& opts = RenderOptions()) {
+std::string render_error_of(const std::string& src, const RenderOptions& opts = RenderOptions()) {
   try {
     render(src, {}, opts);
   } catch (const Error& e) {
@@ -78,12 +78,12 @@ TEST(Jinja, MatchesPythonJinja2OnFeatureSnippets) {
 }
 
 TEST(Jinja, ErrorsNameTemplateAndLine) {
-  EXPECT_EQ(error_of("line1\n{{ 1|nosuch }}"), "t:2: No filter named 'nosuch'.");
-  EXPECT_EQ(error_of("a\nb\n{% if x %}"), "t:3: unexpected end of template, expected 'elif' or 'else' or 'endif'");
-  EXPECT_EQ(error_of("\n\n{{ raise_exception('bad roles') }}"), "t:3: raise_exception: bad roles");
-  EXPECT_EQ(error_of("{% for m in [1] %}\n\n  {{ m.x.y }}{% endfor %}"), "t:3: 'int object' has no attribute 'x'");
-  EXPECT_EQ(error_of("{{ undefined_thing + 1 }}"), "t:1: 'undefined_thing' is undefined");
-  EXPECT_EQ(error_of("x\n{# open"), "t:2: Missing end of comment tag");
+  EXPECT_EQ(render_error_of("line1\n{{ 1|nosuch }}"), "t:2: No filter named 'nosuch'.");
+  EXPECT_EQ(render_error_of("a\nb\n{% if x %}"), "t:3: unexpected end of template, expected 'elif' or 'else' or 'endif'");
+  EXPECT_EQ(render_error_of("\n\n{{ raise_exception('bad roles') }}"), "t:3: raise_exception: bad roles");
+  EXPECT_EQ(render_error_of("{% for m in [1] %}\n\n  {{ m.x.y }}{% endfor %}"), "t:3: 'int object' has no attribute 'x'");
+  EXPECT_EQ(render_error_of("{{ undefined_thing + 1 }}"), "t:1: 'undefined_thing' is undefined");
+  EXPECT_EQ(render_error_of("x\n{# open"), "t:2: Missing end of comment tag");
 }
 
 TEST(Jinja, PythonFloatRepr) {
@@ -122,26 +122,26 @@ TEST(Jinja, HostileTemplatesEndWithAnError) {
   small.max_output = 1 << 20;
   small.max_steps = 2'000'000;
   // Unbounded loops / output.
-  EXPECT_NE(error_of("{% for a in range(100000) %}{% for b in range(100000) %}x{% endfor %}{% endfor %}", small), "<no error>");
-  EXPECT_NE(error_of("{% set ns = namespace(s='x') %}{% for i in range(100) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}", small), "<no error>");
-  EXPECT_NE(error_of("{{ 'x' * 100000000 }}", small), "<no error>");
-  EXPECT_NE(error_of("{{ [1] * 100000000 }}", small), "<no error>");
+  EXPECT_NE(render_error_of("{% for a in range(100000) %}{% for b in range(100000) %}x{% endfor %}{% endfor %}", small), "<no error>");
+  EXPECT_NE(render_error_of("{% set ns = namespace(s='x') %}{% for i in range(100) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}", small), "<no error>");
+  EXPECT_NE(render_error_of("{{ 'x' * 100000000 }}", small), "<no error>");
+  EXPECT_NE(render_error_of("{{ [1] * 100000000 }}", small), "<no error>");
   // Recursion: macros calling themselves, deeply nested expressions and blocks.
-  EXPECT_NE(error_of("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"), "<no error>");
-  EXPECT_NE(error_of("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}"), "<no error>");
+  EXPECT_NE(render_error_of("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"), "<no error>");
+  EXPECT_NE(render_error_of("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}"), "<no error>");
   std::string nested;
   for (int i = 0; i < 3000; ++i) nested += "{% if true %}";
-  EXPECT_NE(error_of(nested), "<no error>");
-  EXPECT_NE(error_of("{{ " + std::string(5000, '-') + "1 }}"), "<no error>");
-  EXPECT_NE(error_of("{{ " + std::string(5000, '[') + " }}"), "<no error>");
+  EXPECT_NE(render_error_of(nested), "<no error>");
+  EXPECT_NE(render_error_of("{{ " + std::string(5000, '-') + "1 }}"), "<no error>");
+  EXPECT_NE(render_error_of("{{ " + std::string(5000, '[') + " }}"), "<no error>");
   // Integer overflow is reported, not wrapped.
-  EXPECT_NE(error_of("{{ 2 ** 100 }}"), "<no error>");
-  EXPECT_NE(error_of("{{ 99999999999999999999 }}"), "<no error>");
+  EXPECT_NE(render_error_of("{{ 2 ** 100 }}"), "<no error>");
+  EXPECT_NE(render_error_of("{{ 99999999999999999999 }}"), "<no error>");
   // A namespace that refers to itself renders (repr depth-guarded) without leaking.
-  EXPECT_NE(error_of("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}"), "<no error>");
+  EXPECT_NE(render_error_of("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}"), "<no error>");
   EXPECT_EQ(render("{% set ns = namespace() %}{% set ns.me = ns %}ok"), "ok");
   // Nesting that would make destruction or printing recurse without bound.
-  EXPECT_NE(error_of("{% set ns = namespace(l=[]) %}{% for i in range(100000) %}{% set ns.l = [ns.l] %}{% endfor %}"),
+  EXPECT_NE(render_error_of("{% set ns = namespace(l=[]) %}{% for i in range(100000) %}{% set ns.l = [ns.l] %}{% endfor %}"),
             "<no error>");
   std::string deep = std::string(100000, '[') + std::string(100000, ']');
   EXPECT_THROW(from_json(nlohmann::json::parse(deep, nullptr, true, false)), Error);
@@ -153,7 +153,7 @@ TEST(Jinja, HostileTemplatesEndWithAnError) {
     }
   }
   // A macro that outlives the loop iteration that defined it.
-  EXPECT_NE(error_of("{% set ns = namespace() %}{% for i in [1] %}{% macro m() %}x{% endmacro %}"
+  EXPECT_NE(render_error_of("{% set ns = namespace() %}{% for i in [1] %}{% macro m() %}x{% endmacro %}"
                      "{% set ns.m = m %}{% endfor %}{{ ns.m() }}"),
             "<no error>");
 }

@@ -27,7 +27,7 @@ RenderOptions small() {
   return o;
 }
 
-std::string error_of(const std::string& src, const RenderOptions& o = small()) {
+std::string budget_error_of(const std::string& src, const RenderOptions& o = small()) {
   try {
     Template t(src, "hostile.jinja");
     t.render({}, o);
@@ -39,7 +39,7 @@ std::string error_of(const std::string& src, const RenderOptions& o = small()) {
 
 void expect_budget_error(const std::string& src, const RenderOptions& o = small()) {
   auto t0 = std::chrono::steady_clock::now();
-  std::string msg = error_of(src, o);
+  std::string msg = budget_error_of(src, o);
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(msg.rfind("hostile.jinja:", 0), 0u) << msg;  // names the template
   EXPECT_TRUE(msg.find("budget") != std::string::npos || msg.find("limit") != std::string::npos) << msg;
@@ -79,7 +79,7 @@ TEST(TemplateBudget, WallClockLimit) {
   o.max_seconds = 0.3;
   auto t0 = std::chrono::steady_clock::now();
   std::string msg =
-      error_of("{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}", o);
+      budget_error_of("{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}", o);
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_NE(msg.find("hostile.jinja"), std::string::npos) << msg;
   EXPECT_NE(msg.find("time limit"), std::string::npos) << msg;

@@ -12,6 +12,7 @@
 
 #include "backend/weight.h"
 #include "core/fs.h"
+#include "core/json.h"
 #include "io/safetensors.h"
 #include "test_support.h"
 
@@ -23,6 +24,12 @@ inline std::string peer_image(const std::string& rel = "") {
   std::string root = source_path("tests/fixtures/peer-image");
   if (!file_exists(root + "/README.md")) root = source_path("../shared/peer-image");
   return rel.empty() ? root : root + "/" + rel;
+}
+
+// A prompt the goldens were made from (goldens/tokens.json's "texts"), by name.
+inline std::string golden_text(const std::string& name) {
+  static const Json gold = read_json_file(peer_image("goldens/tokens.json"));
+  return gold["texts"][name]["text"];
 }
 
 // In a test body: skips (saying why) when the peer folder is not beside the repository.
