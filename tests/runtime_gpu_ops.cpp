@@ -8,7 +8,9 @@
 #include <cmath>
 #include <cstring>
 #include <deque>
+#include <cstdio>
 #include <functional>
+#include <memory>
 #include <numeric>
 #include <random>
 
@@ -17,6 +19,7 @@
 #include "quant/kquant.h"
 #include "gpu_device.h"
 #include "runtime/devices.h"
+#include "vulkan/device.h"
 
 using namespace kvad;
 
@@ -471,4 +474,48 @@ TEST(GpuOps, DeviceNamesAreChecked) {
   EXPECT_THROW(make_backend("tpu"), Error);
   EXPECT_THROW(check_device_name("gpu:x"), Error);
   EXPECT_NO_THROW(check_device_name("gpu:1"));
+}
+
+// KVAD_VULKAN_PROFILE's table (vulkan/profile.h) counts each dispatch and copy under its shader and
+// grid, with a GPU time for each, and is empty when the variable is unset.
+TEST(GpuOps, TheProfileTimesEveryCommand) {
+  KVAD_NEED_GPU(spec);
+  struct ProbeArgs {  // read_probe.comp's push constants
+    uint64_t src, sink;
+    uint32_t quads;
+  };
+  auto run = [&](bool profiled) {
+    if (profiled) setenv("KVAD_VULKAN_PROFILE", "1", 1);
+    std::unique_ptr<vk::Device> dev = vk::Device::open(spec);
+    unsetenv("KVAD_VULKAN_PROFILE");
+    vk::Buffer src = dev->allocate(size_t{1} << 20, false), sink = dev->allocate(16, false);
+    const ProbeArgs a{src.address, sink.address, (1u << 20) / 16};
+    for (int i = 0; i < 5; i++) dev->dispatch(vk::Shader::ReadProbe, &a, sizeof a, 64);
+    dev->copy(src, 0, src, 4096, 2048);
+    dev->dispatch(vk::Shader::ReadProbe, &a, sizeof a, 7);
+    dev->submit();
+    std::string report = dev->profile_report();
+    dev->release(src);
+    dev->release(sink);
+    return report;
+  };
+  EXPECT_EQ(run(false), "");
+  const std::string report = run(true);
+  // "<ms> <calls> <us/call> <share>%  <name> <grid>" per line
+  auto row = [&](const std::string& label, double& ms, long& calls) {
+    size_t at = report.find("  " + label + "\n");
+    if (at == std::string::npos) return false;
+    size_t start = report.rfind('\n', at) + 1;
+    return std::sscanf(report.c_str() + start, "%lf %ld", &ms, &calls) == 2;
+  };
+  double ms = 0;
+  long calls = 0;
+  ASSERT_TRUE(row("read_probe 64x1x1", ms, calls)) << report;
+  EXPECT_EQ(calls, 5) << report;
+  EXPECT_GT(ms, 0) << report;
+  ASSERT_TRUE(row("read_probe 7x1x1", ms, calls)) << report;
+  EXPECT_EQ(calls, 1) << report;
+  ASSERT_TRUE(row("copy (KiB) 2x1x1", ms, calls)) << report;
+  EXPECT_EQ(calls, 1) << report;
+  EXPECT_NE(report.find("1 command buffers"), std::string::npos) << report;
 }

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The GPU performance run of docs/gpu.md, in one call on a lent GPU machine (the device tool), from
-# the repository root with .gpu/ carried (bench/gpu/prepare.sh makes it here):
-#   run(carry=[".gpu"], timeout_s=540, command="bash bench/gpu/device.sh")
+# the repository root with .gpu/bundle.tar.xz carried (bench/gpu/prepare.sh makes it here):
+#   run(carry=[".gpu/bundle.tar.xz"], timeout_s=540, command="bash bench/gpu/device.sh")
 # 1. Correct first: the GPU backend's op and model tests on this GPU (both kernel families).
 # 2. Qwen2.5-0.5B shapes (kvad synth, bf16) and its GGUFs (bf16, Q8_0, Q4_0; the peer's converter).
 # 3. Two rounds, interleaved: kvad bench at bf16, q8, q4 (prefill at 128, 512, 1024 and 4096
 #    tokens: the quantised-prefill crossover; decode 128 tokens with its share of the device's read
 #    bandwidth) beside llama.cpp's Vulkan build (llama-batched-bench, -ngl 99) on the matching GGUF.
+# 4. After the first round, one more bench per format with KVAD_VULKAN_PROFILE=1: the GPU time per
+#    shader and grid.
 # Logs and JSON go to $OUT (they come back); a short table is printed last.
 # LOCAL=1 runs the same on this machine's lavapipe with a tiny preset, to check the script.
 set -uo pipefail
@@ -15,9 +17,9 @@ OUTD=${OUT:-/tmp/gpu-out}
 mkdir -p "$OUTD"
 W=/tmp/kvad-gpu
 mkdir -p "$W"
-tar -C "$W" -xJf "$ROOT/.gpu/bundle.tar.xz" || { echo "no .gpu/bundle.tar.xz: run bench/gpu/prepare.sh and carry .gpu"; exit 1; }
+tar -C "$W" -xJf "$ROOT/.gpu/bundle.tar.xz" || { echo "no .gpu/bundle.tar.xz: run bench/gpu/prepare.sh and carry .gpu/bundle.tar.xz"; exit 1; }
 if [ "${LOCAL:-0}" = 1 ]; then
-  DEV=gpu:0 PRESET=${PRESET:-tiny} PS=16,64 G=8 R=1 ROUNDS=1
+  DEV=gpu:0 PRESET=${PRESET:-tiny} PS=16,64 G=8 R=1 ROUNDS=1 PROF_P=64
   PY=${PY:-/usr/bin/python3}  # Debian's, with python3-numpy (the peer's setup installs it)
   export KVAD_VULKAN_ALLOW_CPU=1
   export GGML_VK_VISIBLE_DEVICES=0  # llama.cpp skips a CPU driver unless it is named
@@ -30,18 +32,19 @@ else
   icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
   [ -f "$icd" ] && export VK_DRIVER_FILES=$icd
   PY=${PY:-python3}  # the device image's python3 has numpy (to_gguf.py needs it)
-  DEV=gpu PRESET=qwen2.5-0.5b PS=128,512,1024,4096 G=128 R=3 ROUNDS=2
+  DEV=gpu PRESET=qwen2.5-0.5b PS=128,512,1024,4096 G=128 R=3 ROUNDS=2 PROF_P=512
   nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --format=csv | tee "$OUTD/nvidia-smi.txt"
 fi
 # The carried Debian libraries for kvad and llama.cpp only (python3 keeps the machine's own).
 K() { LD_LIBRARY_PATH=$W/lib "$W/bin/kvad" "$@"; }
-LLAMA() { LD_LIBRARY_PATH=$W/lib:$W/llama "$W/llama/llama-batched-bench" "$@"; }
 K devices | tee "$OUTD/devices.txt"
 
 echo "== 1. the backend's tests on this device"
-for t in test_runtime_gpu_ops test_runtime_gpu_models; do
-  KVAD_SOURCE_DIR=$ROOT LD_LIBRARY_PATH=$W/lib KVAD_REQUIRE_VULKAN=1 KVAD_TEST_DEVICE=$DEV "$W/bin/$t" --gtest_brief=1 >"$OUTD/$t.log" 2>&1
-  echo "$t: exit $? ($(grep -cE '^\[ +OK|^\[  PASSED' "$OUTD/$t.log") ok lines; $(grep -c 'FAILED' "$OUTD/$t.log") FAILED lines)"
+# The runtime's test binary holds them as the suites GpuOps, GpuLinear (op tests) and GpuModels.
+for t in 'GpuOps.*:*GpuLinear*' 'GpuModels.*'; do
+  log=$OUTD/test-${t%%.*}.log; log=${log//\*/}
+  KVAD_SOURCE_DIR=$W/src LD_LIBRARY_PATH=$W/lib KVAD_REQUIRE_VULKAN=1 KVAD_TEST_DEVICE=$DEV timeout 150 "$W/bin/test_runtime" --gtest_filter="$t" --gtest_brief=1 >"$log" 2>&1
+  echo "$t: exit $? ($(grep -cE '^\[ +OK|^\[  PASSED' "$log") ok lines; $(grep -c 'FAILED' "$log") FAILED lines)"
 done
 
 echo "== 2. the model"
@@ -55,15 +58,31 @@ ls -la "$W"/m-*.gguf
 
 echo "== 3. kvad and llama.cpp (Vulkan), $ROUNDS round(s), interleaved"
 lastp=${PS##*,}
+# Each step has a time limit and the rounds a budget (BUDGET seconds since the start): a hung
+# command or a slow device still leaves the call's files and table to come back.
+BUDGET=${BUDGET:-400}
+profile() {
+  echo "== 4. where the GPU time goes (KVAD_VULKAN_PROFILE: per shader and grid, prefill $PROF_P then decode $G)"
+  for q in bf16 q8 q4; do
+    KVAD_VULKAN_PROFILE=1 timeout 120 env LD_LIBRARY_PATH=$W/lib "$W/bin/kvad" bench -m "$M" -q "$q" --device "$DEV" \
+      -p "$PROF_P" -g "$G" -r 1 >/dev/null 2>"$OUTD/profile-$q.txt" || echo "profiled bench $q failed: $(tail -2 "$OUTD/profile-$q.txt")"
+    # The last profile is the model's device (the first, if two, is the bandwidth probe's).
+    awk '/^Vulkan profile/ {b = ""} {b = b $0 "\n"} END {printf "%s", b}' "$OUTD/profile-$q.txt" | head -14
+  done
+}
 for round in $(seq "$ROUNDS"); do
   for f in bf16:bf16 q8:q8_0 q4:q4_0; do
     q=${f%%:*} g=${f##*:}
-    K bench -m "$M" -q "$q" --device "$DEV" -p "$PS" -g "$G" -r "$R" --json >"$OUTD/kvad-$q-$round.jsonl" 2>"$OUTD/kvad-$q-$round.err" ||
-      echo "kvad bench $q failed: $(tail -2 "$OUTD/kvad-$q-$round.err")"
-    LLAMA -m "$W/m-$g.gguf" -ngl 99 -c $((lastp + G + 16)) -b 2048 -ub 512 \
-      -npp "$PS" -ntg "$G" -npl 1 >"$OUTD/llama-$g-$round.txt" 2>&1 || echo "llama $g failed: $(tail -3 "$OUTD/llama-$g-$round.txt")"
+    if [ "$SECONDS" -gt "$BUDGET" ]; then echo "round $round $q skipped: ${SECONDS}s of the ${BUDGET}s budget spent"; continue; fi
+    timeout 150 env LD_LIBRARY_PATH=$W/lib "$W/bin/kvad" bench -m "$M" -q "$q" --device "$DEV" -p "$PS" -g "$G" -r "$R" --json \
+      >"$OUTD/kvad-$q-$round.jsonl" 2>"$OUTD/kvad-$q-$round.err" || echo "kvad bench $q failed: $(tail -2 "$OUTD/kvad-$q-$round.err")"
+    timeout 150 env LD_LIBRARY_PATH=$W/lib:$W/llama "$W/llama/llama-batched-bench" -m "$W/m-$g.gguf" -ngl 99 \
+      -c $((lastp + G + 16)) -b 2048 -ub 512 -npp "$PS" -ntg "$G" -npl 1 >"$OUTD/llama-$g-$round.txt" 2>&1 ||
+      echo "llama $g failed: $(tail -3 "$OUTD/llama-$g-$round.txt")"
     grep -q "no usable GPU" "$OUTD/llama-$g-$round.txt" && echo "llama $g ran on the CPU (its Vulkan backend found no device): not a GPU figure"
+    echo "round $round $q: done at ${SECONDS}s"
   done
+  [ "$round" = 1 ] && profile
 done
 
 echo "== table (tok/s; kvad's share of the device's read bandwidth in brackets)"

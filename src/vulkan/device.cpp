@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -237,6 +238,8 @@ std::unique_ptr<Device> Device::open(const std::string& spec) {
   check(vkCreateFence(dev->device_, &fci, nullptr, &dev->fence_), "vkCreateFence");
 
   dev->gpu_kernels_ = use_gpu_kernels(dev->info_);
+  dev->profile_ = std::make_unique<DispatchProfile>(dev->device_, qf[(size_t)family].timestampValidBits,
+                                                    props.limits.timestampPeriod);
 
   VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, kPushBytes};
   VkPipelineLayoutCreateInfo lci{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
@@ -273,6 +276,8 @@ std::unique_ptr<Device> Device::open(const std::string& spec) {
 Device::~Device() {
   if (device_) {
     vkDeviceWaitIdle(device_);
+    if (profile_) std::fputs(profile_report().c_str(), stderr);
+    profile_.reset();
     for (VkPipeline p : pipelines_)
       if (p) vkDestroyPipeline(device_, p, nullptr);
     if (layout_) vkDestroyPipelineLayout(device_, layout_, nullptr);
@@ -340,6 +345,7 @@ VkCommandBuffer Device::recording() {
     bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
     check(vkBeginCommandBuffer(main_, &bi), "vkBeginCommandBuffer");
     recording_ = true;
+    profile_->begin(main_);
   }
   return main_;
 }
@@ -366,6 +372,7 @@ void Device::dispatch(Shader s, const void* push, size_t push_bytes, uint32_t gx
   vkCmdPushConstants(cb, layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, (uint32_t)((push_bytes + 3) & ~size_t{3}), push);
   vkCmdDispatch(cb, gx, gy, gz);
   barrier(cb);
+  profile_->mark(cb, kShaders[(int)s].name, gx, gy, gz);
 }
 
 void Device::copy(const Buffer& src, size_t src_offset, const Buffer& dst, size_t dst_offset, size_t bytes) {
@@ -374,6 +381,7 @@ void Device::copy(const Buffer& src, size_t src_offset, const Buffer& dst, size_
   VkBufferCopy region{src_offset, dst_offset, bytes};
   vkCmdCopyBuffer(cb, src.buffer, dst.buffer, 1, &region);
   barrier(cb);
+  profile_->mark(cb, "copy (KiB)", (uint32_t)(bytes >> 10), 1, 1);
 }
 
 void Device::run_and_wait(VkCommandBuffer cb) {
@@ -390,7 +398,9 @@ void Device::run_and_wait(VkCommandBuffer cb) {
 void Device::submit() {
   if (!recording_) return;
   recording_ = false;
+  const auto t0 = std::chrono::steady_clock::now();
   run_and_wait(main_);
+  profile_->collect(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
 
 void Device::upload(const Buffer& dst, size_t offset, const void* data, size_t bytes) {

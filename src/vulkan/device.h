@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "vulkan/loader.h"
+#include "vulkan/profile.h"
 
 namespace kvad::vk {
 
@@ -75,6 +76,8 @@ class Device {
   // Writes host bytes into a buffer now (through a staging buffer unless it is mapped); runs in a
   // command buffer of its own, so it may come between recorded commands.
   void upload(const Buffer& dst, size_t offset, const void* data, size_t bytes);
+  // KVAD_VULKAN_PROFILE's table so far (empty when it is off); printed to stderr at close.
+  std::string profile_report() const { return profile_->report(); }
 
  private:
   Device() = default;
@@ -99,6 +102,7 @@ class Device {
   size_t allocated_ = 0;
   bool gpu_kernels_ = false;
   uint32_t max_groups_[3] = {65535, 65535, 65535};
+  std::unique_ptr<DispatchProfile> profile_;  // KVAD_VULKAN_PROFILE=1: per-command GPU times
 };
 
 // Splits n workgroups into (x, y) with x within the device limit: shaders compute their index as

@@ -54,7 +54,12 @@ namespace kvad::vk {
   X(vkDestroyFence)                 \
   X(vkWaitForFences)                \
   X(vkResetFences)                  \
-  X(vkDeviceWaitIdle)
+  X(vkDeviceWaitIdle)               \
+  X(vkCreateQueryPool)              \
+  X(vkDestroyQueryPool)             \
+  X(vkCmdResetQueryPool)            \
+  X(vkCmdWriteTimestamp)            \
+  X(vkGetQueryPoolResults)
 
 #define KVAD_VK_DECLARE(name) extern PFN_##name name;
 KVAD_VK_INSTANCE_FUNCTIONS(KVAD_VK_DECLARE)
