@@ -172,7 +172,7 @@ TEST(Sampler, PreparedDistributionIsTheDefinition) {
           s.prepare(l, {}, {});
           const TokenDistribution& d = s.prepared();
           std::map<int32_t, double> got;
-          for (const auto& [w, id] : d.kept) got[id] += w;
+          d.for_each([&](float w, int32_t id) { got[id] += w; });
           std::string where = "T " + std::to_string(temperature) + " top_k " + std::to_string(top_k) + " top_p " +
                               std::to_string(top_p) + " min_p " + std::to_string(min_p);
           ASSERT_EQ(got.size(), want.size()) << where;
@@ -183,6 +183,29 @@ TEST(Sampler, PreparedDistributionIsTheDefinition) {
           cases++;
         }
   EXPECT_EQ(cases, 90);
+}
+
+// Temperature alone keeps a weight for every id and draws by finding the run of 1,024 weights
+// first: tokens at the first, a middle and the last id of a 5,000-token vocabulary (five runs, the
+// last one short), and the mass spread over the others, come out in proportion.
+TEST(Sampler, DrawsFromAWholeVocabularyInProportion) {
+  const int V = 5000;
+  std::vector<double> p(V, 0.1 / (V - 3));
+  p[0] = 0.2, p[2500] = 0.3, p[4999] = 0.4;
+  SamplingParams sp;
+  sp.temperature = 1, sp.top_k = 0, sp.top_p = 1, sp.min_p = 0, sp.seed = 9;
+  const int n = 40000;
+  std::map<int32_t, int> h = histogram(sp, logits_from_probs(p), n);
+  EXPECT_NEAR(h[0] / (double)n, 0.2, 0.01);
+  EXPECT_NEAR(h[2500] / (double)n, 0.3, 0.01);
+  EXPECT_NEAR(h[4999] / (double)n, 0.4, 0.01);
+  int64_t rest = 0, runs_seen = 0;
+  std::vector<int> per_run(5, 0);
+  for (const auto& [id, c] : h)
+    if (id != 0 && id != 2500 && id != 4999) rest += c, per_run[(size_t)id / 1024] += c;
+  EXPECT_NEAR(rest / (double)n, 0.1, 0.01);
+  for (int c : per_run) runs_seen += c > 0;
+  EXPECT_EQ(runs_seen, 5) << "every run of the spread mass is drawn from";
 }
 
 TEST(Sampler, RejectsBadParameters) {

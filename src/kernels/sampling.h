@@ -19,10 +19,14 @@ int64_t argmax(const float* x, int64_t n, Isa isa = best_isa());
 // how many. A NaN is never selected.
 int64_t select_at_least(const float* x, int64_t n, float t, int32_t* idx, Isa isa = best_isa());
 
-// w[i] = exp(x[i] * scale - shift) for i < n, and their sum (in f32 over runs of 1,024, in
+// w[i] = exp(x[i] * scale - shift) for i < n, and their sum (in f32 over runs of kWeightRun, in
 // double across runs). With shift = scale * max x every weight is in [0, 1]: a softmax's
 // numerators at temperature 1 / scale. The SIMD exp is vexp.h's (about 1 ulp). An argument
-// below -87.3 (a weight under 1.2e-38 of the top one's, or a masked -inf) gives 0.
-double exp_weights(const float* x, int64_t n, float scale, float shift, float* w, Isa isa = best_isa());
+// below -87.3 (a weight under 1.2e-38 of the top one's, or a masked -inf) gives 0. run_sums, when
+// given (room for ceil(n / kWeightRun)), gets each run's sum: a draw finds its run from them
+// instead of walking every weight.
+constexpr int64_t kWeightRun = 1024;
+double exp_weights(const float* x, int64_t n, float scale, float shift, float* w, float* run_sums = nullptr,
+                   Isa isa = best_isa());
 
 }  // namespace kvad::kernels

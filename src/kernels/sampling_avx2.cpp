@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/sampling.h"
 #include "kernels/vexp.h"
 
 namespace kvad::kernels {
@@ -47,13 +48,13 @@ int64_t select_at_least_avx2(const float* x, int64_t n, float t, int32_t* idx) {
 }
 
 // Below an argument of -87.3 (where vexp::exp clamps) the weight is 0, as in the AVX-512 version.
-double exp_weights_avx2(const float* x, int64_t n, float scale, float shift, float* w) {
+double exp_weights_avx2(const float* x, int64_t n, float scale, float shift, float* w, float* run_sums) {
   const __m256 s = _mm256_set1_ps(scale), off = _mm256_set1_ps(shift), lowest = _mm256_set1_ps(-87.3f);
   double total = 0;
-  int64_t i = 0;
-  while (i + 8 <= n) {
-    const int64_t end = i + 1024 < n ? i + 1024 : n;
+  for (int64_t r = 0; r < n; r += kWeightRun) {
+    const int64_t end = r + kWeightRun < n ? r + kWeightRun : n;
     __m256 sum = _mm256_setzero_ps();
+    int64_t i = r;
     for (; i + 8 <= end; i += 8) {
       const __m256 a = _mm256_fmsub_ps(_mm256_loadu_ps(x + i), s, off);
       const __m256 e = _mm256_and_ps(_mm256_cmp_ps(a, lowest, _CMP_GE_OQ), vexp::exp(a));
@@ -62,12 +63,15 @@ double exp_weights_avx2(const float* x, int64_t n, float scale, float shift, flo
     }
     alignas(32) float lanes[8];
     _mm256_store_ps(lanes, sum);
-    for (float v : lanes) total += v;
-  }
-  for (; i < n; i++) {
-    const float a = x[i] * scale - shift;
-    w[i] = a >= -87.3f ? std::exp(a) : 0.0f;
-    total += w[i];
+    float run = 0;
+    for (float v : lanes) run += v;
+    for (; i < end; i++) {
+      const float a = x[i] * scale - shift;
+      w[i] = a >= -87.3f ? std::exp(a) : 0.0f;
+      run += w[i];
+    }
+    if (run_sums) run_sums[r / kWeightRun] = run;
+    total += run;
   }
   return total;
 }

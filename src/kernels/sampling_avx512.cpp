@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/sampling.h"
 #include "kernels/vexp.h"
 
 namespace kvad::kernels {
@@ -53,11 +54,11 @@ int64_t select_at_least_avx512(const float* x, int64_t n, float t, int32_t* idx)
 
 // vexp::exp clamps its argument at -87.3 (exp = 1.2e-38): below that the weight is 0 here, so a
 // masked token (-inf) weighs nothing, as std::exp makes it.
-double exp_weights_avx512(const float* x, int64_t n, float scale, float shift, float* w) {
+double exp_weights_avx512(const float* x, int64_t n, float scale, float shift, float* w, float* run_sums) {
   const __m512 s = _mm512_set1_ps(scale), off = _mm512_set1_ps(shift), lowest = _mm512_set1_ps(-87.3f);
   double total = 0;
-  for (int64_t r = 0; r < n; r += 1024) {
-    const int64_t end = r + 1024 < n ? r + 1024 : n;
+  for (int64_t r = 0; r < n; r += kWeightRun) {
+    const int64_t end = r + kWeightRun < n ? r + kWeightRun : n;
     __m512 sum = _mm512_setzero_ps();
     for (int64_t i = r; i < end; i += 16) {
       const __mmask16 m = tail_mask(end - i);
@@ -66,7 +67,9 @@ double exp_weights_avx512(const float* x, int64_t n, float scale, float shift, f
       sum = _mm512_add_ps(sum, e);
       _mm512_mask_storeu_ps(w + i, m, e);
     }
-    total += _mm512_reduce_add_ps(sum);
+    const float run = _mm512_reduce_add_ps(sum);
+    if (run_sums) run_sums[r / kWeightRun] = run;
+    total += run;
   }
   return total;
 }

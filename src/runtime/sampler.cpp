@@ -54,8 +54,10 @@ void Sampler::apply_penalties(std::vector<float>& logits, const std::vector<int3
 }
 
 double TokenDistribution::probability(int32_t id) const {
+  if (!(total > 0)) return 0;
+  if (!dense.empty()) return id >= 0 && (size_t)id < dense.size() ? dense[(size_t)id] / total : 0;
   for (const auto& [w, t] : kept)
-    if (t == id) return total > 0 ? w / total : 0;
+    if (t == id) return w / total;
   return 0;
 }
 
@@ -95,11 +97,22 @@ void Sampler::prepare(std::vector<float>& logits, const std::vector<int32_t>& co
     else keep_nucleus(index_.data(), weights_.data(), k, sum, floor);
     return;
   }
+  if (p_.top_p >= 1 && p_.min_p <= 0) {  // temperature alone: every weight, by id
+    dist_.kept.clear();
+    dist_.dense.resize((size_t)V);
+    dist_.run_sums.resize((size_t)((V + kernels::kWeightRun - 1) / kernels::kWeightRun));
+    dist_.total = kernels::exp_weights(logits.data(), V, scale, mx, dist_.dense.data(), dist_.run_sums.data());
+    dist_.top = (int32_t)top;
+    return;
+  }
   weights_.resize((size_t)V);
   index_.resize((size_t)V);
   const double sum = kernels::exp_weights(logits.data(), V, scale, mx, weights_.data());
   if (p_.top_p >= 1) {  // no ordering needed: the weights in id order, unnormalised
-    keep_all(nullptr, weights_.data(), V, floor);
+    const int64_t n = kernels::select_at_least(weights_.data(), V, floor, index_.data());
+    vals_.resize((size_t)n);
+    for (int64_t j = 0; j < n; j++) vals_[(size_t)j] = weights_[(size_t)index_[(size_t)j]];
+    keep_all(index_.data(), vals_.data(), n, floor);
     return;
   }
   // top-p takes the largest first, until their mass reaches top_p. Sorting 152k tokens for a
@@ -158,25 +171,24 @@ int64_t Sampler::select_top_k(const std::vector<float>& logits, int64_t k) {
   return n;  // < k only when NaNs were left out
 }
 
-// Every candidate whose weight passes the floor, in the given order (ids null: candidate j is
-// token j); weights unnormalised.
+// Every candidate whose weight passes the floor, in the given order; weights unnormalised.
 void Sampler::keep_all(const int32_t* ids, const float* w, int64_t n, float floor) {
+  dist_.dense.clear();
   std::vector<std::pair<float, int32_t>>& kept = dist_.kept;
-  kept.resize((size_t)n);
-  size_t k = 0;
+  kept.clear();
   double total = 0;
   for (int64_t j = 0; j < n; j++)
     if (w[j] >= floor) {
-      kept[k++] = {w[j], ids ? ids[j] : (int32_t)j};
+      kept.push_back({w[j], ids[j]});
       total += w[j];
     }
-  kept.resize(k);
   dist_.total = total;
 }
 
 // The nucleus: candidates in decreasing order until their probability (weight / sum over the
 // candidates of top-k, or the whole vocabulary) reaches top_p, stopping early at the min-p floor.
 void Sampler::keep_nucleus(const int32_t* ids, const float* w, int64_t n, double sum, float floor) {
+  dist_.dense.clear();
   std::vector<std::pair<float, int32_t>>& kept = dist_.kept;
   kept.clear();
   double cum = 0;
@@ -192,8 +204,16 @@ void Sampler::keep_nucleus(const int32_t* ids, const float* w, int64_t n, double
 
 int32_t Sampler::draw() {
   const auto& kept = dist_.kept;
-  if (kept.size() == 1) return kept[0].second;
+  if (dist_.dense.empty() && kept.size() == 1) return kept[0].second;
   double r = rng_.uniform() * dist_.total;
+  if (!dist_.dense.empty()) {  // find the run, then the token within it
+    const std::vector<float>& w = dist_.dense;
+    size_t run = 0;
+    for (; run + 1 < dist_.run_sums.size() && r > dist_.run_sums[run]; run++) r -= dist_.run_sums[run];
+    for (size_t i = run * (size_t)kernels::kWeightRun; i < w.size(); i++)
+      if (w[i] > 0 && (r -= w[i]) <= 0) return (int32_t)i;
+    return dist_.top;  // rounding carried r past the last weight
+  }
   int32_t last = kept[0].second;
   for (const auto& [w, id] : kept) {
     if (w == 0) continue;
@@ -209,22 +229,25 @@ int32_t Sampler::verify(int32_t draft, const TokenDistribution& q, bool& accepte
   if (accepted) return draft;
   // Rejected: the residual max(0, p - q), over p's support (outside it the residual is 0).
   int32_t top = 0;
-  for (const auto& [w, id] : dist_.kept) top = std::max(top, id);
+  dist_.for_each([&](float, int32_t id) { top = std::max(top, id); });
   residual_.assign((size_t)top + 1, 0.0);
-  for (const auto& [w, id] : q.kept)
-    if (id <= top && q.total > 0) residual_[(size_t)id] = w / q.total;
+  if (q.total > 0)
+    q.for_each([&](float w, int32_t id) {
+      if (id <= top) residual_[(size_t)id] = w / q.total;
+    });
+  auto residual = [&](float w, int32_t id) { return std::max(0.0, w / dist_.total - residual_[(size_t)id]); };
   double total = 0;
-  for (const auto& [w, id] : dist_.kept) total += std::max(0.0, w / dist_.total - residual_[(size_t)id]);
+  dist_.for_each([&](float w, int32_t id) { total += residual(w, id); });
   if (!(total > 0)) return draw();  // p == q up to rounding: rejection had probability ~0
   double r = rng_.uniform() * total;
-  int32_t last = dist_.kept[0].second;
-  for (const auto& [w, id] : dist_.kept) {
-    double d = std::max(0.0, w / dist_.total - residual_[(size_t)id]);
-    if (d <= 0) continue;
+  int32_t chosen = -1, last = top;
+  dist_.for_each([&](float w, int32_t id) {
+    const double d = residual(w, id);
+    if (chosen >= 0 || d <= 0) return;
     last = id;
-    if ((r -= d) <= 0) return id;
-  }
-  return last;
+    if ((r -= d) <= 0) chosen = id;
+  });
+  return chosen >= 0 ? chosen : last;
 }
 
 void Sampler::log_softmax(const std::vector<float>& logits, std::vector<float>& out) {

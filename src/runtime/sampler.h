@@ -22,17 +22,34 @@ struct SamplingParams {
 // Checks ranges and throws an error naming the bad parameter.
 void validate(const SamplingParams& p);
 
-// A distribution over token ids as (weight, id) pairs: the tokens a sampler may draw, weights
-// summing to `total` (not necessarily 1). A one-token list is a certain choice (greedy, or a
-// draft that proposes without sampling).
+// A distribution over token ids: the tokens a sampler may draw and their weights, summing to
+// `total` (not necessarily 1). Either (weight, id) pairs, for a truncated distribution (top-k,
+// top-p, min-p; a one-token list is a certain choice: greedy, or a draft that proposes without
+// sampling), or, when temperature alone shapes it, a weight for every id (`dense`, with the sums
+// of its runs of kernels::kWeightRun for draw()): 152k pairs built and walked per token were
+// most of a temperature-only sample.
 struct TokenDistribution {
-  std::vector<std::pair<float, int32_t>> kept;  // f32: the weights are computed in f32; half the bytes of a 152k-token list
+  std::vector<std::pair<float, int32_t>> kept;  // f32: the weights are computed in f32
+  std::vector<float> dense, run_sums;           // dense: weight by id; kept is then empty
   double total = 0;
+  int32_t top = 0;  // dense: the most likely id (a draw that rounding carries past the end takes it)
   void certain(int32_t id) {
-    kept.assign(1, {1.0, id});
+    dense.clear();
+    kept.assign(1, {1.0f, id});
     total = 1;
+    top = id;
   }
   double probability(int32_t id) const;
+  // f(weight, id) for every token of non-zero weight, in id order when dense.
+  template <typename F>
+  void for_each(F&& f) const {
+    if (dense.empty()) {
+      for (const auto& [w, id] : kept) f(w, id);
+      return;
+    }
+    for (size_t i = 0; i < dense.size(); i++)
+      if (dense[i] > 0) f(dense[i], (int32_t)i);
+  }
 };
 
 class Sampler {
