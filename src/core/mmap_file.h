@@ -7,9 +7,17 @@
 
 namespace kvad {
 
+// How a file's bytes are held. Mapped: the file's own pages (4 KB: file mappings get no huge
+// pages), shared with other processes, paged in on demand. HugePages: read once into anonymous
+// memory advised for transparent huge pages (2 MB), for bytes that a decode step streams whole
+// every token: a q4 decode of Qwen2.5-0.5B from the .nq cache ran 1.04-1.33x faster that way
+// (docs/kernels.md, "Weights in huge pages"). Falls back to Mapped when huge pages are off or the
+// file is over half the memory available, so a model larger than RAM still runs from the page cache.
+enum class Paging { Mapped, HugePages };
+
 class MappedFile {
  public:
-  explicit MappedFile(const std::string& path);
+  explicit MappedFile(const std::string& path, Paging paging = Paging::Mapped);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
@@ -17,11 +25,17 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // The bytes are an anonymous copy in huge pages (Paging::HugePages took effect).
+  bool in_huge_pages() const { return huge_; }
 
  private:
+  bool read_into_huge_pages(int fd);
   std::string path_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
+  void* map_base_ = nullptr;  // what munmap takes: the file mapping, or the anonymous region holding the copy
+  size_t map_length_ = 0;
+  bool huge_ = false;
 };
 
 // Drops the whole pages inside [p, p + n) of a read-only file mapping from this process's resident

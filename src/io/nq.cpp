@@ -151,6 +151,10 @@ NqCheckpoint::NqCheckpoint(const std::string& path, const Json& expected_stamp) 
   map_ = std::make_unique<MappedFile>(path);
   Parsed p = parse(map_->data(), map_->size(), path);
   if (p.header["stamp"] != expected_stamp) throw NqStale(path + ": made from a different checkpoint or build");
+  // The stamp matches, so these are the weights a decode streams every token: held in huge pages
+  // from here on (core/mmap_file.h), the mapping only told whether the file is the right one.
+  map_ = std::make_unique<MappedFile>(path, Paging::HugePages);
+  p = parse(map_->data(), map_->size(), path);
   const Json& names = expected_stamp.at("tensors");
   for (const Json& n : names) names_.push_back(n.get<std::string>());
   std::sort(names_.begin(), names_.end());
