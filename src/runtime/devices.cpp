@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "backend/timed_backend.h"
 #include "core/cpu.h"
 #include "core/error.h"
 #include "core/fs.h"
@@ -37,8 +38,7 @@ bool gpu_backend_built() {
 #endif
 }
 
-std::unique_ptr<Backend> make_backend(const std::string& device) {
-  check_device_name(device);
+static std::unique_ptr<Backend> make_untimed_backend(const std::string& device) {
   if (device == "cpu") return make_cpu_backend();
 #ifdef KVAD_HAVE_VULKAN
   return make_vulkan_backend(device);
@@ -46,6 +46,12 @@ std::unique_ptr<Backend> make_backend(const std::string& device) {
   fail("--device {}: this kvad was built without the Vulkan backend (install libvulkan-dev and glslc, then rebuild)",
        device);
 #endif
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& device) {
+  check_device_name(device);
+  std::unique_ptr<Backend> be = make_untimed_backend(device);
+  return backend_profile_requested() ? make_timed_backend(std::move(be)) : std::move(be);
 }
 
 bool gpu_runs(const std::string& architecture) {
