@@ -46,7 +46,9 @@ TEST(MappedFile, HugePagesHoldTheSameBytesAsTheMapping) {
     EXPECT_FALSE(mapped.in_huge_pages());
     // Under 2 MB a huge page would hold the file and more: it stays a mapping.
     EXPECT_EQ(huge.in_huge_pages(), bytes >= (size_t{2} << 20) && machine_has_huge_pages());
-    if (huge.in_huge_pages()) EXPECT_EQ((uintptr_t)huge.data() % (size_t{2} << 20), 0u) << "2 MB aligned";
+    if (huge.in_huge_pages()) {
+      EXPECT_EQ((uintptr_t)huge.data() % (size_t{2} << 20), 0u) << "2 MB aligned";
+    }
   }
   if (!machine_has_huge_pages()) GTEST_SKIP() << "SKIPPED in part: this machine's transparent huge pages are off";
 }
