@@ -10,8 +10,8 @@ namespace kvad {
 // How a file's bytes are held. Mapped: the file's own pages (4 KB: file mappings get no huge
 // pages), shared with other processes, paged in on demand. HugePages: read once into anonymous
 // memory advised for transparent huge pages (2 MB), for bytes that a decode step streams whole
-// every token: a q4 decode of Qwen2.5-0.5B from the .nq cache ran 1.04-1.33x faster that way
-// (docs/kernels.md, "Weights in huge pages"). Falls back to Mapped when huge pages are off or the
+// every token: a q4 decode of Qwen2.5-0.5B from the .nq cache ran 1.00-1.29x faster that way
+// (median 1.13x; docs/kernels.md, "Weights in huge pages"). Falls back to Mapped when huge pages are off or the
 // file is over half the memory available, so a model larger than RAM still runs from the page cache.
 enum class Paging { Mapped, HugePages };
 
