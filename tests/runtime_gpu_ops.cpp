@@ -18,6 +18,7 @@
 #include "core/dtype.h"
 #include "quant/kquant.h"
 #include "gpu_device.h"
+#include "timing_row.h"
 #include "runtime/devices.h"
 #include "vulkan/device.h"
 
@@ -501,21 +502,10 @@ TEST(GpuOps, TheProfileTimesEveryCommand) {
   };
   EXPECT_EQ(run(false), "");
   const std::string report = run(true);
-  // "<ms> <calls> <us/call> <share>%  <name> <grid>" per line
-  auto row = [&](const std::string& label, double& ms, long& calls) {
-    size_t at = report.find("  " + label + "\n");
-    if (at == std::string::npos) return false;
-    size_t start = report.rfind('\n', at) + 1;
-    return std::sscanf(report.c_str() + start, "%lf %ld", &ms, &calls) == 2;
-  };
   double ms = 0;
-  long calls = 0;
-  ASSERT_TRUE(row("read_probe 64x1x1", ms, calls)) << report;
-  EXPECT_EQ(calls, 5) << report;
+  EXPECT_EQ(test::timing_calls(report, "read_probe 64x1x1", &ms), 5) << report;
   EXPECT_GT(ms, 0) << report;
-  ASSERT_TRUE(row("read_probe 7x1x1", ms, calls)) << report;
-  EXPECT_EQ(calls, 1) << report;
-  ASSERT_TRUE(row("copy (KiB) 2x1x1", ms, calls)) << report;
-  EXPECT_EQ(calls, 1) << report;
+  EXPECT_EQ(test::timing_calls(report, "read_probe 7x1x1"), 1) << report;
+  EXPECT_EQ(test::timing_calls(report, "copy (KiB) 2x1x1"), 1) << report;
   EXPECT_NE(report.find("1 command buffers"), std::string::npos) << report;
 }

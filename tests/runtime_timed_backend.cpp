@@ -2,7 +2,6 @@
 // and its table counts each operation's calls as the forward made them.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <numeric>
 #include <string>
@@ -13,6 +12,7 @@
 #include "models/registry.h"
 #include "runtime/loader.h"
 #include "synth_tiny.h"
+#include "timing_row.h"
 
 using namespace kvad;
 
@@ -45,16 +45,7 @@ TEST(TimedBackend, SameLogitsAndACountOfEveryCall) {
   testing::internal::CaptureStderr();
   timed.reset();  // the table is printed as the backend closes
   const std::string table = testing::internal::GetCapturedStderr();
-  // "<ms> <calls> <us/call> <share>%  <operation>"
-  auto calls = [&](const std::string& op) {
-    const size_t at = table.find("%  " + op + "\n");
-    if (at == std::string::npos) return -1L;
-    const size_t start = table.rfind('\n', at) + 1;
-    double ms = 0;
-    long n = -1;
-    std::sscanf(table.c_str() + start, "%lf %ld", &ms, &n);
-    return n;
-  };
+  auto calls = [&](const std::string& op) { return test::timing_calls(table, op); };
   const long layers = m->config().n_layers;
   EXPECT_NE(table.find("1 batch forwards"), std::string::npos) << table;
   EXPECT_EQ(calls("attention"), layers) << table;

@@ -1,12 +1,13 @@
 #include "backend/timed_backend.h"
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
 #include <fmt/format.h>
+
+#include "core/timing_table.h"
 
 namespace kvad {
 
@@ -169,24 +170,18 @@ class TimedBackend final : public Backend {
   std::string report() const {
     std::string out;
     for (int phase = 0; phase < 2; phase++) {
-      double all = 0;
-      uint64_t forwards = totals_[phase][(size_t)Op::BeginForward].calls;
-      for (const Total& t : totals_[phase]) all += t.s;
+      const uint64_t forwards = totals_[phase][(size_t)Op::BeginForward].calls;
       if (forwards == 0) continue;
-      out += fmt::format("Backend profile (KVAD_PROFILE, {}): {} {} forwards, {:.1f} ms in backend calls ({:.3f} ms a forward)\n"
-                         "{:>9} {:>8} {:>10} {:>6}  operation\n",
-                         inner_->name(), forwards, phase == 0 ? "decode (one-row)" : "batch", all * 1e3,
-                         all * 1e3 / (double)forwards, "ms", "calls", "us/call", "share");
-      size_t order[(size_t)Op::Count];
-      for (size_t i = 0; i < (size_t)Op::Count; i++) order[i] = i;
-      std::sort(order, order + (size_t)Op::Count,
-                [&](size_t a, size_t b) { return totals_[phase][a].s > totals_[phase][b].s; });
-      for (size_t i : order) {
-        const Total& t = totals_[phase][i];
-        if (t.calls == 0) continue;
-        out += fmt::format("{:9.2f} {:8} {:10.2f} {:5.1f}%  {}\n", t.s * 1e3, t.calls, t.s * 1e6 / (double)t.calls,
-                           100 * t.s / std::max(all, 1e-12), kOpNames[i]);
+      std::vector<TimingRow> rows;
+      double all = 0;
+      for (size_t i = 0; i < (size_t)Op::Count; i++) {
+        rows.push_back({kOpNames[i], totals_[phase][i].calls, totals_[phase][i].s});
+        all += totals_[phase][i].s;
       }
+      out += fmt::format("Backend profile (KVAD_PROFILE, {}): {} {} forwards, {:.1f} ms in backend calls ({:.3f} ms a forward)\n",
+                         inner_->name(), forwards, phase == 0 ? "decode (one-row)" : "batch", all * 1e3,
+                         all * 1e3 / (double)forwards) +
+             timing_table(std::move(rows), "operation");
     }
     return out;
   }

@@ -1,9 +1,10 @@
 #include "vulkan/profile.h"
 
-#include <algorithm>
 #include <cstdlib>
 
 #include <fmt/format.h>
+
+#include "core/timing_table.h"
 
 namespace kvad::vk {
 
@@ -57,18 +58,14 @@ void DispatchProfile::collect(double wall_s) {
 
 std::string DispatchProfile::report() const {
   if (!on() || totals_.empty()) return "";
-  std::vector<std::pair<Key, Total>> rows(totals_.begin(), totals_.end());
-  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ns > b.second.ns; });
-  std::string out = fmt::format(
-      "Vulkan profile (KVAD_VULKAN_PROFILE): {} command buffers, GPU busy {:.1f} ms of {:.1f} ms the host waited\n"
-      "{:>9} {:>8} {:>10} {:>6}  command and grid\n",
-      submits_, gpu_ns_ / 1e6, wall_s_ * 1e3, "ms", "calls", "us/call", "share");
-  for (const auto& [key, t] : rows) {
+  std::vector<TimingRow> rows;
+  for (const auto& [key, t] : totals_) {
     const auto& [name, gx, gy, gz] = key;
-    out += fmt::format("{:9.2f} {:8} {:10.1f} {:5.1f}%  {} {}x{}x{}\n", t.ns / 1e6, t.calls, t.ns / 1e3 / t.calls,
-                       100 * t.ns / std::max(gpu_ns_, 1.0), name, gx, gy, gz);
+    rows.push_back({fmt::format("{} {}x{}x{}", name, gx, gy, gz), t.calls, t.ns / 1e9});
   }
-  return out;
+  return fmt::format("Vulkan profile (KVAD_VULKAN_PROFILE): {} command buffers, GPU busy {:.1f} ms of {:.1f} ms the host waited\n",
+                     submits_, gpu_ns_ / 1e6, wall_s_ * 1e3) +
+         timing_table(std::move(rows), "command and grid");
 }
 
 }  // namespace kvad::vk
