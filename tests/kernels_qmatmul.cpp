@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "core/huge_pages.h"
 #include "core/rng.h"
 #include "kernels/matmul.h"
 #include "kernels/qmatmul.h"
@@ -54,6 +55,29 @@ TEST(QuantMatrix, RoundTripErrorIsWithinHalfAStep) {
   }
   EXPECT_EQ(QuantMatrix::quantize(QKind::Q8, w.data(), rows, cols).bytes() * 8.0 / (48 * 128), 8.5);
   EXPECT_EQ(QuantMatrix::quantize(QKind::Q4, w.data(), rows, cols).bytes() * 8.0 / (48 * 128), 5.0);
+}
+
+TEST(QuantMatrix, AMatrixOfAHugePageOrMoreHoldsTheSameRows) {
+  // From 2 MB a matrix lives in huge pages (core/huge_pages.h), below in the heap: the first rows
+  // of a big matrix dequantise to exactly what the same rows quantised alone do.
+  Rng rng(5);
+  const int64_t rows = 4100, cols = 1000;  // q8: 257 groups x 32 blocks x 544 bytes, 4.5 MB
+  std::vector<float> w = randn(rng, (size_t)(rows * cols));
+  for (QKind k : {QKind::Q8, QKind::Q4}) {
+    QuantMatrix big = QuantMatrix::quantize(k, w.data(), rows, cols);
+    QuantMatrix small = QuantMatrix::quantize(k, w.data(), 40, cols);
+    ASSERT_GE(big.bytes(), HugePageBuffer::kHugePage) << qkind_name(k);
+    ASSERT_LT(small.bytes(), HugePageBuffer::kHugePage) << qkind_name(k);
+    EXPECT_EQ((uintptr_t)big.data() % HugePageBuffer::kHugePage, 0u) << qkind_name(k) << ": not in the huge-page buffer";
+    std::vector<float> a((size_t)cols), b((size_t)cols);
+    for (int64_t r : {int64_t{0}, int64_t{17}, int64_t{39}}) {
+      big.row(r, a.data());
+      small.row(r, b.data());
+      EXPECT_EQ(a, b) << qkind_name(k) << " row " << r;
+    }
+    big.row(rows - 1, a.data());  // the last group's padding rows were zeroed: the real row is intact
+    for (int64_t i = 0; i < cols; i++) ASSERT_NEAR(a[(size_t)i], w[(size_t)((rows - 1) * cols + i)], 0.3) << i;
+  }
 }
 
 TEST(QMatmul, ScalarEqualsFloat64ProductOfDequantisedOperands) {

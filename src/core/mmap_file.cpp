@@ -8,69 +8,59 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 
 #include "core/error.h"
+#include "core/huge_pages.h"
 #include "core/meminfo.h"
 
 namespace kvad {
 
+namespace {
+struct FileDescriptor {
+  int fd;
+  ~FileDescriptor() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+}  // namespace
+
 MappedFile::MappedFile(const std::string& path, Paging paging) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail("{}: cannot open: {}", path, std::strerror(errno));
+  const FileDescriptor file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (file.fd < 0) fail("{}: cannot open: {}", path, std::strerror(errno));
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail("{}: not a regular file", path);
-  }
+  if (::fstat(file.fd, &st) != 0 || !S_ISREG(st.st_mode)) fail("{}: not a regular file", path);
   size_ = (size_t)st.st_size;
-  if (size_ > 0 && !(paging == Paging::HugePages && read_into_huge_pages(fd))) {
-    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-      int e = errno;
-      ::close(fd);
-      fail("{}: mmap failed: {}", path, std::strerror(e));
-    }
-    data_ = static_cast<const uint8_t*>(p);
-    map_base_ = p;
-    map_length_ = size_;
-  }
-  ::close(fd);
+  if (size_ == 0 || (paging == Paging::HugePages && read_into_huge_pages(file.fd))) return;
+  void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, file.fd, 0);
+  if (p == MAP_FAILED) fail("{}: mmap failed: {}", path, std::strerror(errno));
+  data_ = static_cast<const uint8_t*>(p);
+  mapping_ = p;
 }
 
-static bool huge_pages_enabled() {
-  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
-  std::string line;
-  std::getline(f, line);
-  return line.find("[always]") != std::string::npos || line.find("[madvise]") != std::string::npos;
-}
-
-// An anonymous region aligned to 2 MB, advised for huge pages, the file read into it, then made
-// read-only like the mapping it stands for. False (nothing held) where that cannot be done.
+// The file read into an anonymous region advised for huge pages, then made read-only like the
+// mapping it stands for. False (nothing held) where that cannot be done.
 bool MappedFile::read_into_huge_pages(int fd) {
-  constexpr size_t kHuge = size_t{2} << 20;
   const uint64_t available = meminfo_bytes("MemAvailable");
-  if (size_ < kHuge || !huge_pages_enabled() || (available && size_ > available / 2)) return false;
-  const size_t length = (size_ + kHuge - 1) / kHuge * kHuge + kHuge;
-  void* base = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (base == MAP_FAILED) return false;
-  uint8_t* aligned = reinterpret_cast<uint8_t*>(((uintptr_t)base + kHuge - 1) / kHuge * kHuge);
-  ::madvise(aligned, length - (size_t)(aligned - (uint8_t*)base), MADV_HUGEPAGE);  // advice: 4 KB pages still work
+  if (size_ < HugePageBuffer::kHugePage || !transparent_huge_pages_enabled() || (available && size_ > available / 2))
+    return false;
+  HugePageBuffer copy;
+  try {
+    copy = HugePageBuffer(size_);
+  } catch (const Error&) {
+    return false;  // no anonymous memory for it: the mapping still works
+  }
   for (size_t done = 0; done < size_;) {
-    const ssize_t n = ::pread(fd, aligned + done, std::min<size_t>(size_ - done, size_t{1} << 30), (off_t)done);
+    const ssize_t n = ::pread(fd, copy.data() + done, std::min<size_t>(size_ - done, size_t{1} << 30), (off_t)done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       const int e = n < 0 ? errno : 0;
-      ::munmap(base, length);
       fail("{}: read failed at byte {} of {}: {}", path_, done, size_, e ? std::strerror(e) : "the file got shorter");
     }
     done += (size_t)n;
   }
-  ::mprotect(base, length, PROT_READ);
-  data_ = aligned;
-  map_base_ = base;
-  map_length_ = length;
-  huge_ = true;
+  copy.make_read_only();
+  copy_ = std::move(copy);
+  data_ = copy_.data();
   return true;
 }
 
@@ -81,7 +71,7 @@ void release_mapped_pages(const void* p, size_t n) {
 }
 
 MappedFile::~MappedFile() {
-  if (map_base_) ::munmap(map_base_, map_length_);
+  if (mapping_) ::munmap(mapping_, size_);
 }
 
 }  // namespace kvad

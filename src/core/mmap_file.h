@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "core/huge_pages.h"
+
 namespace kvad {
 
 // How a file's bytes are held. Mapped: the file's own pages (4 KB: file mappings get no huge
@@ -26,16 +28,15 @@ class MappedFile {
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
   // The bytes are an anonymous copy in huge pages (Paging::HugePages took effect).
-  bool in_huge_pages() const { return huge_; }
+  bool in_huge_pages() const { return copy_.data() != nullptr; }
 
  private:
   bool read_into_huge_pages(int fd);
   std::string path_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
-  void* map_base_ = nullptr;  // what munmap takes: the file mapping, or the anonymous region holding the copy
-  size_t map_length_ = 0;
-  bool huge_ = false;
+  void* mapping_ = nullptr;  // the file mapping (Mapped), or
+  HugePageBuffer copy_;      // the copy in huge pages
 };
 
 // Drops the whole pages inside [p, p + n) of a read-only file mapping from this process's resident
