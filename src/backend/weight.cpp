@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/dtype.h"
+#include "core/huge_pages.h"
 #include "core/error.h"
 #include "core/threads.h"
 #include "kernels/matmul.h"
@@ -157,17 +158,39 @@ Weight Weight::from_f32(std::vector<float> v, int64_t rows, int64_t cols, Weight
   w.rows_ = rows;
   w.cols_ = cols;
   w.wt_ = fmt == WeightFormat::BF16 ? kernels::WType::BF16 : kernels::WType::F32;
-  w.owned_ = std::make_shared<std::vector<uint8_t>>();
+  uint8_t* bytes = w.allocate_owned(w.bytes());
   if (w.wt_ == kernels::WType::F32) {
-    w.owned_->resize(v.size() * 4);
-    std::memcpy(w.owned_->data(), v.data(), w.owned_->size());
+    std::memcpy(bytes, v.data(), v.size() * 4);
   } else {
-    w.owned_->resize(v.size() * 2);
-    uint16_t* d = reinterpret_cast<uint16_t*>(w.owned_->data());
+    uint16_t* d = reinterpret_cast<uint16_t*>(bytes);
     for (size_t i = 0; i < v.size(); i++) d[i] = f32_to_bf16(v[i]);
   }
-  w.data_ = w.owned_->data();
   return w;
+}
+
+// A matrix of a huge page or more in huge pages (a decode step streams it whole), a smaller one
+// on the heap.
+uint8_t* Weight::allocate_owned(size_t bytes) {
+  uint8_t* p;
+  if (bytes >= HugePageBuffer::kHugePage) {
+    auto buf = std::make_shared<HugePageBuffer>(bytes);
+    p = buf->data();
+    owned_ = std::move(buf);
+  } else {
+    auto buf = std::shared_ptr<uint8_t[]>(new uint8_t[bytes]);
+    p = buf.get();
+    owned_ = std::move(buf);
+  }
+  data_ = p;
+  return p;
+}
+
+bool Weight::copy_into_huge_pages() {
+  const size_t n = bytes();
+  if (kq_ || quantized_ || owned_ || !data_ || n < HugePageBuffer::kHugePage) return false;
+  const void* from = data_;
+  std::memcpy(allocate_owned(n), from, n);
+  return true;
 }
 
 Weight Weight::from_tensor(const TensorView& t, WeightFormat fmt) {

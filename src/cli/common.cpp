@@ -156,6 +156,7 @@ LoadedModel load_from_args(const ModelArgs& a) {
   if (a.pull) pull_if_missing(a.model);
   LoadOptions opts;
   opts.format = parse_weight_format(a.quant);
+  opts.copy_in_place_weights = !is_gpu_device(a.device);
   LoadedModel m = load_model(a.model, opts);
   if (!m.load_report.note.empty()) std::fprintf(stderr, "kvad: %s\n", m.load_report.note.c_str());
   m.loras = load_loras(a.loras, *m.model);

@@ -85,6 +85,8 @@ class GgufFile {
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return kv_; }
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
   const GgufTensorInfo* tensor(const std::string& name) const;
+  // [p, p + n) lies in the file's mapping (not in a caller's bytes or a copy made from them).
+  bool maps(const void* p, size_t n) const;
 
   const GgufValue* find(const std::string& key) const;
   // Typed reads; a present key of the wrong type is an error naming it.
@@ -132,6 +134,8 @@ class GgufCheckpoint : public Checkpoint {
   // A tensor the family builds from others of the file (DeepSeek's kv_b_proj from llama.cpp's
   // per-head attn_k_b / attn_v_b): presented under v.name, its bytes owned here.
   void add_derived(TensorView v, std::shared_ptr<std::vector<uint8_t>> bytes);
+  // Drops the pages of a tensor the load copied (Checkpoint::release), if they are the file's.
+  void release(const TensorView& t) const override;
 
  protected:
   const TensorView* lookup(const std::string& name) const override;

@@ -104,6 +104,7 @@ std::unique_ptr<Model> load_model_gguf(std::shared_ptr<const GgufFile> file, con
   check_kquant_widths(opts.format, {config.hidden, config.intermediate, config.q_dim()}, file->what());
   std::shared_ptr<GgufCheckpoint> ck = gguf_checkpoint(std::move(file), arch, config);
   WeightSource src(*ck, opts.format, false);
+  if (opts.copy_in_place_weights) src.copy_in_place_weights();
   std::unique_ptr<Model> model = arch.load(config, src);
   ck->check_all_read(unread_allowed(arch, config));
   model->hold(ck);

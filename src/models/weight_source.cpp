@@ -7,6 +7,8 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/huge_pages.h"
+#include "core/meminfo.h"
 #include "core/threads.h"
 
 namespace kvad {
@@ -90,9 +92,25 @@ Weight WeightSource::dense(const TensorView& t) {
   return Weight::from_f32(fp8_values(t), t.dim(0), t.dim(1), fmt_ == WeightFormat::AsStored ? WeightFormat::BF16 : fmt_);
 }
 
+void WeightSource::copy_in_place_weights() {
+  // Copies only pay where the kernel gives huge pages; and a model larger than half of what is
+  // free stays mapped for the rest, so it still runs paged from the file.
+  copy_budget_ = transparent_huge_pages_enabled() ? meminfo_bytes("MemAvailable") / 2 : 0;
+}
+
+Weight WeightSource::held(Weight w, const TensorView& t) {
+  if (auto it = copied_.find(t.data); it != copied_.end()) return it->second;
+  if (copy_budget_ < w.bytes() || packed(t.dtype)) return w;  // a cache's packed bytes are its huge pages already
+  if (!w.copy_into_huge_pages()) return w;
+  copy_budget_ -= w.bytes();
+  ck_.release(t);
+  copied_.emplace(t.data, w);
+  return w;
+}
+
 Weight WeightSource::matrix(const std::string& name, int64_t rows, int64_t cols) {
   TensorView t = ck_.get(name);
-  Weight w = packed(t.dtype) ? wrap_packed(t, rows, cols) : dense(ck_.get(name, {rows, cols}));
+  Weight w = held(packed(t.dtype) ? wrap_packed(t, rows, cols) : dense(ck_.get(name, {rows, cols})), t);
   if (record_) recorded_.push_back({name, w, nullptr, {}});
   return w;
 }
@@ -101,7 +119,7 @@ Weight WeightSource::matrix_transposed(const std::string& name, int64_t in, int6
   TensorView t = ck_.get(name);
   if (t.dtype == DType::F8_E4M3)  // no FP8 checkpoint stores a Conv1D (GPT-2's [in, out]) matrix
     fail("{}: tensor '{}' is F8_E4M3, which kvad reads only for [out, in] matrices", t.file, name);
-  Weight w = packed(t.dtype) ? wrap_packed(t, out, in) : Weight::from_tensor_transposed(ck_.get(name, {in, out}), fmt_);
+  Weight w = held(packed(t.dtype) ? wrap_packed(t, out, in) : Weight::from_tensor_transposed(ck_.get(name, {in, out}), fmt_), t);
   if (record_) recorded_.push_back({name, w, nullptr, {}});
   return w;
 }

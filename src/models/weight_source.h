@@ -5,6 +5,7 @@
 // `<name>_scale_inv` of per-block scales) are dequantised here one tensor at a time and then
 // take the same path as any f32 tensor into the asked format (bf16 when none was asked).
 #pragma once
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +22,10 @@ class WeightSource {
   // `fp8`: the block shape of the checkpoint's scales (ModelConfig::fp8_blocks), none if not FP8.
   WeightSource(Checkpoint& ck, WeightFormat fmt, bool record, Fp8Blocks fp8 = {})
       : ck_(ck), fmt_(fmt), record_(record), fp8_(fp8) {}
+
+  // Copy the matrices used in place into huge pages (LoadOptions::copy_in_place_weights), up to
+  // half the memory available; the checkpoint's pages of each copied one are released.
+  void copy_in_place_weights();
 
   // A [rows, cols] matrix.
   Weight matrix(const std::string& name, int64_t rows, int64_t cols);
@@ -42,6 +47,9 @@ class WeightSource {
  private:
   // A [rows, cols] checkpoint tensor in the asked format.
   Weight dense(const TensorView& t);
+  // w as matrix() returns it: copied into huge pages when it is t's bytes used in place and the
+  // budget allows; a tensor asked for twice (a tied matrix) is copied once.
+  Weight held(Weight w, const TensorView& t);
   // An F8_E4M3 tensor times its `<name>_scale_inv` blocks, as f32 (the scales count as read).
   std::vector<float> fp8_values(const TensorView& t);
 
@@ -57,6 +65,8 @@ class WeightSource {
   };
   std::vector<Recorded> recorded_;
   std::vector<std::pair<std::string, std::string>> aliases_;
+  size_t copy_budget_ = 0;
+  std::map<const uint8_t*, Weight> copied_;  // by the checkpoint bytes they were copied from
 };
 
 }  // namespace kvad

@@ -1,5 +1,7 @@
 #include "serve/server.h"
 
+#include "runtime/devices.h"
+
 #include <netdb.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -58,6 +60,7 @@ static EngineConfig engine_config(const ServeOptions& o) {
   c.speculative = o.speculative;
   c.loras = o.loras;
   c.load.format = parse_weight_format(o.quant.empty() ? "auto" : o.quant);  // auto | f32 | bf16 | q8 | q4
+  c.load.copy_in_place_weights = !is_gpu_device(o.device);
   return c;
 }
 
