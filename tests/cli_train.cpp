@@ -307,7 +307,9 @@ TEST(TrainBase, EveryFamilyComputesWhatTheEngineComputes) {
       LoadOptions lo;
       lo.format = *quant ? WeightFormat::Q8 : WeightFormat::F32;
       std::unique_ptr<Model> engine = load_model_dir(dir, lo);
-      if (!*quant) EXPECT_EQ(engine->parameter_count(), m.num_params());
+      if (!*quant) {
+        EXPECT_EQ(engine->parameter_count(), m.num_params());
+      }
       test::OneSequence state(*engine);
       std::vector<float> got(want.size());
       state.forward(tok.data(), T, got.data(), true);

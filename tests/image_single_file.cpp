@@ -40,7 +40,9 @@ void expect_same_part(Checkpoint& view, const std::string& part_dir, bool compar
     if (!got.count(n)) continue;
     TensorView a = folder->get(n), b = view.get(n);
     ASSERT_EQ(a.shape, b.shape) << n;
-    if (compare_values) ASSERT_EQ(to_f32(a), to_f32(b)) << n;
+    if (compare_values) {
+      ASSERT_EQ(to_f32(a), to_f32(b)) << n;
+    }
   }
 }
 

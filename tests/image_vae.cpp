@@ -34,7 +34,9 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
                   bool output = true) {
   test::Deviation d = test::deviation(got, want);
   std::printf("  %-40s max abs %.2e  rel %.2e\n", what.c_str(), d.abs, d.rel);
-  if (output) EXPECT_LE(d.abs, kTolAbs) << what;
+  if (output) {
+    EXPECT_LE(d.abs, kTolAbs) << what;
+  }
   EXPECT_LE(d.rel, kTolRel) << what;
 }
 

@@ -96,7 +96,9 @@ TEST_P(ModelGolden, GreedyContinuationMatchesWhereReferencesAgree) {
   state.forward(seq.data(), (int64_t)seq.size(), logits.data());
   for (size_t i = 0; i < ref.size(); i++) {
     int32_t next = (int32_t)(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    if (i < agree) ASSERT_EQ(next, ref[i]) << "greedy token " << i << " (llama.cpp and numpy both say " << ref[i] << ")";
+    if (i < agree) {
+      ASSERT_EQ(next, ref[i]) << "greedy token " << i << " (llama.cpp and numpy both say " << ref[i] << ")";
+    }
     state.forward(&next, 1, logits.data());
   }
 }

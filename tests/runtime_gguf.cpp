@@ -173,7 +173,9 @@ TEST(KQuantFormats, HfCheckpointQuantisedAsWellAsLlamaCppDoes) {
       LoadOptions lo;
       lo.format = f;
       auto m = load_model_dir(o.out, lo);
-      if (f == fmt) EXPECT_EQ(m->weight_format(), fmt_name);
+      if (f == fmt) {
+        EXPECT_EQ(m->weight_format(), fmt_name);
+      }
       return m;
     };
     std::vector<float> ref = logits(load(WeightFormat::F32)), ours = logits(load(fmt)),
