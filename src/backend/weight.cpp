@@ -168,19 +168,10 @@ Weight Weight::from_f32(std::vector<float> v, int64_t rows, int64_t cols, Weight
   return w;
 }
 
-// A matrix of a huge page or more in huge pages (a decode step streams it whole), a smaller one
-// on the heap.
 uint8_t* Weight::allocate_owned(size_t bytes) {
-  uint8_t* p;
-  if (bytes >= HugePageBuffer::kHugePage) {
-    auto buf = std::make_shared<HugePageBuffer>(bytes);
-    p = buf->data();
-    owned_ = std::move(buf);
-  } else {
-    auto buf = std::shared_ptr<uint8_t[]>(new uint8_t[bytes]);
-    p = buf.get();
-    owned_ = std::move(buf);
-  }
+  std::shared_ptr<uint8_t> buf = allocate_streamed_bytes(bytes);
+  uint8_t* p = buf.get();
+  owned_ = std::move(buf);
   data_ = p;
   return p;
 }

@@ -65,4 +65,13 @@ void HugePageBuffer::release() {
   data_ = nullptr;
 }
 
+std::shared_ptr<uint8_t> allocate_streamed_bytes(size_t bytes) {
+  if (bytes >= HugePageBuffer::kHugePage) {
+    auto buf = std::make_shared<HugePageBuffer>(bytes);
+    return std::shared_ptr<uint8_t>(buf, buf->data());
+  }
+  std::shared_ptr<uint8_t[]> heap(new uint8_t[bytes]());
+  return std::shared_ptr<uint8_t>(heap, heap.get());
+}
+
 }  // namespace kvad

@@ -6,6 +6,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 namespace kvad {
 
@@ -38,5 +39,10 @@ class HugePageBuffer {
   size_t size_ = 0;
   size_t length_ = 0;  // the mapping: size_ rounded up to whole 4 KB pages
 };
+
+// Zeroed memory for bytes a decode step streams whole (a weight matrix): in a HugePageBuffer from
+// one huge page up, on the heap below (a huge page would hold the small ones and more). The
+// pointer keeps its memory alive.
+std::shared_ptr<uint8_t> allocate_streamed_bytes(size_t bytes);
 
 }  // namespace kvad

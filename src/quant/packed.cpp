@@ -16,18 +16,10 @@ QuantMatrix QuantMatrix::allocate(QKind kind, int64_t rows, int64_t cols) {
   q.kind_ = kind;
   q.rows_ = rows;
   q.cols_ = cols;
-  // Zeroed: padding rows and columns have d = m = 0 and contribute nothing. A matrix of a huge
-  // page or more goes in huge pages: a decode step streams it whole (core/huge_pages.h).
-  const size_t bytes = q.bytes() + 64;
-  if (bytes >= HugePageBuffer::kHugePage) {
-    auto buf = std::make_shared<HugePageBuffer>(bytes);
-    q.data_ = buf->data();
-    q.storage_ = std::move(buf);
-  } else {
-    auto buf = std::shared_ptr<uint8_t[]>(new uint8_t[bytes]());
-    q.data_ = buf.get();
-    q.storage_ = std::move(buf);
-  }
+  // Zeroed: padding rows and columns have d = m = 0 and contribute nothing.
+  std::shared_ptr<uint8_t> buf = allocate_streamed_bytes(q.bytes() + 64);
+  q.data_ = buf.get();
+  q.storage_ = std::move(buf);
   return q;
 }
 
