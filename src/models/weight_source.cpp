@@ -100,8 +100,9 @@ void WeightSource::copy_in_place_weights() {
 
 Weight WeightSource::held(Weight w, const TensorView& t) {
   if (auto it = copied_.find(t.data); it != copied_.end()) return it->second;
-  if (copy_budget_ < w.bytes() || packed(t.dtype)) return w;  // a cache's packed bytes are its huge pages already
-  if (!w.copy_into_huge_pages()) return w;
+  // (A quantised weight, a cache's packed bytes among them, is never copied: copy_into_huge_pages
+  // takes dense weights used in place only.)
+  if (copy_budget_ < w.bytes() || !w.copy_into_huge_pages()) return w;
   copy_budget_ -= w.bytes();
   ck_.release(t);
   copied_.emplace(t.data, w);
