@@ -6,20 +6,24 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include "core/cpu.h"
 #include "core/dtype.h"
+#include "core/huge_pages.h"
 #include "core/rng.h"
 #include "core/threads.h"
 #include "kernels/attention.h"
+#include "kernels/kqmatmul.h"
 #include "kernels/latent_attention.h"
 #include "kernels/matmul.h"
 #include "kernels/qmatmul.h"
 #include "kernels/stream.h"
 #include "image/nn.h"
 #include "quant/activations.h"
+#include "quant/kquant.h"
 #include "quant/packed.h"
 #include "runtime/sampler.h"
 
@@ -50,6 +54,25 @@ void BM_qmatmul(benchmark::State& st, QKind kind) {
   st.SetItemsProcessed(st.iterations() * n * k * m);
   st.SetBytesProcessed(st.iterations() * (int64_t)q.bytes());
   st.SetLabel(std::string(qkind_name(kind)) + " " + isa_name(isa));
+}
+
+// GGUF K-quant rows (kernels/kqmatmul) against Q8_K activations; args as BM_qmatmul. kvad's
+// quantiser writes the same block layout llama.cpp's does (Q5_K: none, so Q4_K and Q6_K).
+void BM_kqmatmul(benchmark::State& st, DType type) {
+  int64_t n = st.range(0), k = st.range(1), m = st.range(2);
+  Isa isa = (Isa)st.range(3);
+  if (isa > best_isa()) return st.SkipWithError("ISA not available");
+  std::vector<float> w = randn((size_t)(m * k), 1), x = randn((size_t)(n * k), 2), y((size_t)(n * m));
+  KQuantMatrix q = KQuantMatrix::quantize(type, w.data(), m, k);
+  KActs a;
+  quantize_kacts(x.data(), n, k, a);
+  for (auto _ : st) {
+    kernels::kqmatmul(a, q, y.data(), isa);
+    benchmark::DoNotOptimize(y.data());
+  }
+  st.SetItemsProcessed(st.iterations() * n * k * m);
+  st.SetBytesProcessed(st.iterations() * (int64_t)q.bytes());
+  st.SetLabel(std::string(dtype_name(type)) + " " + isa_name(isa));
 }
 
 void BM_matmul(benchmark::State& st, kernels::WType wt) {
@@ -118,6 +141,55 @@ void BM_qdecode_stack(benchmark::State& st, QKind kind) {
   }
   st.SetBytesProcessed(st.iterations() * (int64_t)d.bytes);
   st.SetLabel(std::string(qkind_name(kind)) + " " + std::to_string(d.bytes >> 20) + " MiB");
+}
+
+// The same for a GGUF Q4_K_M: Qwen3-0.6B's 28 layers of q, k, v, o, gate, up, down in Q4_K, with
+// attn_v and ffn_down in Q6_K on the layers llama.cpp's Q4_K_M gives more bits (its
+// use_more_bits: the first and last eighth and every third layer between), ~260 MB.
+struct KDecodeStack {
+  std::vector<KQuantMatrix> mats;
+  std::vector<KQuantMatrix> huge;  // the same bytes copied into huge pages
+  std::vector<std::vector<float>> outs;
+  size_t bytes = 0;
+};
+
+const KDecodeStack& kdecode_stack() {
+  static KDecodeStack d;
+  if (!d.mats.empty()) return d;
+  const int64_t shapes[7][2] = {{2048, 1024}, {1024, 1024}, {1024, 1024}, {1024, 2048}, {3072, 1024}, {3072, 1024}, {1024, 3072}};
+  const int layers = 28;
+  for (int layer = 0; layer < layers; layer++) {
+    const bool more = layer < layers / 8 || layer >= 7 * layers / 8 || (layer - layers / 8) % 3 == 2;
+    for (int i = 0; i < 7; i++) {
+      const int64_t m = shapes[i][0], k = shapes[i][1];
+      const DType type = more && (i == 2 || i == 6) ? DType::Q6_K : DType::Q4_K;
+      std::vector<float> w = randn((size_t)(m * k), (uint64_t)(300 + layer * 7 + i));
+      d.mats.push_back(KQuantMatrix::quantize(type, w.data(), m, k));
+      std::shared_ptr<uint8_t> copy = allocate_streamed_bytes(d.mats.back().bytes());
+      std::memcpy(copy.get(), d.mats.back().row_data(0), d.mats.back().bytes());
+      d.huge.push_back(KQuantMatrix::wrap(type, m, k, copy.get(), copy));
+      d.outs.emplace_back((size_t)m);
+      d.bytes += d.mats.back().bytes();
+    }
+  }
+  return d;
+}
+
+// arg: 0 the matrices in 4 KB pages (as a GGUF's are, mapped from the file), 1 in huge pages.
+void BM_kqdecode_stack(benchmark::State& st) {
+  const KDecodeStack& d = kdecode_stack();
+  const std::vector<KQuantMatrix>& mats = st.range(0) ? d.huge : d.mats;
+  std::vector<float> x1024 = randn(1024, 7), x2048 = randn(2048, 8), x3072 = randn(3072, 9);
+  KActs a1024, a2048, a3072;
+  quantize_kacts(x1024.data(), 1, 1024, a1024);
+  quantize_kacts(x2048.data(), 1, 2048, a2048);
+  quantize_kacts(x3072.data(), 1, 3072, a3072);
+  const KActs* input[7] = {&a1024, &a1024, &a1024, &a2048, &a1024, &a1024, &a3072};
+  for (auto _ : st)
+    for (size_t i = 0; i < mats.size(); i++)
+      kernels::kqmatmul(*input[i % 7], mats[i], const_cast<float*>(d.outs[i].data()));
+  st.SetBytesProcessed(st.iterations() * (int64_t)d.bytes);
+  st.SetLabel("Q4_K_M " + std::to_string(d.bytes >> 20) + " MiB" + (st.range(0) ? " huge pages" : " 4 KB pages"));
 }
 
 // The reference for BM_qdecode_stack: every thread streams its half of a buffer of the q4
@@ -260,14 +332,26 @@ void shapes(benchmark::internal::Benchmark* b) {
   b->UseRealTime();
 }
 
+// Qwen3-0.6B's shapes (K-quants need inputs in multiples of 256), its tied Q6_K head past L3.
+void kshapes(benchmark::internal::Benchmark* b) {
+  for (int isa = 0; isa <= 2; isa++)
+    for (int64_t n : {1, 8, 128})
+      for (auto km : {std::pair<int64_t, int64_t>{1024, 1024}, {1024, 3072}, {3072, 1024}}) b->Args({n, km.first, km.second, isa});
+  for (int64_t n : {1, 4}) b->Args({n, 1024, 151936, 2});
+  b->UseRealTime();
+}
+
 }  // namespace
 
 BENCHMARK_CAPTURE(BM_qmatmul, q8, QKind::Q8)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_qmatmul, q4, QKind::Q4)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_kqmatmul, q4k, DType::Q4_K)->Apply(kshapes);
+BENCHMARK_CAPTURE(BM_kqmatmul, q6k, DType::Q6_K)->Apply(kshapes);
 BENCHMARK_CAPTURE(BM_matmul, f32, kernels::WType::F32)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_matmul, bf16, kernels::WType::BF16)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_qdecode_stack, q8, QKind::Q8)->UseRealTime();
 BENCHMARK_CAPTURE(BM_qdecode_stack, q4, QKind::Q4)->UseRealTime();
+BENCHMARK(BM_kqdecode_stack)->DenseRange(0, 1)->UseRealTime();
 BENCHMARK(BM_stream_read)->DenseRange(0, 2)->UseRealTime();
 BENCHMARK(BM_image_attention)->ArgsProduct({{4096}, {4096}, {8}, {40}, {0, 1}})->ArgsProduct({{1024}, {1024}, {8}, {80}, {0, 1}})
     ->ArgsProduct({{4096}, {77}, {8}, {40}, {0, 1}})->ArgsProduct({{4096}, {4096}, {1}, {512}, {0, 1}})->UseRealTime();

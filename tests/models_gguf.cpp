@@ -35,12 +35,15 @@ struct Case {
 // a position may differ where a 1-ulp difference upstream flips one activation code. F16 / BF16 /
 // Q8_0 / Q4_0: llama.cpp rounds activations to f16 / bf16 / Q8_0 (f16 scales) where kvad does not.
 // GPT-2: llama.cpp's GELU goes through an f16 table, which moves the K-quant codes after it.
+// Qwen3-Next Q4_K_M: positions 0-13 agree to 4e-7 and 14-15 differ by 3.6e-2 / 1.3e-2 once the
+// kernels follow ggml's float order (every ISA alike); an earlier AVX-512 order measured 1.6e-3
+// there and the scalar / AVX2 ones 3.6e-2: one flipped code at position 14 carries on to 15.
 const Case kCases[] = {
     {"qwen2-f32", 1e-5, true},       {"llama-f16", 2e-3, false},     {"qwen3-bf16", 1.5e-2, false},
     {"gpt2-q8_0", 3e-2, false},      {"llama-q4_0", 3e-2, false},    {"llama-q4_k_m", 3e-2, true},
     {"qwen2-q6_k", 3e-2, true},      {"qwen3-q5_k_m", 3e-2, true},   {"gpt2-q4_k_s", 2e-2, false},
     {"qwen3moe-q8_0", 3e-2, false},  {"qwen3moe-q4_k_m", 3e-2, true}, {"deepseek2-f32", 1e-4, true},
-    {"qwen3next-f32", 1e-3, false},  {"qwen3next-q8_0", 3e-2, false}, {"qwen3next-q4_k_m", 3e-2, true},
+    {"qwen3next-f32", 1e-3, false},  {"qwen3next-q8_0", 3e-2, false}, {"qwen3next-q4_k_m", 6e-2, true},
 };
 
 Json golden(const std::string& name) { return read_json_file(test::source_path("tests/golden/gguf/" + name + ".json")); }

@@ -1,5 +1,6 @@
 #include "kernels/kqmatmul.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "core/dtype.h"
@@ -15,68 +16,75 @@ float f16at(const uint8_t* p) {
   return f16_to_f32(h);
 }
 
-// One super-block of one row against one token's block: the float it adds to y.
-float block_dot(DType type, const uint8_t* w, const int8_t* xq, const int16_t* bsums, float xd) {
+// One row's float sums against one token, in the order of llama.cpp's AVX2 kernels
+// (ggml_vec_dot_q*_K_q8_K): 8 float lanes, each over the same values as ggml's int32 lanes; Q4_K's
+// mins in 4 more lanes, Q5_K's in one. Every kvad ISA keeps this order too, so they and llama.cpp
+// round alike.
+struct RowSums {
+  float acc[8] = {};
+  float accm[4] = {};
+};
+
+// Adds one super-block of one row against one token's block to r.
+void block_into(DType type, const uint8_t* w, const int8_t* xq, const int16_t* bsums, float xd, RowSums& r) {
+  int32_t lane[8] = {};  // ggml's int32 lane j: values 4j .. 4j+3 of every 32 (exact integers)
   if (type == DType::Q6_K) {
-    const uint8_t* ql = w;
-    const uint8_t* qh = w + 128;
     const int8_t* sc = (const int8_t*)(w + 192);
-    int32_t sumi = 0;
-    for (int h = 0; h < 2; h++) {
-      int32_t dots[8] = {};
-      for (int l = 0; l < 32; l++) {
-        int is = l / 16;
-        const int8_t* x = xq + 128 * h;
-        int u1 = (ql[64 * h + l] & 0xF) | (((qh[32 * h + l] >> 0) & 3) << 4);
-        int u2 = (ql[64 * h + l + 32] & 0xF) | (((qh[32 * h + l] >> 2) & 3) << 4);
-        int u3 = (ql[64 * h + l] >> 4) | (((qh[32 * h + l] >> 4) & 3) << 4);
-        int u4 = (ql[64 * h + l + 32] >> 4) | (((qh[32 * h + l] >> 6) & 3) << 4);
-        dots[is + 0] += u1 * x[l];
-        dots[is + 2] += u2 * x[l + 32];
-        dots[is + 4] += u3 * x[l + 64];
-        dots[is + 6] += u4 * x[l + 96];
-      }
-      for (int j = 0; j < 8; j++) sumi += sc[8 * h + j] * (dots[j] - 32 * bsums[8 * h + j]);
+    for (int v = 0; v < 256; v++) {
+      const int h = v / 128, i = v % 128, l = i % 32, part = i / 32;  // ql nibble / qh bit pair
+      const uint8_t ql = w[64 * h + l + 32 * (part % 2)];
+      const int u = ((part < 2 ? ql & 0xF : ql >> 4) | (((w[128 + 32 * h + l] >> (2 * part)) & 3) << 4));
+      lane[(v % 32) / 4] += sc[v / 16] * u * xq[v];
     }
-    return xd * f16at(w + 208) * (float)sumi;
-  }
-  const bool q5 = type == DType::Q5_K;
-  uint8_t sc[8], m[8];
-  kquant_unpack_scales(w + 4, sc, m);
-  const uint8_t* qh = w + 16;
-  const uint8_t* qs = w + (q5 ? 48 : 16);
-  int32_t sumi = 0, summ = 0;
-  for (int c = 0; c < 4; c++) {
-    int32_t lo_dot = 0, hi_dot = 0;
-    for (int l = 0; l < 32; l++) {
-      int lo = qs[32 * c + l] & 0xF, hi = qs[32 * c + l] >> 4;
-      if (q5) {
-        lo |= ((qh[l] >> (2 * c)) & 1) << 4;
-        hi |= ((qh[l] >> (2 * c + 1)) & 1) << 4;
-      }
-      lo_dot += lo * xq[64 * c + l];
-      hi_dot += hi * xq[64 * c + 32 + l];
+    for (int j = 0; j < 8; j++) lane[j] -= 32 * (sc[2 * j] * bsums[2 * j] + sc[2 * j + 1] * bsums[2 * j + 1]);
+  } else {
+    const bool q5 = type == DType::Q5_K;
+    uint8_t sc[8], m[8];
+    kquant_unpack_scales(w + 4, sc, m);
+    const uint8_t* qh = w + 16;
+    const uint8_t* qs = w + (q5 ? 48 : 16);
+    for (int v = 0; v < 256; v++) {
+      const int c = v / 64, hi = (v % 64) / 32, l = v % 32;
+      int u = hi ? qs[32 * c + l] >> 4 : qs[32 * c + l] & 0xF;
+      if (q5) u |= ((qh[l] >> (2 * c + hi)) & 1) << 4;
+      lane[l / 4] += sc[2 * c + hi] * u * xq[v];
     }
-    sumi += sc[2 * c] * lo_dot + sc[2 * c + 1] * hi_dot;
+    int32_t prod[4];  // mins x 32-value sums, two sub-blocks a lane (ggml's hadd + madd)
+    for (int i = 0; i < 4; i++)
+      prod[i] = m[2 * i] * (bsums[4 * i] + bsums[4 * i + 1]) + m[2 * i + 1] * (bsums[4 * i + 2] + bsums[4 * i + 3]);
+    const float dmin = -xd * f16at(w + 2);
+    if (q5) r.accm[0] = std::fma(dmin, (float)(prod[0] + prod[1] + prod[2] + prod[3]), r.accm[0]);
+    else
+      for (int i = 0; i < 4; i++) r.accm[i] = std::fma(dmin, (float)prod[i], r.accm[i]);
   }
-  for (int j = 0; j < 8; j++) summ += m[j] * (bsums[2 * j] + bsums[2 * j + 1]);
-  return xd * f16at(w) * (float)sumi - xd * f16at(w + 2) * (float)summ;
+  const float d = xd * f16at(type == DType::Q6_K ? w + 208 : w);
+  for (int j = 0; j < 8; j++) r.acc[j] = std::fma(d, (float)lane[j], r.acc[j]);
+}
+
+// ggml's hsum_float_8 of acc (high half plus low, lanes 0+2 and 1+3, then those), plus the mins.
+float row_total(DType type, const RowSums& r) {
+  float s[4];
+  for (int i = 0; i < 4; i++) s[i] = r.acc[i + 4] + r.acc[i];
+  float total = (s[0] + s[2]) + (s[1] + s[3]);
+  if (type == DType::Q4_K) total += (r.accm[0] + r.accm[2]) + (r.accm[1] + r.accm[3]);
+  if (type == DType::Q5_K) total += r.accm[0];
+  return total;
 }
 
 }  // namespace
 
-// Scalar reference: the integer sums of ggml_vec_dot_q*_K_q8_K, one super-block at a time.
+// Scalar reference: ggml_vec_dot_q*_K_q8_K's integer sums and float order, a super-block at a time.
 void krows_scalar(const KActs& x, const KQuantMatrix& w, int64_t r0, int64_t r1, float* y) {
   const int64_t nb = w.blocks();
   const size_t bb = dtype_block_bytes(w.type());
   for (int64_t r = r0; r < r1; r++) {
     const uint8_t* row = w.row_data(r);
     for (int64_t t = 0; t < x.n; t++) {
-      float acc = 0;
+      RowSums sums;
       for (int64_t b = 0; b < nb; b++)
-        acc += block_dot(w.type(), row + (size_t)b * bb, x.codes(t, b), x.bsums.data() + (t * nb + b) * 16,
-                         x.d[(size_t)(t * nb + b)]);
-      y[t * w.rows() + r] = acc;
+        block_into(w.type(), row + (size_t)b * bb, x.codes(t, b), x.bsums.data() + (t * nb + b) * 16,
+                   x.d[(size_t)(t * nb + b)], sums);
+      y[t * w.rows() + r] = row_total(w.type(), sums);
     }
   }
 }

@@ -1,9 +1,12 @@
 // AVX2 kernels for ggml K-quant rows (quant/kquant.h) against Q8_K activations: per 32 values
 // vpmaddubsw (u8 codes x s8 activations -> pairs of int16, no saturation at these code widths),
 // then vpmaddwd by the sub-block scale (int16) -> int32, as ggml's AVX2 path does; one float FMA
-// per super-block. Tiles of up to 4 tokens reuse each unpacked super-block.
+// per super-block. Shaped as the AVX-512 kernels are (kqmatmul_avx512.cpp): a super-block
+// unpacked once in registers for up to 4 tokens, rows one after another as one prefetched
+// stream, eight rows' sums reduced together.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/kqmatmul.h"
@@ -13,145 +16,172 @@ namespace kvad::kernels {
 
 namespace {
 
-template <bool Q5, int T>
-void q45k_tile(const KActs& x, const KQuantMatrix& w, int64_t r, int64_t t0, float* y) {
-  const int64_t nb = w.blocks();
-  const size_t bb = Q5 ? 176 : 144;
-  const uint8_t* row = w.row_data(r);
-  const __m256i m4 = _mm256_set1_epi8(0x0F), one8 = _mm256_set1_epi8(1);
-  __m256 acc[T];
-  #pragma GCC unroll 8
-  for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; b++) {
-    const uint8_t* blk = row + (size_t)b * bb;
-    const float d = f16_at(blk), dmin = f16_at(blk + 2);
-    alignas(16) uint8_t sm[16];  // scales, then mins
-    kquant_unpack_scales16(blk + 4, sm);
-    const uint8_t* sc = sm;
-    // [m0, m0, m1, m1, ...] as int16 against the activations' 16-value sums.
-    __m256i mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(
-        _mm_load_si128((const __m128i*)sm), _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15)));
-    const uint8_t* qs = blk + (Q5 ? 48 : 16);
-    __m256i codes[8], scale[8];
-    __m256i qh;
-    if constexpr (Q5) qh = _mm256_loadu_si256((const __m256i*)(blk + 16));
-    #pragma GCC unroll 8
-    for (int k = 0; k < 4; k++) {
-      __m256i q = _mm256_loadu_si256((const __m256i*)(qs + 32 * k));
-      __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-      if constexpr (Q5) {
-        lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), one8), 4));
-        hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k + 1), one8), 4));
-      }
-      codes[2 * k] = lo;
-      codes[2 * k + 1] = hi;
-    }
-    #pragma GCC unroll 8
-    for (int j = 0; j < 8; j++) scale[j] = _mm256_set1_epi16(sc[j]);
-    #pragma GCC unroll 8
-    for (int t = 0; t < T; t++) {
-      const int8_t* xq = x.codes(t0 + t, b);
-      __m256i isum = _mm256_setzero_si256();
-      #pragma GCC unroll 8
-      for (int j = 0; j < 8; j++) {
-        __m256i p = _mm256_maddubs_epi16(codes[j], _mm256_loadu_si256((const __m256i*)(xq + 32 * j)));
-        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, scale[j]));
-      }
-      const size_t i = (size_t)((t0 + t) * nb + b);
-      __m256i mm = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i*)(x.bsums.data() + i * 16)), mins);
-      const float xd = x.d[i];
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(xd * d), acc[t]);
-      acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mm), _mm256_set1_ps(xd * dmin), acc[t]);
-    }
-  }
-  #pragma GCC unroll 8
-  for (int t = 0; t < T; t++) y[(t0 + t) * w.rows() + r] = hsum256(acc[t]);
-}
+enum class K { Q4, Q5, Q6 };
+template <K KIND>
+constexpr DType kType = KIND == K::Q4 ? DType::Q4_K : KIND == K::Q5 ? DType::Q5_K : DType::Q6_K;
 
-template <int T>
-void q6k_tile(const KActs& x, const KQuantMatrix& w, int64_t r, int64_t t0, float* y) {
-  const int64_t nb = w.blocks();
-  const uint8_t* row = w.row_data(r);
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(0x03);
-  __m256 acc[T];
-  #pragma GCC unroll 8
-  for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; b++) {
-    const uint8_t* blk = row + (size_t)b * 210;
-    const float d = f16_at(blk + 208);
-    const int8_t* sc = (const int8_t*)(blk + 192);
-    __m256i codes[8], scale[8];
-    #pragma GCC unroll 8
-    for (int h = 0; h < 2; h++) {
-      __m256i ql0 = _mm256_loadu_si256((const __m256i*)(blk + 64 * h));
-      __m256i ql1 = _mm256_loadu_si256((const __m256i*)(blk + 64 * h + 32));
-      __m256i qh = _mm256_loadu_si256((const __m256i*)(blk + 128 + 32 * h));
-      auto hi2 = [&](int s) { return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, s), m3), 4); };
-      codes[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), hi2(0));
-      codes[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), hi2(2));
-      codes[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), hi2(4));
-      codes[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), hi2(6));
-    }
-    // 32 values = sub-blocks 2j (int16 lanes 0-7 of the pair sums) and 2j+1 (lanes 8-15).
+// vpshufb controls (per 128-bit lane) that spread byte j of the unpacked scales over 16 int16
+// lanes (the other byte zero).
+struct Controls {
+  alignas(32) int8_t pick[8][32];
+  constexpr Controls() : pick() {
     #pragma GCC unroll 8
     for (int j = 0; j < 8; j++)
-      scale[j] = _mm256_setr_m128i(_mm_set1_epi16(sc[2 * j]), _mm_set1_epi16(sc[2 * j + 1]));
-    __m256i sc_lo = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)sc));
+      #pragma GCC unroll 32
+      for (int i = 0; i < 32; i++) pick[j][i] = (int8_t)(i % 2 ? 0x80 : j);
+  }
+};
+constexpr Controls kCtl;
+
+// One row's super-block, unpacked: 8 registers of 32 codes in value order, each with the int16
+// scale of its sub-block(s).
+struct Block {
+  __m256i q[8];
+  __m256i s[8];
+  __m256i m;     // Q6: the int16 scale of each activation 16-sum
+  __m128i mins;  // Q4/Q5: the 8 int16 mins, against the activations' 32-value sums
+  float d, dmin;
+};
+
+template <K KIND>
+__attribute__((always_inline)) inline void unpack(const uint8_t* blk, Block& b) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  if constexpr (KIND == K::Q6) {
+    const __m256i m3 = _mm256_set1_epi8(0x03);
+    b.d = f16_at(blk + 208);
+    #pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+      const __m256i ql0 = _mm256_loadu_si256((const __m256i*)(blk + 64 * h));
+      const __m256i ql1 = _mm256_loadu_si256((const __m256i*)(blk + 64 * h + 32));
+      const __m256i qh = _mm256_loadu_si256((const __m256i*)(blk + 128 + 32 * h));
+      auto hi2 = [&](int s) { return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, s), m3), 4); };
+      b.q[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), hi2(0));
+      b.q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), hi2(2));
+      b.q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), hi2(4));
+      b.q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), hi2(6));
+    }
+    // 32 values = sub-blocks 2j (int16 lanes 0-7 of the pair sums) and 2j+1 (lanes 8-15): the
+    // int16 scales 2j, 2j+1 picked per 128-bit lane.
+    const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)(blk + 192)));
+    b.m = sc;
+    const __m256i lo = _mm256_permute2x128_si256(sc, sc, 0x00), hi = _mm256_permute2x128_si256(sc, sc, 0x11);
     #pragma GCC unroll 8
-    for (int t = 0; t < T; t++) {
-      const int8_t* xq = x.codes(t0 + t, b);
-      const size_t i = (size_t)((t0 + t) * nb + b);
-      __m256i corr = _mm256_madd_epi16(sc_lo, _mm256_loadu_si256((const __m256i*)(x.bsums.data() + i * 16)));
-      __m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr, 5));
-      #pragma GCC unroll 8
-      for (int j = 0; j < 8; j++) {
-        __m256i p = _mm256_maddubs_epi16(codes[j], _mm256_loadu_si256((const __m256i*)(xq + 32 * j)));
-        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, scale[j]));
+    for (int j = 0; j < 8; j++) {
+      // Lane 0 wants word (2j) % 8, lane 1 word (2j+1) % 8, of sc[0..7] (j < 4) or sc[8..15].
+      const int w0 = (2 * j) % 8, w1 = (2 * j + 1) % 8;
+      const __m256i ctl = _mm256_setr_epi8(2 * w0, 2 * w0 + 1, 2 * w0, 2 * w0 + 1, 2 * w0, 2 * w0 + 1, 2 * w0, 2 * w0 + 1,
+                                           2 * w0, 2 * w0 + 1, 2 * w0, 2 * w0 + 1, 2 * w0, 2 * w0 + 1, 2 * w0, 2 * w0 + 1,
+                                           2 * w1, 2 * w1 + 1, 2 * w1, 2 * w1 + 1, 2 * w1, 2 * w1 + 1, 2 * w1, 2 * w1 + 1,
+                                           2 * w1, 2 * w1 + 1, 2 * w1, 2 * w1 + 1, 2 * w1, 2 * w1 + 1, 2 * w1, 2 * w1 + 1);
+      b.s[j] = _mm256_shuffle_epi8(j < 4 ? lo : hi, ctl);
+    }
+  } else {
+    b.d = f16_at(blk);
+    b.dmin = f16_at(blk + 2);
+    const __m256i sm = _mm256_broadcastsi128_si256(kquant_scales_mins(blk + 4));
+    const uint8_t* qs = blk + (KIND == K::Q5 ? 48 : 16);
+    __m256i qh;
+    if constexpr (KIND == K::Q5) qh = _mm256_loadu_si256((const __m256i*)(blk + 16));
+    const __m256i one = _mm256_set1_epi8(1);
+    #pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+      const __m256i q = _mm256_loadu_si256((const __m256i*)(qs + 32 * k));
+      __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+      if constexpr (KIND == K::Q5) {
+        lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), one), 4));
+        hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k + 1), one), 4));
       }
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(x.d[i] * d), acc[t]);
+      b.q[2 * k] = lo;
+      b.q[2 * k + 1] = hi;
     }
+    #pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) b.s[j] = _mm256_shuffle_epi8(sm, _mm256_load_si256((const __m256i*)kCtl.pick[j]));
+    b.mins = _mm_cvtepu8_epi16(_mm_srli_si128(_mm256_castsi256_si128(sm), 8));
   }
+}
+
+// One unpacked super-block against one token's 256 codes (bs: their 16-value sums), in the float
+// order of llama.cpp's AVX2 kernels (see the AVX-512 file's block_dot).
+template <K KIND>
+__attribute__((always_inline)) inline void block_dot(const Block& blk, const int8_t* xq, __m256i bs, float xd, __m256& acc, __m128& accm) {
+  __m256i sum = _mm256_setzero_si256();
   #pragma GCC unroll 8
-  for (int t = 0; t < T; t++) y[(t0 + t) * w.rows() + r] = hsum256(acc[t]);
-}
-
-template <typename Tile>
-void rows(const KActs& x, const KQuantMatrix& w, int64_t r0, int64_t r1, float* y) {
-  for (int64_t r = r0; r < r1; r++) {
-    int64_t t = 0;
-    for (; t + 4 <= x.n; t += 4) Tile::template run<4>(x, w, r, t, y);
-    switch (x.n - t) {
-      case 3: Tile::template run<3>(x, w, r, t, y); break;
-      case 2: Tile::template run<2>(x, w, r, t, y); break;
-      case 1: Tile::template run<1>(x, w, r, t, y); break;
-      default: break;
+  for (int j = 0; j < 8; j++) {
+    const __m256i p = _mm256_maddubs_epi16(blk.q[j], _mm256_loadu_si256((const __m256i*)(xq + 32 * j)));
+    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, blk.s[j]));
+  }
+  if constexpr (KIND == K::Q6) sum = _mm256_sub_epi32(sum, _mm256_slli_epi32(_mm256_madd_epi16(bs, blk.m), 5));
+  acc = _mm256_fmadd_ps(_mm256_set1_ps(xd * blk.d), _mm256_cvtepi32_ps(sum), acc);
+  if constexpr (KIND != K::Q6) {
+    const __m128i prod = _mm_madd_epi16(blk.mins, _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1)));
+    const float dmin = -xd * blk.dmin;
+    if constexpr (KIND == K::Q4) {
+      accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), accm);
+    } else {
+      const __m128i t = _mm_hadd_epi32(_mm_hadd_epi32(prod, _mm_setzero_si128()), _mm_setzero_si128());
+      accm = _mm_fmadd_ss(_mm_set_ss(dmin), _mm_cvtepi32_ps(t), accm);
     }
   }
 }
 
-struct Q4K {
-  template <int T>
-  static void run(const KActs& x, const KQuantMatrix& w, int64_t r, int64_t t0, float* y) {
-    q45k_tile<false, T>(x, w, r, t0, y);
+// Rows r0 .. r1 one after another against T tokens from t0, prefetched 4 KB ahead (one stream
+// per thread, as in the AVX-512 kernels).
+template <K KIND, int T>
+void rows_tile(const KActs& x, const KQuantMatrix& w, int64_t r0, int64_t r1, int64_t t0, float* y) {
+  constexpr size_t bb = KIND == K::Q4 ? 144 : KIND == K::Q5 ? 176 : 210;
+  constexpr size_t kAhead = 4096;
+  const int64_t nb = w.blocks();
+  __m256 part[T][8];
+  __m128 partm[T][8];
+  for (int64_t g = r0; g < r1; g += 8) {
+    const int n = (int)std::min<int64_t>(8, r1 - g);
+    for (int i = 0; i < 8; i++) {
+      __m256 acc[T];
+      __m128 accm[T];
+      #pragma GCC unroll 4
+      for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps(), accm[t] = _mm_setzero_ps();
+      const uint8_t* row = w.row_data(g + std::min(i, n - 1));
+      for (int64_t b = 0; b < nb && i < n; b++) {
+        const uint8_t* blk = row + (size_t)b * bb;
+        #pragma GCC unroll 4
+        for (size_t l = 0; l < bb; l += 64) _mm_prefetch((const char*)blk + kAhead + l, _MM_HINT_T0);
+        Block u;
+        unpack<KIND>(blk, u);
+        #pragma GCC unroll 4
+        for (int t = 0; t < T; t++) {
+          const size_t at = (size_t)((t0 + t) * nb + b);
+          block_dot<KIND>(u, x.codes(t0 + t, b), _mm256_loadu_si256((const __m256i*)(x.bsums.data() + at * 16)), x.d[at],
+                          acc[t], accm[t]);
+        }
+      }
+      #pragma GCC unroll 4
+      for (int t = 0; t < T; t++) part[t][i] = acc[t], partm[t][i] = accm[t];
+    }
+    const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    #pragma GCC unroll 4
+    for (int t = 0; t < T; t++) {
+      const __m256 v = kquant_row_totals<kType<KIND>>(part[t], partm[t]);
+      _mm256_maskstore_ps(y + (t0 + t) * w.rows() + g, keep, v);
+    }
   }
-};
-struct Q5K {
-  template <int T>
-  static void run(const KActs& x, const KQuantMatrix& w, int64_t r, int64_t t0, float* y) {
-    q45k_tile<true, T>(x, w, r, t0, y);
+}
+
+template <K KIND>
+void rows(const KActs& x, const KQuantMatrix& w, int64_t r0, int64_t r1, float* y) {
+  for (int64_t t = 0; t < x.n; t += 4) {
+    switch (std::min<int64_t>(4, x.n - t)) {
+      case 4: rows_tile<KIND, 4>(x, w, r0, r1, t, y); break;
+      case 3: rows_tile<KIND, 3>(x, w, r0, r1, t, y); break;
+      case 2: rows_tile<KIND, 2>(x, w, r0, r1, t, y); break;
+      default: rows_tile<KIND, 1>(x, w, r0, r1, t, y); break;
+    }
   }
-};
-struct Q6K {
-  template <int T>
-  static void run(const KActs& x, const KQuantMatrix& w, int64_t r, int64_t t0, float* y) {
-    q6k_tile<T>(x, w, r, t0, y);
-  }
-};
+}
 
 }  // namespace
 
-void krows_q4k_avx2(const KActs& x, const KQuantMatrix& w, int64_t r0, int64_t r1, float* y) { rows<Q4K>(x, w, r0, r1, y); }
-void krows_q5k_avx2(const KActs& x, const KQuantMatrix& w, int64_t r0, int64_t r1, float* y) { rows<Q5K>(x, w, r0, r1, y); }
-void krows_q6k_avx2(const KActs& x, const KQuantMatrix& w, int64_t r0, int64_t r1, float* y) { rows<Q6K>(x, w, r0, r1, y); }
+void krows_q4k_avx2(const KActs& x, const KQuantMatrix& w, int64_t r0, int64_t r1, float* y) { rows<K::Q4>(x, w, r0, r1, y); }
+void krows_q5k_avx2(const KActs& x, const KQuantMatrix& w, int64_t r0, int64_t r1, float* y) { rows<K::Q5>(x, w, r0, r1, y); }
+void krows_q6k_avx2(const KActs& x, const KQuantMatrix& w, int64_t r0, int64_t r1, float* y) { rows<K::Q6>(x, w, r0, r1, y); }
 
 }  // namespace kvad::kernels

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/dtype.h"
 #include "quant/packed.h"
 
 namespace kvad::kernels {
@@ -27,6 +28,60 @@ inline float f16_at(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
   return _cvtsh_ss(h);
+}
+
+// Eight rows' horizontal sums at once, each in the order of ggml's hsum_float_8 (high half plus
+// low half, then lanes 0+2 and 1+3, then those two), so a K-quant row sums its lanes exactly as
+// llama.cpp's ggml_vec_dot_q*_K_q8_K does. f[k] holds rows 2k (low 128 bits) and 2k+1 (high),
+// 4 lanes each, already folded once; lane i of the result is row i.
+inline __m256 sum8_folded(const __m256 f[4]) {
+  const __m256 g0 = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(f[0]), _mm256_castps_pd(f[1]))),
+                                  _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(f[0]), _mm256_castps_pd(f[1]))));
+  const __m256 g1 = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(f[2]), _mm256_castps_pd(f[3]))),
+                                  _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(f[2]), _mm256_castps_pd(f[3]))));
+  // Per 128-bit lane: [rows 0 2 4 6 | 1 3 5 7], each the sum of its two halves.
+  const __m256 h = _mm256_add_ps(_mm256_shuffle_ps(g0, g1, _MM_SHUFFLE(2, 0, 2, 0)), _mm256_shuffle_ps(g0, g1, _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm256_permutevar8x32_ps(h, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+// Lane i = hsum_float_8(v[i]).
+inline __m256 sum8(const __m256 v[8]) {
+  __m256 f[4];
+  #pragma GCC unroll 4
+  for (int k = 0; k < 4; k++)
+    f[k] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * k], v[2 * k + 1], 0x31), _mm256_permute2f128_ps(v[2 * k], v[2 * k + 1], 0x20));
+  return sum8_folded(f);
+}
+
+// Lane i = the 4-lane sum of v[i] in ggml's order for acc_m ((0+2) + (1+3)).
+inline __m256 sum8x4(const __m128 v[8]) {
+  __m256 f[4];
+  #pragma GCC unroll 4
+  for (int k = 0; k < 4; k++) f[k] = _mm256_set_m128(v[2 * k + 1], v[2 * k]);
+  return sum8_folded(f);
+}
+
+// Eight K-quant rows' totals (lane i = row i) from their float lanes as the kqmatmul kernels keep
+// them: ggml's hsum_float_8 of acc, plus Q4_K's 4 mins lanes (its acc_m order) or Q5_K's one.
+template <DType TYPE>
+inline __m256 kquant_row_totals(const __m256 acc[8], const __m128 accm[8]) {
+  __m256 v = sum8(acc);
+  if constexpr (TYPE == DType::Q4_K) v = _mm256_add_ps(v, sum8x4(accm));
+  if constexpr (TYPE == DType::Q5_K)
+    v = _mm256_add_ps(v, _mm256_setr_ps(accm[0][0], accm[1][0], accm[2][0], accm[3][0], accm[4][0], accm[5][0], accm[6][0], accm[7][0]));
+  return v;
+}
+
+// The 8 (scale, min) 6-bit pairs of a Q4_K/Q5_K super-block (12 bytes at p; 16 are read) as
+// bytes 0-7 scales, 8-15 mins: quant/kquant.h's kquant_unpack_scales16 in registers. Unpacked
+// through memory, the 16-byte load of four 4-byte stores cannot be forwarded and waits for them.
+inline __m128i kquant_scales_mins(const uint8_t* p) {
+  const __m128i u = _mm_loadu_si128((const __m128i*)p);
+  const __m128i a = _mm_srlv_epi32(_mm_shuffle_epi32(u, _MM_SHUFFLE(2, 1, 2, 0)), _mm_setr_epi32(0, 0, 0, 4));
+  const __m128i b = _mm_srli_epi32(_mm_shuffle_epi32(u, _MM_SHUFFLE(1, 1, 0, 0)), 2);
+  const __m128i keep = _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f);
+  const __m128i high = _mm_setr_epi32(0, 0x30303030, 0, 0x30303030);
+  return _mm_or_si128(_mm_and_si128(a, keep), _mm_and_si128(b, high));
 }
 
 // Sum of the 8 lanes.
