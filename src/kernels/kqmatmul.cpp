@@ -26,7 +26,8 @@ struct RowSums {
 };
 
 // Adds one super-block of one row against one token's block to r.
-void block_into(DType type, const uint8_t* w, const int8_t* xq, const int16_t* bsums, float xd, RowSums& r) {
+void block_into(DType type, const uint8_t* w, const int8_t* xq, const int16_t* bsums, const int16_t* sums32, float xd,
+                RowSums& r) {
   int32_t lane[8] = {};  // ggml's int32 lane j: values 4j .. 4j+3 of every 32 (exact integers)
   if (type == DType::Q6_K) {
     const int8_t* sc = (const int8_t*)(w + 192);
@@ -50,8 +51,7 @@ void block_into(DType type, const uint8_t* w, const int8_t* xq, const int16_t* b
       lane[l / 4] += sc[2 * c + hi] * u * xq[v];
     }
     int32_t prod[4];  // mins x 32-value sums, two sub-blocks a lane (ggml's hadd + madd)
-    for (int i = 0; i < 4; i++)
-      prod[i] = m[2 * i] * (bsums[4 * i] + bsums[4 * i + 1]) + m[2 * i + 1] * (bsums[4 * i + 2] + bsums[4 * i + 3]);
+    for (int i = 0; i < 4; i++) prod[i] = m[2 * i] * sums32[2 * i] + m[2 * i + 1] * sums32[2 * i + 1];
     const float dmin = -xd * f16at(w + 2);
     if (q5) r.accm[0] = std::fma(dmin, (float)(prod[0] + prod[1] + prod[2] + prod[3]), r.accm[0]);
     else
@@ -83,7 +83,7 @@ void krows_scalar(const KActs& x, const KQuantMatrix& w, int64_t r0, int64_t r1,
       RowSums sums;
       for (int64_t b = 0; b < nb; b++)
         block_into(w.type(), row + (size_t)b * bb, x.codes(t, b), x.bsums.data() + (t * nb + b) * 16,
-                   x.d[(size_t)(t * nb + b)], sums);
+                   x.sums32.data() + (t * nb + b) * 8, x.d[(size_t)(t * nb + b)], sums);
       y[t * w.rows() + r] = row_total(w.type(), sums);
     }
   }

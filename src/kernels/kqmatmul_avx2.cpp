@@ -40,7 +40,7 @@ struct Block {
   __m256i s[8];
   __m256i m;     // Q6: the int16 scale of each activation 16-sum
   __m128i mins;  // Q4/Q5: the 8 int16 mins, against the activations' 32-value sums
-  float d, dmin;
+  __m128 dd;     // lanes 0, 1: d, dmin (Q6: d)
 };
 
 template <K KIND>
@@ -48,7 +48,7 @@ __attribute__((always_inline)) inline void unpack(const uint8_t* blk, Block& b) 
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   if constexpr (KIND == K::Q6) {
     const __m256i m3 = _mm256_set1_epi8(0x03);
-    b.d = f16_at(blk + 208);
+    b.dd = _mm_set_ss(f16_at(blk + 208));
     #pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
       const __m256i ql0 = _mm256_loadu_si256((const __m256i*)(blk + 64 * h));
@@ -76,8 +76,9 @@ __attribute__((always_inline)) inline void unpack(const uint8_t* blk, Block& b) 
       b.s[j] = _mm256_shuffle_epi8(j < 4 ? lo : hi, ctl);
     }
   } else {
-    b.d = f16_at(blk);
-    b.dmin = f16_at(blk + 2);
+    int32_t both;
+    std::memcpy(&both, blk, 4);
+    b.dd = _mm_cvtph_ps(_mm_cvtsi32_si128(both));
     const __m256i sm = _mm256_broadcastsi128_si256(kquant_scales_mins(blk + 4));
     const uint8_t* qs = blk + (KIND == K::Q5 ? 48 : 16);
     __m256i qh;
@@ -103,7 +104,7 @@ __attribute__((always_inline)) inline void unpack(const uint8_t* blk, Block& b) 
 // One unpacked super-block against one token's 256 codes (bs: their 16-value sums), in the float
 // order of llama.cpp's AVX2 kernels (see the AVX-512 file's block_dot).
 template <K KIND>
-__attribute__((always_inline)) inline void block_dot(const Block& blk, const int8_t* xq, __m256i bs, float xd, __m256& acc, __m128& accm) {
+__attribute__((always_inline)) inline void block_dot(const Block& blk, const int8_t* xq, __m256i bs, const int16_t* s32, float xd, __m256& acc, __m128& accm) {
   __m256i sum = _mm256_setzero_si256();
   #pragma GCC unroll 8
   for (int j = 0; j < 8; j++) {
@@ -111,15 +112,17 @@ __attribute__((always_inline)) inline void block_dot(const Block& blk, const int
     sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, blk.s[j]));
   }
   if constexpr (KIND == K::Q6) sum = _mm256_sub_epi32(sum, _mm256_slli_epi32(_mm256_madd_epi16(bs, blk.m), 5));
-  acc = _mm256_fmadd_ps(_mm256_set1_ps(xd * blk.d), _mm256_cvtepi32_ps(sum), acc);
+  const __m128 dx = _mm_mul_ps(blk.dd, _mm_set1_ps(xd));  // d*xd, dmin*xd: ggml's products
+  acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(dx), _mm256_cvtepi32_ps(sum), acc);
   if constexpr (KIND != K::Q6) {
-    const __m128i prod = _mm_madd_epi16(blk.mins, _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1)));
-    const float dmin = -xd * blk.dmin;
+    // ggml's -dmin*xd * prod + accm, as one fused negated multiply-add (the same rounding).
+    const __m128i prod = _mm_madd_epi16(blk.mins, _mm_loadu_si128((const __m128i*)s32));
+    const __m128 dmin = _mm_permute_ps(dx, 0x55);  // lane 1 everywhere
     if constexpr (KIND == K::Q4) {
-      accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), accm);
+      accm = _mm_fnmadd_ps(dmin, _mm_cvtepi32_ps(prod), accm);
     } else {
       const __m128i t = _mm_hadd_epi32(_mm_hadd_epi32(prod, _mm_setzero_si128()), _mm_setzero_si128());
-      accm = _mm_fmadd_ss(_mm_set_ss(dmin), _mm_cvtepi32_ps(t), accm);
+      accm = _mm_fnmadd_ss(dmin, _mm_cvtepi32_ps(t), accm);
     }
   }
 }
@@ -150,8 +153,8 @@ void rows_tile(const KActs& x, const KQuantMatrix& w, int64_t r0, int64_t r1, in
         #pragma GCC unroll 4
         for (int t = 0; t < T; t++) {
           const size_t at = (size_t)((t0 + t) * nb + b);
-          block_dot<KIND>(u, x.codes(t0 + t, b), _mm256_loadu_si256((const __m256i*)(x.bsums.data() + at * 16)), x.d[at],
-                          acc[t], accm[t]);
+          block_dot<KIND>(u, x.codes(t0 + t, b), _mm256_loadu_si256((const __m256i*)(x.bsums.data() + at * 16)),
+                          x.sums32.data() + at * 8, x.d[at], acc[t], accm[t]);
         }
       }
       #pragma GCC unroll 4

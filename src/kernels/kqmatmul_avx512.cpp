@@ -53,7 +53,7 @@ struct Block {
   __m512i s[4];  // int16 scale of each maddubs lane
   __m256i m;     // Q6: the int16 scale of each activation 16-sum
   __m128i mins;  // Q4/Q5: the 8 int16 mins, against the activations' 32-value sums
-  float d, dmin;
+  __m128 dd;     // lanes 0, 1: d, dmin (Q6: d)
 };
 
 // int16 lanes: lo in the low 256 bits, hi in the high (per-half shift counts).
@@ -65,7 +65,7 @@ template <K KIND>
 __attribute__((always_inline)) inline void unpack(const uint8_t* blk, Block& b) {
   if constexpr (KIND == K::Q6) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
-    b.d = f16_at(blk + 208);
+    b.dd = _mm_set_ss(f16_at(blk + 208));
     #pragma GCC unroll 8
     for (int h = 0; h < 2; h++) {
       // ql's low nibbles are values 0-63 of the half, its high nibbles 64-127; qh byte l holds
@@ -89,8 +89,9 @@ __attribute__((always_inline)) inline void unpack(const uint8_t* blk, Block& b) 
     b.s[3] = _mm512_shuffle_epi8(hi, c1);
   } else {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
-    b.d = f16_at(blk);
-    b.dmin = f16_at(blk + 2);
+    int32_t both;
+    std::memcpy(&both, blk, 4);
+    b.dd = _mm_cvtph_ps(_mm_cvtsi32_si128(both));
     const __m512i sm = _mm512_broadcast_i32x4(kquant_scales_mins(blk + 4));
     const uint8_t* qs = blk + (KIND == K::Q5 ? 48 : 16);
     #pragma GCC unroll 2
@@ -153,27 +154,30 @@ const int8_t* arrange(const KActs& x, int64_t t0, int64_t T) {
   }
 }
 
-// One unpacked super-block against one token's codes (xv, kernel order; bs its 16-value sums),
+// One unpacked super-block against one token's codes (xv, kernel order; bs, s32: its 16- and
+// 32-value sums),
 // in the float order of llama.cpp's AVX2 ggml_vec_dot_q*_K_q8_K, so both engines round alike:
 // acc += d*xd * (8 int32 lanes of the scaled sums, each over the same 32 values as ggml's lanes;
 // Q6 less 32 * its scaled 16-sums); Q4: accm += -dmin*xd * (4 lanes of mins x 32-value sums);
 // Q5: accm lane 0 += -dmin*xd * (their total).
 template <K KIND>
-__attribute__((always_inline)) inline void block_dot(const Block& blk, const __m512i xv[4], __m256i bs, float xd, __m256& acc, __m128& accm) {
+__attribute__((always_inline)) inline void block_dot(const Block& blk, const __m512i xv[4], __m256i bs, const int16_t* s32, float xd, __m256& acc, __m128& accm) {
   __m512i isum = _mm512_setzero_si512();
   #pragma GCC unroll 4
   for (int k = 0; k < 4; k++) isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(blk.q[k], xv[k]), blk.s[k]);
   __m256i sum = _mm256_add_epi32(_mm512_castsi512_si256(isum), _mm512_extracti64x4_epi64(isum, 1));
   if constexpr (KIND == K::Q6) sum = _mm256_sub_epi32(sum, _mm256_slli_epi32(_mm256_madd_epi16(bs, blk.m), 5));
-  acc = _mm256_fmadd_ps(_mm256_set1_ps(xd * blk.d), _mm256_cvtepi32_ps(sum), acc);
+  const __m128 dx = _mm_mul_ps(blk.dd, _mm_set1_ps(xd));  // d*xd, dmin*xd: ggml's products
+  acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(dx), _mm256_cvtepi32_ps(sum), acc);
   if constexpr (KIND != K::Q6) {
-    const __m128i prod = _mm_madd_epi16(blk.mins, _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1)));
-    const float dmin = -xd * blk.dmin;
+    // ggml's -dmin*xd * prod + accm, as one fused negated multiply-add (the same rounding).
+    const __m128i prod = _mm_madd_epi16(blk.mins, _mm_loadu_si128((const __m128i*)s32));
+    const __m128 dmin = _mm_permute_ps(dx, 0x55);  // lane 1 everywhere
     if constexpr (KIND == K::Q4) {
-      accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), accm);
+      accm = _mm_fnmadd_ps(dmin, _mm_cvtepi32_ps(prod), accm);
     } else {
       const __m128i t = _mm_hadd_epi32(_mm_hadd_epi32(prod, _mm_setzero_si128()), _mm_setzero_si128());
-      accm = _mm_fmadd_ss(_mm_set_ss(dmin), _mm_cvtepi32_ps(t), accm);
+      accm = _mm_fnmadd_ss(dmin, _mm_cvtepi32_ps(t), accm);
     }
   }
 }
@@ -212,7 +216,8 @@ void rows_tile(const KActs& x, const KQuantMatrix& w, int64_t r0, int64_t r1, in
           __m512i xv[4];
           #pragma GCC unroll 4
           for (int k = 0; k < 4; k++) xv[k] = _mm512_loadu_si512(xk + t * x.k + b * 256 + 64 * k);
-          block_dot<KIND>(u, xv, _mm256_loadu_si256((const __m256i*)(x.bsums.data() + at * 16)), x.d[at], acc[t], accm[t]);
+          block_dot<KIND>(u, xv, _mm256_loadu_si256((const __m256i*)(x.bsums.data() + at * 16)), x.sums32.data() + at * 8,
+                          x.d[at], acc[t], accm[t]);
         }
       }
       #pragma GCC unroll 4

@@ -162,11 +162,13 @@ void quantize_kacts(const float* x, int64_t n, int64_t k, KActs& a) {
   a.q.resize((size_t)(n * k));
   a.d.resize((size_t)(n * a.blocks));
   a.bsums.resize((size_t)(n * a.blocks * 16));
+  a.sums32.resize((size_t)(n * a.blocks * 8));
   auto one = [&](int64_t t) {
     for (int64_t b = 0; b < a.blocks; b++) {
       const float* xb = x + t * k + b * kQK;
       int8_t* q = a.q.data() + t * k + b * kQK;
       int16_t* bs = a.bsums.data() + (t * a.blocks + b) * 16;
+      int16_t* s32 = a.sums32.data() + (t * a.blocks + b) * 8;
       float mx = 0, amax = 0;
       for (int j = 0; j < kQK; j++) {
         float ax = std::fabs(xb[j]);
@@ -179,6 +181,7 @@ void quantize_kacts(const float* x, int64_t n, int64_t k, KActs& a) {
         a.d[(size_t)(t * a.blocks + b)] = 0;
         std::memset(q, 0, kQK);
         std::memset(bs, 0, 32);
+        std::memset(s32, 0, 16);
         continue;
       }
       const float iscale = -127.f / mx;
@@ -188,6 +191,7 @@ void quantize_kacts(const float* x, int64_t n, int64_t k, KActs& a) {
         for (int i = 0; i < 16; i++) s += q[j * 16 + i];
         bs[j] = (int16_t)s;
       }
+      for (int j = 0; j < 8; j++) s32[j] = (int16_t)(bs[2 * j] + bs[2 * j + 1]);
       a.d[(size_t)(t * a.blocks + b)] = 1 / iscale;
     }
   };

@@ -55,12 +55,14 @@ class KQuantMatrix {
 };
 
 // Activations as llama.cpp's block_q8_K, per token and per 256 inputs: d = max|x| / 127 (signed
-// so that the largest magnitude maps to -127), q = round(x / d), and the sums of q per 16.
+// so that the largest magnitude maps to -127), q = round(x / d), and the sums of q per 16 (and
+// per 32, which llama.cpp's Q4_K/Q5_K kernels add from them in every dot product).
 struct KActs {
   int64_t n = 0, k = 0, blocks = 0;  // blocks = k / 256
   std::vector<int8_t> q;             // [n][k]
   std::vector<float> d;              // [n][blocks]
   std::vector<int16_t> bsums;        // [n][blocks][16]
+  std::vector<int16_t> sums32;       // [n][blocks][8]: bsums in pairs, against Q4_K/Q5_K's mins
   const int8_t* codes(int64_t t, int64_t b) const { return q.data() + (t * blocks + b) * kQK; }
 };
 // k must be a multiple of 256.
