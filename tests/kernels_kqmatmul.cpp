@@ -73,29 +73,58 @@ TEST(KQuant, ScalePackingRoundTripsEveryValue) {
 }
 
 TEST(KQuant, ActivationsFollowQ8KDefinition) {
-  Rng rng(5);
-  int64_t n = 3, k = 512;
-  std::vector<float> x = randn(rng, (size_t)(n * k));
-  for (int i = 0; i < 256; i++) x[(size_t)(k + i)] = 0;  // an all-zero block: d = 0, codes 0
-  x[7] = -9.0f;                                          // the largest magnitude is negative
-  KActs a;
-  quantize_kacts(x.data(), n, k, a);
-  ASSERT_EQ(a.blocks, 2);
-  EXPECT_EQ(a.d[2], 0.0f);
-  EXPECT_FLOAT_EQ(a.d[0], 9.0f / 127.0f);
-  EXPECT_EQ(a.codes(0, 0)[7], -127);  // iscale = -127 / max: the signed max becomes -127
-  for (int64_t t = 0; t < n; t++)
-    for (int64_t b = 0; b < a.blocks; b++) {
-      const int8_t* q = a.codes(t, b);
-      for (int j = 0; j < 16; j++) {
-        int s = 0;
-        for (int i = 0; i < 16; i++) s += q[16 * j + i];
-        ASSERT_EQ(s, a.bsums[(size_t)((t * a.blocks + b) * 16 + j)]);
+  for (Isa isa : {Isa::Scalar, best_isa()}) {
+    Rng rng(5);
+    int64_t n = 3, k = 512;
+    std::vector<float> x = randn(rng, (size_t)(n * k));
+    for (int i = 0; i < 256; i++) x[(size_t)(k + i)] = 0;  // an all-zero block: d = 0, codes 0
+    x[7] = -9.0f;                                          // the largest magnitude is negative
+    KActs a;
+    quantize_kacts(x.data(), n, k, a, isa);
+    ASSERT_EQ(a.blocks, 2);
+    EXPECT_EQ(a.d[2], 0.0f) << isa_name(isa);
+    EXPECT_FLOAT_EQ(a.d[0], 9.0f / 127.0f) << isa_name(isa);
+    EXPECT_EQ(a.codes(0, 0)[7], -127) << isa_name(isa);  // iscale = -127 / max: the signed max becomes -127
+    for (int64_t t = 0; t < n; t++)
+      for (int64_t b = 0; b < a.blocks; b++) {
+        const int8_t* q = a.codes(t, b);
+        for (int j = 0; j < 16; j++) {
+          int s = 0;
+          for (int i = 0; i < 16; i++) s += q[16 * j + i];
+          ASSERT_EQ(s, a.bsums[(size_t)((t * a.blocks + b) * 16 + j)]) << isa_name(isa);
+          if (j % 2) {
+            int pair = 0;
+            for (int i = 0; i < 32; i++) pair += q[16 * (j - 1) + i];
+            ASSERT_EQ(pair, a.sums32[(size_t)((t * a.blocks + b) * 8 + j / 2)]) << isa_name(isa);
+          }
+        }
+        float d = a.d[(size_t)(t * a.blocks + b)];
+        for (int i = 0; i < 256 && d != 0; i++)
+          ASSERT_LE(std::fabs(q[i] * d - x[(size_t)(t * k + b * 256 + i)]), 0.5f * std::fabs(d) * 1.0001f) << isa_name(isa);
       }
-      float d = a.d[(size_t)(t * a.blocks + b)];
-      for (int i = 0; i < 256 && d != 0; i++)
-        ASSERT_LE(std::fabs(q[i] * d - x[(size_t)(t * k + b * 256 + i)]), 0.5f * std::fabs(d) * 1.0001f);
-    }
+  }
+}
+
+// The AVX-512 quantiser against the scalar one, bit for bit: ties of the largest magnitude with
+// either sign first, halves that round to even, values that reach the clamp, zero blocks.
+TEST(KQuant, SimdActivationQuantisationEqualsScalar) {
+  if (best_isa() < Isa::Avx512) GTEST_SKIP() << "no AVX-512 on this CPU: only the scalar quantiser runs here";
+  Rng rng(17);
+  const int64_t n = 9, k = 1024;
+  std::vector<float> x = randn(rng, (size_t)(n * k), 2.0);
+  for (int i = 0; i < 256; i++) x[(size_t)(256 + i)] = 0;                        // token 0, block 1: zeros
+  x[(size_t)(k + 3)] = 50.0f, x[(size_t)(k + 200)] = -50.0f;                     // a tie, positive first
+  x[(size_t)(2 * k + 10)] = -60.0f, x[(size_t)(2 * k + 11)] = 60.0f;             // a tie, negative first
+  for (int i = 0; i < 256; i++) x[(size_t)(3 * k + i)] = (float)(i % 255 - 127) * 0.5f;  // exact halves
+  for (int i = 0; i < 256; i++) x[(size_t)(4 * k + i)] = 1e-30f * (float)(i - 128);       // tiny values
+  KActs want, got;
+  quantize_kacts(x.data(), n, k, want, Isa::Scalar);
+  quantize_kacts(x.data(), n, k, got, Isa::Avx512);
+  EXPECT_EQ(got.q, want.q);
+  EXPECT_EQ(got.bsums, want.bsums);
+  EXPECT_EQ(got.sums32, want.sums32);
+  ASSERT_EQ(got.d.size(), want.d.size());
+  for (size_t i = 0; i < got.d.size(); i++) ASSERT_EQ(got.d[i], want.d[i]) << "block " << i;
 }
 
 TEST(KQuant, ScalarKernelEqualsFloat64ProductOfDequantisedOperands) {

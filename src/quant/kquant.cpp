@@ -154,7 +154,9 @@ void KQuantMatrix::row(int64_t r, float* out) const { dequantize_blocks(type_, r
 // ------------------------------------------------------------------------------------------------
 // Activations (llama.cpp quantize_row_q8_K_ref)
 
-void quantize_kacts(const float* x, int64_t n, int64_t k, KActs& a) {
+float quantize_kblock_avx512(const float* x, int8_t* q, int16_t* bsums, int16_t* sums32);
+
+void quantize_kacts(const float* x, int64_t n, int64_t k, KActs& a, Isa isa) {
   if (k % kQK != 0) fail("internal: K-quant activations of width {} (not a multiple of 256)", k);
   a.n = n;
   a.k = k;
@@ -169,6 +171,12 @@ void quantize_kacts(const float* x, int64_t n, int64_t k, KActs& a) {
       int8_t* q = a.q.data() + t * k + b * kQK;
       int16_t* bs = a.bsums.data() + (t * a.blocks + b) * 16;
       int16_t* s32 = a.sums32.data() + (t * a.blocks + b) * 8;
+#if defined(__x86_64__)
+      if (isa == Isa::Avx512) {
+        a.d[(size_t)(t * a.blocks + b)] = quantize_kblock_avx512(xb, q, bs, s32);
+        continue;
+      }
+#endif
       float mx = 0, amax = 0;
       for (int j = 0; j < kQK; j++) {
         float ax = std::fabs(xb[j]);

@@ -20,6 +20,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/cpu.h"
 #include "core/dtype.h"
 
 namespace kvad {
@@ -66,7 +67,7 @@ struct KActs {
   const int8_t* codes(int64_t t, int64_t b) const { return q.data() + (t * blocks + b) * kQK; }
 };
 // k must be a multiple of 256.
-void quantize_kacts(const float* x, int64_t n, int64_t k, KActs& out);
+void quantize_kacts(const float* x, int64_t n, int64_t k, KActs& out, Isa isa = best_isa());
 
 // Dequantises n values of `type` blocks (n a multiple of the block size) into out[n].
 void dequantize_blocks(DType type, const uint8_t* src, int64_t n, float* out);
