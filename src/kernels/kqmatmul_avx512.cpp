@@ -155,8 +155,8 @@ const int8_t* arrange(const KActs& x, int64_t t0, int64_t T) {
 }
 
 // One unpacked super-block against one token's codes (xv, kernel order; bs, s32: its 16- and
-// 32-value sums),
-// in the float order of llama.cpp's AVX2 ggml_vec_dot_q*_K_q8_K, so both engines round alike:
+// 32-value sums), in the float order of llama.cpp's AVX2 ggml_vec_dot_q*_K_q8_K (both engines
+// round alike):
 // acc += d*xd * (8 int32 lanes of the scaled sums, each over the same 32 values as ggml's lanes;
 // Q6 less 32 * its scaled 16-sums); Q4: accm += -dmin*xd * (4 lanes of mins x 32-value sums);
 // Q5: accm lane 0 += -dmin*xd * (their total).

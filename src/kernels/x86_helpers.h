@@ -73,8 +73,8 @@ inline __m256 kquant_row_totals(const __m256 acc[8], const __m128 accm[8]) {
 }
 
 // The 8 (scale, min) 6-bit pairs of a Q4_K/Q5_K super-block (12 bytes at p; 16 are read) as
-// bytes 0-7 scales, 8-15 mins: quant/kquant.h's kquant_unpack_scales16 in registers. Unpacked
-// through memory, the 16-byte load of four 4-byte stores cannot be forwarded and waits for them.
+// bytes 0-7 scales, 8-15 mins: quant/kquant.h's kquant_unpack_scales, four bytes a lane, in
+// registers (unpacked through memory, a 16-byte load of four 4-byte stores waits for them).
 inline __m128i kquant_scales_mins(const uint8_t* p) {
   const __m128i u = _mm_loadu_si128((const __m128i*)p);
   const __m128i a = _mm_srlv_epi32(_mm_shuffle_epi32(u, _MM_SHUFFLE(2, 1, 2, 0)), _mm_setr_epi32(0, 0, 0, 4));

@@ -16,7 +16,6 @@
 // own quantisers to Q4_K / Q6_K for `--quant q4k|q6k` on Hugging Face checkpoints.
 #pragma once
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -74,18 +73,6 @@ void dequantize_blocks(DType type, const uint8_t* src, int64_t n, float* out);
 
 // The 6-bit (scale, min) pairs of a Q4_K/Q5_K super-block (ggml's get_scale_min_k4), and back.
 void kquant_unpack_scales(const uint8_t* packed12, uint8_t sc[8], uint8_t m[8]);
-// The same four bytes at a time, for the kernels: out bytes 0-7 are the scales, 8-15 the mins.
-inline void kquant_unpack_scales16(const uint8_t* packed12, uint8_t out[16]) {
-  uint32_t u[4];
-  std::memcpy(u, packed12, 12);
-  const uint32_t k1 = 0x3f3f3f3f, k2 = 0x0f0f0f0f, k3 = 0x03030303;
-  u[3] = ((u[2] >> 4) & k2) | (((u[1] >> 6) & k3) << 4);
-  const uint32_t mins_lo = u[1] & k1;
-  u[1] = (u[2] & k2) | (((u[0] >> 6) & k3) << 4);
-  u[2] = mins_lo;
-  u[0] &= k1;
-  std::memcpy(out, u, 16);
-}
 void kquant_pack_scales(const uint8_t sc[8], const uint8_t m[8], uint8_t packed12[12]);
 
 }  // namespace kvad
