@@ -17,7 +17,8 @@ namespace kvad {
 // pass, short enough not to burn a core that another process (or the next matmul) needs.
 static constexpr int kSpinIters = 20000;
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
+ThreadPool::ThreadPool(int n_threads)
+    : n_threads_(n_threads < 1 ? 1 : n_threads), shares_(std::make_unique<Share[]>((size_t)n_threads_)) {
   for (int i = 1; i < n_threads_; i++) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 

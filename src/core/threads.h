@@ -2,8 +2,10 @@
 // (futex via std::atomic::wait), so a parallel region costs microseconds, not a thread start.
 // The calling thread is worker 0 and always takes part.
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -49,12 +51,63 @@ class ThreadPool {
     });
   }
 
+  // Like parallel_for, for work whose pieces cost the same (a matrix product's rows): [0, n) is
+  // cut into pieces of `piece` items and each thread takes the pieces of its own contiguous share
+  // in order, then the pieces still left in the others' shares. A thread that a neighbour
+  // preempts, or that reads memory slower, no longer holds the whole region up (docs/kernels.md,
+  // "Threads that finish together"). Each take is half of what is left of a share, at least one
+  // piece: a locked add per 32 KB piece made a decode step ~10% slower (it waits for the loads in
+  // flight), halving takes ~log2(pieces) of them. fn(b, e) gets whole pieces; on one thread, for
+  // one piece or inside another region, the whole range in one call.
+  template <typename F>
+  void parallel_for_balanced(int64_t n, int64_t piece, F&& fn) {
+    if (n <= 0) return;
+    piece = std::max<int64_t>(piece, 1);
+    int64_t pieces = (n + piece - 1) / piece;
+    int nt = (int)std::min<int64_t>(n_threads_, pieces);
+    if (nt <= 1 || in_region_) {
+      fn(int64_t{0}, n);
+      return;
+    }
+    for (int t = 0; t < nt; t++) {  // published to the workers by dispatch's generation increment
+      shares_[t].next.store(pieces * t / nt, std::memory_order_relaxed);
+      shares_[t].end = pieces * (t + 1) / nt;
+    }
+    run([&](int t, int) {
+      for (int k = 0; k < nt; k++) {  // its own share first (t % nt), then the next ones'
+        Share& s = shares_[(t + k) % nt];
+        for (;;) {
+          const int64_t left = s.end - s.next.load(std::memory_order_relaxed);
+          if (left <= 0) break;
+          const int64_t take = std::max<int64_t>(1, left / 2);
+          const int64_t p = s.next.fetch_add(take, std::memory_order_relaxed);
+          if (p >= s.end) break;
+          fn(p * piece, std::min(n, std::min(p + take, s.end) * piece));
+        }
+      }
+    });
+  }
+
+  // Items per piece for parallel_for_balanced when one item streams `item_bytes` of weights:
+  // ~32 KB a piece, a microsecond of one thread's reading, so the last piece's wait is short and
+  // the atomic claim per piece costs nothing beside it.
+  static int64_t items_per_piece(int64_t item_bytes) {
+    return std::max<int64_t>(1, (int64_t{32} << 10) / std::max<int64_t>(item_bytes, 1));
+  }
+
  private:
   using Tramp = void (*)(void*, int, int);
   void dispatch(Tramp tramp, void* ctx);
   void worker_loop(int index);
 
+  // One thread's share of a parallel_for_balanced region: the next piece to take and its end.
+  struct alignas(64) Share {
+    std::atomic<int64_t> next{0};
+    int64_t end = 0;
+  };
+
   int n_threads_;
+  std::unique_ptr<Share[]> shares_;
   std::vector<std::thread> workers_;
   alignas(64) std::atomic<uint32_t> generation_{0};
   alignas(64) std::atomic<int> pending_{0};

@@ -112,8 +112,10 @@ void kqmatmul(const KActs& x, const KQuantMatrix& w, float* y, Isa isa) {
     fn(x, w, 0, rows, y);
     return;
   }
-  // Split output rows in chunks of 16: each thread streams its own part of W once.
-  pool().parallel_for(rows, 16, [&](int64_t b, int64_t e) { fn(x, w, b, e, y); });
+  // Split output rows in pieces of 16k: each thread streams its own part of W once and takes
+  // what the other has left when it is done first.
+  int64_t piece = 16 * ThreadPool::items_per_piece(16 * (int64_t)w.row_bytes());
+  pool().parallel_for_balanced(rows, piece, [&](int64_t b, int64_t e) { fn(x, w, b, e, y); });
 }
 
 }  // namespace kvad::kernels
