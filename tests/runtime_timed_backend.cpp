@@ -52,4 +52,28 @@ TEST(TimedBackend, SameLogitsAndACountOfEveryCall) {
   EXPECT_EQ(calls("linear_group"), 2 * layers) << table;  // q/k/v, gate/up
   EXPECT_EQ(calls("embed"), 1) << table;
   EXPECT_EQ(calls("begin_forward"), 1) << table;
+
+  // The matrix products again, by weight shape, with the rate their weights were read at.
+  const ModelConfig& c = m->config();
+  auto product = [&](const std::string& shape, double* ms = nullptr, double* gbs = nullptr) -> long {
+    const size_t at = table.find("%  " + shape);
+    if (at == std::string::npos) return -1;
+    const size_t start = table.rfind('\n', at) + 1, rate = table.find(", ", at + shape.size());
+    if (gbs && rate != std::string::npos) *gbs = std::atof(table.c_str() + rate + 2);
+    double t = 0;
+    long n = -1;
+    if (std::sscanf(table.c_str() + start, "%lf %ld", &t, &n) != 2) return -1;
+    if (ms) *ms = t;
+    return n;
+  };
+  const std::string h = "x" + std::to_string(c.hidden) + " f32";
+  double head_ms = 0, head_gbs = 0;
+  EXPECT_EQ(product(std::to_string(c.vocab_size) + h + ",", &head_ms, &head_gbs), 1) << table;
+  EXPECT_EQ(product(std::to_string(c.q_dim() + 2 * c.kv_dim()) + h + " (3 matrices),"), layers) << table;
+  EXPECT_EQ(product(std::to_string(2 * c.intermediate) + h + " (2 matrices),"), layers) << table;
+  EXPECT_EQ(product(std::to_string(c.hidden) + "x" + std::to_string(c.intermediate) + " f32,"), layers) << table;
+  // The head's rate is its f32 bytes over its time (both as printed, ms to 2 decimals).
+  const double head_bytes = 4.0 * (double)c.vocab_size * (double)c.hidden;
+  ASSERT_GT(head_ms, 0.05) << table;
+  EXPECT_NEAR(head_gbs, head_bytes / (head_ms * 1e-3) / 1e9, 0.05 * head_gbs + 0.1) << table;
 }

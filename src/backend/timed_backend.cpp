@@ -38,6 +38,23 @@ constexpr const char* kOpNames[] = {
 #undef KVAD_OP_NAME
 };
 
+// A matrix product's weights: its time per shape says which products read memory slower than
+// the others (bytes / time = the weights' read rate, the bound of a decode step).
+struct Product {
+  int64_t rows = 0, cols = 0;  // a group's rows are its matrices' together
+  size_t bytes = 0;
+  const char* format = "";
+  int matrices = 0;  // 0: not a product
+  bool operator==(const Product& o) const {
+    return rows == o.rows && cols == o.cols && bytes == o.bytes && matrices == o.matrices;
+  }
+};
+struct ProductTotal {
+  Product product;
+  uint64_t calls = 0;
+  double s = 0;
+};
+
 class TimedBackend final : public Backend {
  public:
   explicit TimedBackend(std::unique_ptr<Backend> inner) : inner_(std::move(inner)) {}
@@ -69,11 +86,13 @@ class TimedBackend final : public Backend {
     inner_->add_position_rows(x, table, batch);
   }
   void linear(const Weight& w, Tensor x, Tensor y) override {
-    Timer t(*this, Op::Linear);
+    Timer t(*this, Op::Linear, Product{w.rows(), w.cols(), w.bytes(), w.format_name(), 1});
     inner_->linear(w, x, y);
   }
   void linear_group(Tensor x, std::initializer_list<std::pair<const Weight*, Tensor>> outs) override {
-    Timer t(*this, Op::LinearGroup);
+    Product p{0, outs.begin()->first->cols(), 0, outs.begin()->first->format_name(), (int)outs.size()};
+    for (const auto& [w, y] : outs) p.rows += w->rows(), p.bytes += w->bytes();
+    Timer t(*this, Op::LinearGroup, p);
     inner_->linear_group(x, outs);
   }
   void add_bias(Tensor y, const std::vector<float>& b) override {
@@ -146,17 +165,37 @@ class TimedBackend final : public Backend {
     uint64_t calls = 0;
     double s = 0;
   };
-  // [decode or batch][op]: a fixed table, so a timed decode step allocates nothing either.
+  static constexpr size_t kMaxProducts = 64;  // distinct shapes a model has (~8); the rest are pooled
+  // [decode or batch][op]: fixed tables, so a timed decode step allocates nothing either.
   Total totals_[2][(size_t)Op::Count];
+  ProductTotal products_[2][kMaxProducts];
+  size_t n_products_[2] = {0, 0};
   bool decode_ = false;
+
+  void add_product(const Product& p, double seconds) {
+    const int phase = decode_ ? 0 : 1;
+    ProductTotal* slots = products_[phase];
+    size_t& n = n_products_[phase];
+    size_t i = 0;
+    while (i < n && !(slots[i].product == p)) i++;
+    if (i == n) {
+      if (n == kMaxProducts) i = n - 1;  // pooled into the last slot, which report() labels so
+      else slots[n++].product = p;
+    }
+    slots[i].calls++;
+    slots[i].s += seconds;
+  }
 
   class Timer {
    public:
-    Timer(TimedBackend& be, Op op) : be_(be), op_(op), start_(Clock::now()) {}
+    Timer(TimedBackend& be, Op op, Product product = {})
+        : be_(be), op_(op), product_(product), start_(Clock::now()) {}
     ~Timer() {
       Total& t = be_.totals_[be_.decode_ ? 0 : 1][(size_t)op_];
+      const double s = std::chrono::duration<double>(Clock::now() - start_).count();
       t.calls++;
-      t.s += std::chrono::duration<double>(Clock::now() - start_).count();
+      t.s += s;
+      if (product_.matrices > 0) be_.add_product(product_, s);
     }
     Timer(const Timer&) = delete;
     Timer& operator=(const Timer&) = delete;
@@ -164,8 +203,24 @@ class TimedBackend final : public Backend {
    private:
     TimedBackend& be_;
     Op op_;
+    Product product_;
     Clock::time_point start_;
   };
+
+  std::string product_report(int phase) const {
+    std::vector<TimingRow> rows;
+    for (size_t i = 0; i < n_products_[phase]; i++) {
+      const ProductTotal& pt = products_[phase][i];
+      const Product& p = pt.product;
+      const double gbs = pt.s > 0 ? (double)p.bytes * (double)pt.calls / pt.s / 1e9 : 0;
+      std::string label = i + 1 == kMaxProducts ? "(other shapes)"
+                                                : fmt::format("{}x{} {}{}, {:.1f} GB/s", p.rows, p.cols, p.format,
+                                                              p.matrices > 1 ? fmt::format(" ({} matrices)", p.matrices) : "",
+                                                              gbs);
+      rows.push_back({std::move(label), pt.calls, pt.s});
+    }
+    return timing_table(std::move(rows), "matrix product: rows x cols, format, weights read per second");
+  }
 
   std::string report() const {
     std::string out;
@@ -181,7 +236,7 @@ class TimedBackend final : public Backend {
       out += fmt::format("Backend profile (KVAD_PROFILE, {}): {} {} forwards, {:.1f} ms in backend calls ({:.3f} ms a forward)\n",
                          inner_->name(), forwards, phase == 0 ? "decode (one-row)" : "batch", all * 1e3,
                          all * 1e3 / (double)forwards) +
-             timing_table(std::move(rows), "operation");
+             timing_table(std::move(rows), "operation") + product_report(phase);
     }
     return out;
   }
