@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -44,7 +45,8 @@ struct Product {
   int64_t rows = 0, cols = 0;  // a group's rows are its matrices' together
   size_t bytes = 0;
   const char* format = "";
-  int matrices = 0;  // 0: not a product
+  int matrices = 0;    // 0: not a product
+  bool mixed = false;  // a group whose matrices are not all in `format` (a Q4_K_M's q/k and Q6_K v)
   bool operator==(const Product& o) const {
     return rows == o.rows && cols == o.cols && bytes == o.bytes && matrices == o.matrices;
   }
@@ -54,6 +56,20 @@ struct ProductTotal {
   uint64_t calls = 0;
   double s = 0;
 };
+
+// The product a call makes with weights ws[0..n) (one matrix, or a group over one input).
+Product product_of(const Weight* const* ws, size_t n) {
+  Product p;
+  p.cols = ws[0]->cols();
+  p.format = ws[0]->format_name();
+  p.matrices = (int)n;
+  for (size_t i = 0; i < n; i++) {
+    p.rows += ws[i]->rows();
+    p.bytes += ws[i]->bytes();
+    p.mixed = p.mixed || std::string_view(ws[i]->format_name()) != p.format;
+  }
+  return p;
+}
 
 class TimedBackend final : public Backend {
  public:
@@ -86,13 +102,16 @@ class TimedBackend final : public Backend {
     inner_->add_position_rows(x, table, batch);
   }
   void linear(const Weight& w, Tensor x, Tensor y) override {
-    Timer t(*this, Op::Linear, Product{w.rows(), w.cols(), w.bytes(), w.format_name(), 1});
+    const Weight* one = &w;
+    Timer t(*this, Op::Linear, product_of(&one, 1));
     inner_->linear(w, x, y);
   }
   void linear_group(Tensor x, std::initializer_list<std::pair<const Weight*, Tensor>> outs) override {
-    Product p{0, outs.begin()->first->cols(), 0, outs.begin()->first->format_name(), (int)outs.size()};
-    for (const auto& [w, y] : outs) p.rows += w->rows(), p.bytes += w->bytes();
-    Timer t(*this, Op::LinearGroup, p);
+    const Weight* ws[8] = {};
+    size_t n = 0;
+    for (const auto& [w, y] : outs)
+      if (n < 8) ws[n++] = w;  // models group 2 or 3 (the CPU backend refuses over 4)
+    Timer t(*this, Op::LinearGroup, product_of(ws, n));
     inner_->linear_group(x, outs);
   }
   void add_bias(Tensor y, const std::vector<float>& b) override {
@@ -214,7 +233,8 @@ class TimedBackend final : public Backend {
       const Product& p = pt.product;
       const double gbs = pt.s > 0 ? (double)p.bytes * (double)pt.calls / pt.s / 1e9 : 0;
       std::string label = i + 1 == kMaxProducts ? "(other shapes)"
-                                                : fmt::format("{}x{} {}{}, {:.1f} GB/s", p.rows, p.cols, p.format,
+                                                : fmt::format("{}x{} {}{}{}, {:.1f} GB/s", p.rows, p.cols, p.format,
+                                                              p.mixed ? " and others" : "",
                                                               p.matrices > 1 ? fmt::format(" ({} matrices)", p.matrices) : "",
                                                               gbs);
       rows.push_back({std::move(label), pt.calls, pt.s});
