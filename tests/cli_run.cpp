@@ -239,12 +239,16 @@ TEST(CliShow, DescribesAModelWithoutLoadingIt) {
   EXPECT_NE(missing.err.find("./nope: no such model folder"), std::string::npos) << missing.err;
 }
 
-TEST(CliBench, ATableThatFitsATerminalAClampSaidAndAPeakWithoutTheProbe) {
+TEST(CliBench, ATableThatFitsATerminalAClampSaidAProfileAndAPeakWithoutTheProbe) {
   std::string m = tiny("qwen2");
   int64_t ctx = Json::parse(kvad::read_file(m + "/config.json"))["max_position_embeddings"];
   std::string too_long = std::to_string(ctx + 100);
-  auto r = run_kvad("bench -m " + m + " -p 16," + too_long + " -g 4 -r 1 --warmup 0 -t 1");
+  auto r = run_kvad("bench -m " + m + " -p 16," + too_long + " -g 4 -r 1 --warmup 0 -t 1 --profile");
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  // --profile: the backend's tables on stderr, decode apart, the head among the matrix products.
+  const int64_t vocab = Json::parse(kvad::read_file(m + "/config.json"))["vocab_size"];
+  EXPECT_NE(r.err.find("decode (one-row) forwards"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("%  " + std::to_string(vocab) + "x"), std::string::npos) << r.err;
   std::string fit = std::to_string(ctx - 4);
   EXPECT_NE(r.err.find("pp" + too_long + " + tg4 does not fit the context of " + std::to_string(ctx) + ": measuring pp" + fit),
             std::string::npos) << r.err;

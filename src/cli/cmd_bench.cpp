@@ -3,6 +3,7 @@
 // bench output so the two compare directly.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 #include "cli/common.h"
@@ -262,7 +263,7 @@ void add_bench(CLI::App& app) {
     std::string prompt_tokens = "128,512", batch;
     int64_t gen_tokens = 128;
     int reps = 5, warmup = 1;
-    bool json = false, no_bandwidth = false;
+    bool json = false, no_bandwidth = false, profile = false;
     std::string prompt_file;  // speculative: the prompt (e.g. a passage to repeat)
   };
   auto a = std::make_shared<Args>();
@@ -275,6 +276,8 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--warmup", a->warmup, "unmeasured repetitions first (default 1)")->check(CLI::Range(0, 100));
   cmd->add_flag("--json", a->json, "one JSON object per prompt length");
   cmd->add_flag("--no-bandwidth", a->no_bandwidth, "skip the memory-bandwidth probe");
+  cmd->add_flag("--profile", a->profile, "also print, at the end (stderr), where the time went: per backend operation "
+                "and per matrix-product shape with the rate its weights were read at (= KVAD_PROFILE=1)");
   cmd->add_option("--batch", a->batch, "the engine batched instead, e.g. 1,4,8,16: that many sequences prefilled in one "
                   "step, then decoded together (aggregate tok/s; llama-batched-bench's measurement, no HTTP)");
   add_spec_args(cmd, a->model.spec);
@@ -286,6 +289,7 @@ void add_bench(CLI::App& app) {
     if (a->model.model.empty()) a->model.model = default_model();  // as run does; `kvad bench serve` measures a server
     std::vector<int64_t> ps = parse_list(a->prompt_tokens, "--prompt-tokens");
     if (a->gen_tokens < 0) fail("--gen-tokens must be >= 0");
+    if (a->profile) setenv("KVAD_PROFILE", "1", 1);  // read where the backend is made (runtime/devices)
     LoadedModel m = load_from_args(a->model);
     const Model& model = *m.model;
     ps = fit_lengths(ps, a->gen_tokens, model.context_length());
