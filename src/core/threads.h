@@ -56,8 +56,8 @@ class ThreadPool {
   // in order, then the pieces still left in the others' shares. A thread that a neighbour
   // preempts, or that reads memory slower, no longer holds the whole region up (docs/kernels.md,
   // "Threads that finish together"). Each take is half of what is left of a share, at least one
-  // piece: a locked add per 32 KB piece made a decode step ~10% slower (it waits for the loads in
-  // flight), halving takes ~log2(pieces) of them. fn(b, e) gets whole pieces; on one thread, for
+  // piece: a locked add per 32 KB piece made the decode stacks 5-10% slower (it waits for the
+  // loads in flight), halving takes ~log2(pieces) of them. fn(b, e) gets whole pieces; on one thread, for
   // one piece or inside another region, the whole range in one call.
   template <typename F>
   void parallel_for_balanced(int64_t n, int64_t piece, F&& fn) {
@@ -89,8 +89,7 @@ class ThreadPool {
   }
 
   // Items per piece for parallel_for_balanced when one item streams `item_bytes` of weights:
-  // ~32 KB a piece, a microsecond of one thread's reading, so the last piece's wait is short and
-  // the atomic claim per piece costs nothing beside it.
+  // ~32 KB a piece, a microsecond of one thread's reading, so the wait on the last piece is short.
   static int64_t items_per_piece(int64_t item_bytes) {
     return std::max<int64_t>(1, (int64_t{32} << 10) / std::max<int64_t>(item_bytes, 1));
   }

@@ -57,7 +57,7 @@ QGroupsFn qgroups_kernel(QKind kind, Isa isa) {
 // its tile takes two groups at a time (odd pieces, i.e. one-group tiles at every piece's end, were
 // 5-18% slower at 128 tokens; even ones equal the halves fixed in advance, kvad_micro BM_qmatmul).
 // Larger prefill pieces were slower too: the last piece is one thread's alone.
-static int64_t pieces_of(const QuantActs& x, int64_t groups, int64_t group_bytes) {
+static int64_t groups_per_piece(const QuantActs& x, int64_t group_bytes) {
   int64_t piece = ThreadPool::items_per_piece(group_bytes);
   if (x.n < 4) return piece;
   piece = std::max<int64_t>(piece, 2);
@@ -73,7 +73,7 @@ void qmatmul(const QuantActs& x, const QuantMatrix& w, float* y, Isa isa) {
   }
   // Split output groups: each thread streams its own part of W once, whatever n is, and takes
   // what the other has left when it is done first.
-  int64_t piece = pieces_of(x, groups, (int64_t)(w.bytes() / (size_t)groups));
+  int64_t piece = groups_per_piece(x, (int64_t)(w.bytes() / (size_t)groups));
   pool().parallel_for_balanced(groups, piece, [&](int64_t b, int64_t e) { fn(x, w, b, e, y); });
 }
 
@@ -81,7 +81,7 @@ void qmatmul_multi(const QuantActs& x, const QuantMatrix* const* w, float* const
   int64_t total = 0;
   size_t bytes = 0;
   for (int i = 0; i < count; i++) total += w[i]->groups(), bytes += w[i]->bytes();
-  int64_t piece = pieces_of(x, total, (int64_t)bytes / std::max<int64_t>(total, 1));
+  int64_t piece = groups_per_piece(x, (int64_t)bytes / std::max<int64_t>(total, 1));
   pool().parallel_for_balanced(total, piece, [&](int64_t b, int64_t e) {
     int64_t base = 0;  // groups of matrices before w[i] in the combined index
     for (int i = 0; i < count && base < e; i++) {
