@@ -142,7 +142,9 @@ TEST(CliImages, CtrlCStopsBetweenStepsAndWritesNothing) {
   KVAD_REQUIRE_PEER_IMAGE();
   std::string out = join_path(test::temp_dir("cli-images-int"), "never.png");
   // 1000 steps take far longer than the 3 s before timeout sends SIGINT (the load, under ASan too, far less).
-  test::RunResult r = test::run_kvad_under("timeout --preserve-status -s INT 3",
+  // --foreground: without it timeout signals the child and then its whole process group, so a busy
+  // child can take two SIGINTs, and a second Ctrl-C rightly ends kvad at once (1 run in 5 here).
+  test::RunResult r = test::run_kvad_under("timeout --foreground --preserve-status -s INT 3",
                                            "images make 'a fox' --model '" + model() + "' --size 64 --steps 1000 --out '" +
                                                out + "'");
   EXPECT_EQ(r.exit_code, 130) << r.err;
