@@ -11,8 +11,13 @@
 
 namespace kvad::kernels {
 
-// y[n, rows] = W applied to the activations, on the thread pool.
+// y[n, rows] = W applied to the activations, on the thread pool. From kKqTileTokens tokens on
+// AVX-512 it runs kgroups_tiles_avx512 (prefill), below that the row kernels.
 void kqmatmul(const KActs& x, const KQuantMatrix& w, float* y, Isa isa = best_isa());
+
+// Tokens from which prefill unpacks groups of rows once instead of running the row kernel 4
+// tokens at a time (docs/kernels.md, "K-quant prefill").
+inline constexpr int64_t kKqTileTokens = 8;
 
 // One thread's share: output rows [r0, r1) for all tokens.
 using KRowsFn = void (*)(const KActs& x, const KQuantMatrix& w, int64_t r0, int64_t r1, float* y);
@@ -24,6 +29,10 @@ void krows_q5k_avx512(const KActs&, const KQuantMatrix&, int64_t, int64_t, float
 void krows_q6k_avx512(const KActs&, const KQuantMatrix&, int64_t, int64_t, float*);
 void krows_q4k_avx2(const KActs&, const KQuantMatrix&, int64_t, int64_t, float*);
 void krows_q5k_avx2(const KActs&, const KQuantMatrix&, int64_t, int64_t, float*);
+// Prefill's kernel (AVX-512 VNNI): groups [g0, g1) of 16 rows for all tokens, each group unpacked
+// once to int8 codes and float scales and run through a tokens x groups tile. Its float order is its
+// own: it agrees with krows_scalar to rounding, not bit for bit.
+void kgroups_tiles_avx512(const KActs& x, const KQuantMatrix& w, int64_t g0, int64_t g1, float* y);
 void krows_q6k_avx2(const KActs&, const KQuantMatrix&, int64_t, int64_t, float*);
 
 }  // namespace kvad::kernels
