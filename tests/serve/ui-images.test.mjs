@@ -21,7 +21,9 @@ test('images: paint, see progress and the finished image with its seed, reuse th
   await page.fill('#images-seed', '5');
   await page.click('#images-start');
   await waitUntil(page, () => document.querySelectorAll('#images-gallery figure').length === 1, 'the painted image in the gallery', 60000);
-  assert.equal(await page.textContent('#images-status'), 'Done');
+  // The image and the end of the stream are two events (png, then done): on a loaded machine the
+  // second can come a moment after the gallery shows the first.
+  await waitUntil(page, () => document.querySelector('#images-status').textContent === 'Done', 'the status saying Done', 10000);
   assert.equal(await page.$eval('#images-bar', p => p.value), 1);
   assert.match(await page.getAttribute('#images-preview', 'src'), /^data:image\/png;base64,/, 'a preview was shown');
   const img = await page.$eval('#images-gallery img', i => ({ w: i.naturalWidth, h: i.naturalHeight, src: i.src }));
