@@ -193,6 +193,14 @@ TEST_P(Attention, DecodeRowsAtARealModelsShapeMatchFloat64) {
                           16);
 }
 
+// Qwen3-0.6B's heads (16 query heads on 8 KV heads of 128) over a prompt of 300: five chunks of
+// 64 queries per KV head, so a thread's chunks go on from the keys it gathered for the last one,
+// and the values' product runs deeper than one of the packed GEMM's k blocks (256); with a
+// prefix (a second turn) beside it in the batch.
+TEST_P(Attention, PrefillAtARealModelsShapeMatchesFloat64) {
+  check_paged_attention(GetParam(), AttentionShape{16, 8, 128, 1.0f / std::sqrt(128.0f)}, false, {{0, 300}, {37, 70}}, 16);
+}
+
 TEST_P(Attention, LatentPagesServeAsKeysAndTheirFirstColumnsAsValues) {
   // MLA's shape: every query head on one KV head whose 20-wide rows are [12 latent | 8 rope key],
   // the values the latent alone. 6 query heads take both paths; 24 make every span a matrix

@@ -18,6 +18,7 @@ namespace {
 struct ScalarVec {
   using reg = float;
   static constexpr int W = 1;
+  static constexpr bool kPanels = false;  // gemm_nn: gemm.h has AVX-512 tiles only
   static reg zero() { return 0.0f; }
   static reg set1(float x) { return x; }
   static reg load(const float* p, int64_t) { return *p; }

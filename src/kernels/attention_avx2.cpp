@@ -10,6 +10,7 @@ namespace {
 struct Avx2Vec {
   using reg = __m256;
   static constexpr int W = 8;
+  static constexpr bool kPanels = false;  // gemm_nn: gemm.h has AVX-512 tiles only
   static __m256i mask(int64_t n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n < 8 ? n : 8)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   }

@@ -10,6 +10,12 @@ namespace {
 struct Avx512Vec {
   using reg = __m512;
   static constexpr int W = 16;
+  // Prefill's products through gemm.h's packed panels: c[rows][w.m] = a[rows][w.k] x w^T on this
+  // thread, panels panel_k deep (0: w.k).
+  static constexpr bool kPanels = true;
+  static void gemm_panels(const float* a, const PackedWeight& w, int64_t rows, float* c, int64_t panel_k) {
+    gemm_block_f32_avx512(a, w, 0, rows, 0, (w.m + 31) / 32, c, panel_k);
+  }
   static __mmask16 mask(int64_t n) { return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1); }
   static reg zero() { return _mm512_setzero_ps(); }
   static reg set1(float x) { return _mm512_set1_ps(x); }

@@ -7,12 +7,14 @@
 //     score spends most of its time in the horizontal sum; the products amortise it away.
 #pragma once
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "core/threads.h"
 #include "kernels/attention.h"
+#include "kernels/gemm.h"
 
 namespace kvad::kernels::detail {
 
@@ -219,48 +221,97 @@ void gemm_nn(const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
 }
 
 // Prefill (many queries): one KV head h and queries t0..t1 of a span. S = Q K^T and
-// O = softmax(S) V as register-blocked matrix products (gemm_nn), causal mask applied to S. The
-// keys are gathered transposed from the pages and the values gathered contiguous: a copy of
-// L * head_dim floats against rows * L * head_dim multiply-adds.
+// O = softmax(S) V as register-blocked matrix products, causal mask applied to S. The keys and
+// values are gathered from the pages into buffers laid out for the product and sized for the
+// span's whole length: a thread that goes on with the same span and head at the next chunk (its
+// items come in that order) gathers only the keys the chunk adds. Gathering each chunk's whole
+// prefix again was 4.5x the copying at 512 tokens, and its scalar transposing stores took as long
+// as the S = Q K^T product (perf, qwen3-0.6b prefill 512).
+//
+// With V::kPanels (AVX-512) the layouts are gemm.h's panels of 32 outputs and the products its
+// 12 x 32 micro-tiles (24 accumulators): keys as W [L, head_dim], values as W = V^T [v_dim, L]
+// in panels as deep as the span. Otherwise K^T [head_dim, span] and V [span, v_dim] row-major and
+// gemm_nn's 4 x 2-vector tiles, which ran the products at ~40% of the FMA rate there (perf: a
+// branch per step and 8 accumulators).
 struct PrefillScratch {
   std::vector<float> qa, kt, vg, sc, o, tile;
+  PackedWeight kp, vp;  // V::kPanels: keys [L][head_dim] and values^T [v_dim][span] in panels
+  // What the key and value buffers hold: keys 0..gathered of (call, span, head).
+  uint64_t call = 0;
+  int64_t span = -1, gathered = 0;
+  int head = -1;
 };
 
 template <typename V>
-void attend_prefill(const float* q, int64_t q_stride, const AttentionSpan& sp, int64_t t0, int64_t t1, int h,
-                    const AttentionShape& s, const KvPages& kv, float* out, int64_t out_stride, PrefillScratch& w) {
+void attend_prefill(const float* q, int64_t q_stride, const AttentionSpan& sp, int64_t span_index, uint64_t call,
+                    int64_t t0, int64_t t1, int h, const AttentionShape& s, const KvPages& kv, float* out,
+                    int64_t out_stride, PrefillScratch& w) {
   const int G = s.n_heads / s.n_kv_heads, hd = s.head_dim, dv = s.v_dim(), nkv = s.n_kv_heads;
   const int64_t rows = (t1 - t0) * G, L = sp.pos0 + t1, bs = kv.block_size;  // keys the chunk's last query sees
+  const int64_t ld = sp.pos0 + sp.n;  // every key of the span
+  constexpr int64_t P = 32;           // gemm.h's panel width
   auto fit = [](std::vector<float>& b, int64_t n) {
     if ((int64_t)b.size() < n) b.resize((size_t)n);
   };
+  if (w.call != call || w.span != span_index || w.head != h) {
+    w.call = call, w.span = span_index, w.head = h, w.gathered = 0;
+    if constexpr (V::kPanels) {
+      fit(w.kp.f32, (ld + P - 1) / P * P * hd);
+      fit(w.vp.f32, (dv + P - 1) / P * P * ld);
+    } else {
+      fit(w.kt, hd * ld);
+      fit(w.vg, ld * dv);
+    }
+  }
   fit(w.qa, rows * hd);
-  fit(w.kt, hd * L);
-  fit(w.vg, L * dv);
   fit(w.sc, rows * L);
   fit(w.o, rows * dv);
   fit(w.tile, bs * hd);
   for (int64_t t = t0; t < t1; t++)
     for (int g = 0; g < G; g++)
       std::copy_n(q + (sp.row0 + t) * q_stride + (h * G + g) * hd, hd, w.qa.data() + ((t - t0) * G + g) * hd);
-  for (int64_t j0 = 0; j0 < L; j0 += bs) {
-    int64_t cnt = std::min(bs, L - j0);
+  for (int64_t j0 = w.gathered / bs * bs; j0 < L; j0 += bs) {  // from the block holding the first new key
+    const int64_t from = std::max(j0, w.gathered) - j0, cnt = std::min(bs, L - j0);
     const float* kb = kv_rows<V>(kv.k, kv, sp.blocks[j0 / bs], h, nkv, hd, cnt, w.tile.data());
-    for (int64_t j = 0; j < cnt; j++)
-      for (int d = 0; d < hd; d++) w.kt[(size_t)(d * L + j0 + j)] = kb[j * hd + d];
+    for (int64_t j = from; j < cnt; j++) {
+      const int64_t key = j0 + j;
+      if constexpr (V::kPanels) {  // panel key / 32, [head_dim][32]
+        float* panel = w.kp.f32.data() + key / P * P * hd + key % P;
+        for (int d = 0; d < hd; d++) panel[d * P] = kb[j * hd + d];
+      } else {
+        for (int d = 0; d < hd; d++) w.kt[(size_t)(d * ld + key)] = kb[j * hd + d];
+      }
+    }
     const float* vb = kv_rows<V>(kv.v, kv, sp.blocks[j0 / bs], h, nkv, hd, cnt, w.tile.data());
-    if (dv == hd) std::copy_n(vb, cnt * hd, w.vg.data() + j0 * hd);
-    else
-      for (int64_t j = 0; j < cnt; j++) std::copy_n(vb + j * hd, dv, w.vg.data() + (j0 + j) * dv);
+    for (int64_t j = from; j < cnt; j++) {
+      const int64_t key = j0 + j;
+      if constexpr (V::kPanels) {  // panel c / 32, [span][32]: 32 values of the key a row
+        for (int c = 0; c < dv; c += P)
+          std::copy_n(vb + j * hd + c, std::min<int64_t>(P, dv - c), w.vp.f32.data() + (c / P * ld + key) * P);
+      } else {
+        std::copy_n(vb + j * hd, dv, w.vg.data() + key * dv);
+      }
+    }
   }
-  gemm_nn<V>(w.qa.data(), hd, w.kt.data(), L, w.sc.data(), L, rows, L, hd);
+  w.gathered = std::max(w.gathered, L);
+  if constexpr (V::kPanels) {
+    w.kp.m = L, w.kp.k = hd;
+    V::gemm_panels(w.qa.data(), w.kp, rows, w.sc.data(), 0);
+  } else {
+    gemm_nn<V>(w.qa.data(), hd, w.kt.data(), ld, w.sc.data(), L, rows, L, hd);
+  }
   for (int64_t r = 0; r < rows; r++) {
     int64_t valid = sp.pos0 + t0 + r / G + 1;  // causal: keys 0 .. position of this query
     float* row = w.sc.data() + r * L;
     V::softmax(row, valid, s.scale);
     std::fill(row + valid, row + L, 0.0f);
   }
-  gemm_nn<V>(w.sc.data(), L, w.vg.data(), dv, w.o.data(), dv, rows, dv, L);
+  if constexpr (V::kPanels) {
+    w.vp.m = dv, w.vp.k = L;
+    V::gemm_panels(w.sc.data(), w.vp, rows, w.o.data(), ld);
+  } else {
+    gemm_nn<V>(w.sc.data(), L, w.vg.data(), dv, w.o.data(), dv, rows, dv, L);
+  }
   for (int64_t t = t0; t < t1; t++)
     for (int g = 0; g < G; g++)
       std::copy_n(w.o.data() + ((t - t0) * G + g) * dv, dv, out + (sp.row0 + t) * out_stride + (h * G + g) * dv);
@@ -311,13 +362,18 @@ void attention_paged_impl(const float* q, int64_t q_stride, const AttentionSpan*
           for (int p = 0; p < parts; p++)
             items.push_back({(int32_t)i, h, t, t + 1, false, G * p / parts, G * (p + 1) / parts});
   const std::vector<AttentionItem>& work = items;
+  // Names this call for the prefill scratch, which keeps a span's gathered keys between the chunks
+  // one thread takes in a row (never across calls: another layer's pages, or the same buffers
+  // after the cache moved on).
+  static std::atomic<uint64_t> calls{0};
+  const uint64_t call = ++calls;
   pool().parallel_for((int64_t)work.size(), 1, [&](int64_t b, int64_t e) {
     thread_local DecodeScratch decode;
     thread_local PrefillScratch scratch;
     for (int64_t it = b; it < e; it++) {
       const AttentionItem& w = work[(size_t)it];
       if (w.prefill)
-        attend_prefill<V>(q, q_stride, spans[w.span], w.t0, w.t1, w.kv_head, s, kv, out, out_stride, scratch);
+        attend_prefill<V>(q, q_stride, spans[w.span], w.span, call, w.t0, w.t1, w.kv_head, s, kv, out, out_stride, scratch);
       else
         attend_decode<V>(q, q_stride, spans[w.span], w.t0, w.kv_head, w.g0, w.g1, s, kv, out, out_stride, decode);
     }

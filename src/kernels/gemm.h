@@ -45,7 +45,10 @@ void to_bf16(const float* x, int64_t n, uint16_t* out, Isa isa = best_isa());
 // The tasks' bodies (gemm.cpp / gemm_avx512.cpp): rows [r0, r1) x panels [p0, p1). `a` is f32
 // [n, k] for f32 panels, bf16 [n, kp] (kp = k rounded up to even) for bf16 ones.
 void gemm_block_scalar(const float* a, const PackedWeight& w, int64_t r0, int64_t r1, int64_t p0, int64_t p1, float* c);
-void gemm_block_f32_avx512(const float* a, const PackedWeight& w, int64_t r0, int64_t r1, int64_t p0, int64_t p1, float* c);
+// panel_k: how deep each panel is in memory when that is more than w.k (0: w.k), for a caller that
+// appends to its panels and multiplies by their first w.k rows (prefill attention's values).
+void gemm_block_f32_avx512(const float* a, const PackedWeight& w, int64_t r0, int64_t r1, int64_t p0, int64_t p1, float* c,
+                           int64_t panel_k = 0);
 // n rows of x [n, k] rounded to bf16 into out [n, kp], each row zero-padded to kp >= k.
 void bf16_rows_avx512(const float* x, int64_t n, int64_t k, int64_t kp, uint16_t* out);
 void gemm_block_bf16_avx512(const uint16_t* a, int64_t kp, const PackedWeight& w, int64_t r0, int64_t r1, int64_t p0,

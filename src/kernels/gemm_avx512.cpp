@@ -111,13 +111,14 @@ void bf16_rows_avx512(const float* x, int64_t n, int64_t k, int64_t kp, uint16_t
   }
 }
 
-void gemm_block_f32_avx512(const float* a, const PackedWeight& w, int64_t r0, int64_t r1, int64_t p0, int64_t p1, float* c) {
-  const int64_t k = w.k, m = w.m;
+void gemm_block_f32_avx512(const float* a, const PackedWeight& w, int64_t r0, int64_t r1, int64_t p0, int64_t p1, float* c,
+                           int64_t panel_k) {
+  const int64_t k = w.k, m = w.m, depth = panel_k > 0 ? panel_k : k;
   for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
     const int64_t kc = std::min(kDepth, k - k0);
     for (int64_t p = p0; p < p1; p++) {
       const __mmask16 m0 = lanes(m - p * kPanel), m1 = lanes(m - p * kPanel - 16);
-      const float* b = w.f32.data() + (p * k + k0) * kPanel;
+      const float* b = w.f32.data() + (p * depth + k0) * kPanel;
       rows_by_panel(r0, r1, [&](int64_t r, auto mr) {
         tile_f32<decltype(mr)::value>(a + r * k + k0, k, b, kc, c + r * m + p * kPanel, m, m0, m1, k0 == 0);
       });
