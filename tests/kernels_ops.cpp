@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "core/cpu.h"
@@ -27,6 +28,38 @@ TEST(Ops, SimdActivationsMatchScalar) {
     kernels::gelu_tanh(a.data(), (int64_t)a.size(), Isa::Scalar);
     kernels::gelu_tanh(b.data(), (int64_t)b.size(), isa);
     for (size_t i = 0; i < a.size(); i++) ASSERT_NEAR(b[i], a[i], 2e-6 * (1 + std::fabs(a[i]))) << isa_name(isa) << i;
+  }
+}
+
+// rmsnorm_rows on every ISA against a float64 RMSNorm: row lengths that end in every tail of a
+// vector, many rows (the pool's path) and few, in place and strided, values large enough that a
+// float sum of squares would lose bits.
+TEST(Ops, RmsnormRowsMatchDouble) {
+  Rng rng(12);
+  for (auto [rows, n] : {std::pair<int64_t, int64_t>{3, 7}, {300, 128}, {2, 1000}, {40, 4864}}) {
+    const int64_t stride = n + 5;
+    std::vector<float> x((size_t)(rows * stride)), w((size_t)n);
+    for (float& v : x) v = (float)(rng.normal() * 300);
+    for (float& v : w) v = (float)(1 + rng.normal() * 0.1);
+    std::vector<double> want((size_t)(rows * n));
+    for (int64_t r = 0; r < rows; r++) {
+      double ss = 0;
+      for (int64_t i = 0; i < n; i++) ss += (double)x[(size_t)(r * stride + i)] * x[(size_t)(r * stride + i)];
+      const double scale = 1.0 / std::sqrt(ss / (double)n + 1e-6);
+      for (int64_t i = 0; i < n; i++) want[(size_t)(r * n + i)] = x[(size_t)(r * stride + i)] * scale * w[(size_t)i];
+    }
+    for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+      if (isa > best_isa()) continue;
+      std::vector<float> out((size_t)(rows * n), NAN), inplace = x;
+      kernels::rmsnorm_rows(x.data(), stride, w.data(), 1e-6f, rows, n, out.data(), n, isa);
+      kernels::rmsnorm_rows(inplace.data(), stride, w.data(), 1e-6f, rows, n, inplace.data(), stride, isa);
+      for (int64_t r = 0; r < rows; r++)
+        for (int64_t i = 0; i < n; i++) {
+          const double ref = want[(size_t)(r * n + i)];
+          ASSERT_NEAR(out[(size_t)(r * n + i)], ref, 3e-7 * (1 + std::fabs(ref))) << isa_name(isa) << " row " << r << " of " << n;
+          ASSERT_EQ(inplace[(size_t)(r * stride + i)], out[(size_t)(r * n + i)]) << isa_name(isa);
+        }
+    }
   }
 }
 

@@ -108,7 +108,7 @@ class CpuBackend final : public Backend {
 
   void rmsnorm(Tensor x, const std::vector<float>& w, float eps, Tensor out) override {
     need((int64_t)w.size() == x.cols && out.rows == x.rows && out.cols == x.cols, "rmsnorm", x, "weight/output shape");
-    for (int64_t r = 0; r < x.rows; r++) kernels::rmsnorm(x.data + r * x.stride, w.data(), eps, x.cols, out.data + r * out.stride);
+    kernels::rmsnorm_rows(x.data, x.stride, w.data(), eps, x.rows, x.cols, out.data, out.stride);
   }
 
   void layernorm(Tensor x, const std::vector<float>& w, const std::vector<float>& b, float eps, Tensor out) override {

@@ -1,5 +1,7 @@
 #include "kernels/ops.h"
 
+#include <algorithm>
+
 #include <cmath>
 
 #include "core/dtype.h"
@@ -109,6 +111,22 @@ void channel_affine(float* x, int64_t rows, int64_t c, const float* scale, const
       const float v = x[r * c + ch] * scale[ch] + shift[ch];
       x[r * c + ch] = silu ? v / (1.0f + std::exp(-v)) : v;
     }
+}
+
+void rmsnorm_avx512(const float* x, const float* w, float eps, int64_t n, float* out);
+
+void rmsnorm_rows(const float* x, int64_t x_stride, const float* w, float eps, int64_t rows, int64_t n, float* out,
+                  int64_t out_stride, Isa isa) {
+#if defined(__x86_64__)
+  auto fn = isa == Isa::Avx512 ? rmsnorm_avx512 : rmsnorm;
+#else
+  auto fn = rmsnorm;
+#endif
+  auto run = [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; r++) fn(x + r * x_stride, w, eps, n, out + r * out_stride);
+  };
+  if (rows * n < 32 * 1024) return run(0, rows);
+  pool().parallel_for(rows, std::max<int64_t>(1, 4096 / n), run);
 }
 
 void silu_mul_avx512(float* gate, const float* up, int64_t n);

@@ -8,6 +8,24 @@
 
 namespace kvad::kernels {
 
+void rmsnorm_avx512(const float* x, const float* w, float eps, int64_t n, float* out) {
+  __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v)), hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    s0 = _mm512_fmadd_pd(lo, lo, s0);
+    s1 = _mm512_fmadd_pd(hi, hi, s1);
+  }
+  const double ss = _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
+  const __m512 scale = _mm512_set1_ps((float)(1.0 / std::sqrt(ss / (double)n + eps)));
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(_mm512_mul_ps(v, scale), _mm512_maskz_loadu_ps(m, w + i)));
+  }
+}
+
 void silu_mul_avx512(float* gate, const float* up, int64_t n) {
   const __m512 one = _mm512_set1_ps(1.0f);
   for (int64_t i = 0; i < n; i += 16) {
