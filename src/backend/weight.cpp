@@ -245,10 +245,11 @@ void Weight::matmul_serial(const float* x, int64_t n, float* y) const {
 void Weight::matmul_group(const float* x, int64_t n, std::initializer_list<std::pair<const Weight*, float*>> outs) {
   constexpr int kMax = 4;
   int count = (int)outs.size();
-  bool all_q = count <= kMax, all_dense = count <= kMax;
+  bool all_q = count <= kMax, all_dense = count <= kMax, all_kq = count <= kMax;
   for (auto& [w, y] : outs) {
     all_q = all_q && w->quantized_ && !w->kq_ && w->cols_ == outs.begin()->first->cols_;
     all_dense = all_dense && !w->quantized_ && !w->kq_;
+    all_kq = all_kq && w->kq_ && w->cols_ == outs.begin()->first->cols_;
   }
   if (all_q) {
     thread_local QuantActs acts;
@@ -266,6 +267,13 @@ void Weight::matmul_group(const float* x, int64_t n, std::initializer_list<std::
     int i = 0;
     for (auto& [w, y] : outs) ws[i] = w->data_, wts[i] = w->wt_, ms[i] = w->rows_, ys[i++] = y;
     kernels::matmul_multi(x, n, outs.begin()->first->cols_, ws, wts, ms, ys, count);
+  } else if (all_kq && n < kernels::kKqTileTokens) {
+    // A decode step's q/k/v (Q4_K beside a Q6_K v in a Q4_K_M) or gate/up: the activations
+    // quantised once and one parallel region, where one per matrix woke the pool three times.
+    Job jobs[kMax];
+    int i = 0;
+    for (auto& [w, y] : outs) jobs[i++] = Job{w, x, n, y};
+    matmul_jobs(jobs, count);
   } else {
     for (auto& [w, y] : outs) w->matmul(x, n, y);
   }
@@ -328,6 +336,11 @@ void Weight::matmul_jobs(const Job* jobs, int count) {
       const Job& j = jobs[i];
       const Weight& w = *j.w;
       const int64_t r0 = b * kJobRows, r1 = std::min(w.rows_, e * kJobRows);
+#if defined(__x86_64__)
+      if (w.kq_ && isa == Isa::Avx512 && j.n >= kernels::kKqTileTokens)  // prefill: a unit is a tile group
+        kernels::kgroups_tiles_avx512(kacts[(size_t)act[(size_t)i]], w.kq_, b, e, j.y);
+      else
+#endif
       if (w.kq_) kernels::krows_kernel(w.kq_.type(), isa)(kacts[(size_t)act[(size_t)i]], w.kq_, r0, r1, j.y);
       else if (w.quantized_) kernels::qgroups_kernel(w.q_.kind(), isa)(qacts[(size_t)act[(size_t)i]], w.q_, b, e, j.y);
       else kernels::rows_kernel(w.wt_, isa)(j.x, j.n, w.cols_, w.data_, w.rows_, r0, r1, j.y);
