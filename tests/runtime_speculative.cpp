@@ -368,9 +368,15 @@ TEST(Speculation, DraftLengthGrowsOnKeptRunsAndBacksOffFromMisses) {
 // so greedy speculation there is exactly plain decoding even at a near-tie. f32 / bf16 matrix
 // products sum a one-row decode in another order than a multi-row tile (docs/speculative.md).
 // Twelve rows reach the matrix-product attention path for any head grouping of the tiny models.
+// GGUF K-quants too (llama.cpp's Q4_K_M and Q6_K files): their prefill tiles add in their own
+// order, so a verifying forward keeps the row kernels (kernels::set_kq_tiles_allowed).
 TEST(Speculation, AVerifyingForwardComputesEachRowAsADecodeStepDoes) {
-  for (WeightFormat f : {WeightFormat::Q8, WeightFormat::Q4}) {
-    auto m = tiny("qwen2", 1, f);
+  const std::string q4km = test::source_path("tests/fixtures/gguf/llama-q4_k_m.gguf"),
+                    q6k = test::source_path("tests/fixtures/gguf/qwen2-q6_k.gguf");
+  for (int f = 0; f < 4; f++) {
+    std::shared_ptr<LoadedModel> m = f == 0   ? tiny("qwen2", 1, WeightFormat::Q8)
+                                     : f == 1 ? tiny("qwen2", 1, WeightFormat::Q4)
+                                              : std::make_shared<LoadedModel>(load_model(f == 2 ? q4km : q6k, LoadOptions{}));
     EngineOptions eo;
     eo.ctx = 256;
     eo.block_size = 4;

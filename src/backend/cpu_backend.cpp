@@ -10,6 +10,7 @@
 #include "backend/checks.h"
 #include "core/error.h"
 #include "core/threads.h"
+#include "kernels/kqmatmul.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 
@@ -26,6 +27,11 @@ class CpuBackend final : public Backend {
   void begin_forward(const Batch& batch) override {
     arena_.reset();
     batch_ = &batch;
+    // A verifying forward's rows must equal one-row forwards bit for bit: K-quant products keep
+    // their row kernels for it (kernels/kqmatmul.h).
+    bool rowwise = false;
+    for (const kernels::AttentionSpan& s : batch.attention_spans()) rowwise = rowwise || s.rowwise;
+    kernels::set_kq_tiles_allowed(!rowwise);
   }
   Tensor tensor(int64_t rows, int64_t cols) override {
     return Tensor::wrap(arena_.floats((size_t)(rows * cols)), rows, cols);

@@ -267,7 +267,7 @@ void Weight::matmul_group(const float* x, int64_t n, std::initializer_list<std::
     int i = 0;
     for (auto& [w, y] : outs) ws[i] = w->data_, wts[i] = w->wt_, ms[i] = w->rows_, ys[i++] = y;
     kernels::matmul_multi(x, n, outs.begin()->first->cols_, ws, wts, ms, ys, count);
-  } else if (all_kq && n < kernels::kKqTileTokens) {
+  } else if (all_kq && (n < kernels::kKqTileTokens || !kernels::kq_tiles_allowed())) {
     // A decode step's q/k/v (Q4_K beside a Q6_K v in a Q4_K_M) or gate/up: the activations
     // quantised once and one parallel region, where one per matrix woke the pool three times.
     Job jobs[kMax];
@@ -328,6 +328,7 @@ void Weight::matmul_jobs(const Job* jobs, int count) {
     else quantize_acts(j.x, j.n, w.cols_, qacts[(size_t)i]);
   }
   const Isa isa = best_isa();
+  const bool kq_tiles = isa == Isa::Avx512 && kernels::kq_tiles_allowed();  // read here: the pool's threads have their own
   auto run = [&](int64_t u0, int64_t u1) {
     for (int i = 0; i < count && first_unit[(size_t)i] < u1; i++) {
       const int64_t base = first_unit[(size_t)i], b = std::max(u0, base) - base,
@@ -337,7 +338,7 @@ void Weight::matmul_jobs(const Job* jobs, int count) {
       const Weight& w = *j.w;
       const int64_t r0 = b * kJobRows, r1 = std::min(w.rows_, e * kJobRows);
 #if defined(__x86_64__)
-      if (w.kq_ && isa == Isa::Avx512 && j.n >= kernels::kKqTileTokens)  // prefill: a unit is a tile group
+      if (w.kq_ && kq_tiles && j.n >= kernels::kKqTileTokens)  // prefill: a unit is a tile group
         kernels::kgroups_tiles_avx512(kacts[(size_t)act[(size_t)i]], w.kq_, b, e, j.y);
       else
 #endif

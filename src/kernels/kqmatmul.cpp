@@ -106,9 +106,13 @@ KRowsFn krows_kernel(DType type, Isa isa) {
   return krows_scalar;
 }
 
+static thread_local bool tiles_allowed = true;
+void set_kq_tiles_allowed(bool allowed) { tiles_allowed = allowed; }
+bool kq_tiles_allowed() { return tiles_allowed; }
+
 void kqmatmul(const KActs& x, const KQuantMatrix& w, float* y, Isa isa) {
 #if defined(__x86_64__)
-  if (isa == Isa::Avx512 && x.n >= kKqTileTokens) {
+  if (isa == Isa::Avx512 && x.n >= kKqTileTokens && tiles_allowed) {
     // Groups of 16 rows in even pieces of ~32 KB: the tile takes two groups at a time.
     int64_t piece = ThreadPool::items_per_piece(16 * (int64_t)w.row_bytes());
     piece = std::max<int64_t>(piece, 2);

@@ -19,6 +19,13 @@ void kqmatmul(const KActs& x, const KQuantMatrix& w, float* y, Isa isa = best_is
 // tokens at a time (docs/kernels.md, "K-quant prefill").
 inline constexpr int64_t kKqTileTokens = 8;
 
+// Whether K-quant products of kKqTileTokens rows or more may take the tiles on this thread (yes
+// unless turned off). A forward whose rows must each equal a one-row forward bit for bit
+// (speculative verification: AttentionSpan::rowwise) turns them off for its products, since the
+// tiles add in an order of their own and the row kernels in ggml's whatever the row count.
+void set_kq_tiles_allowed(bool allowed);
+bool kq_tiles_allowed();
+
 // One thread's share: output rows [r0, r1) for all tokens.
 using KRowsFn = void (*)(const KActs& x, const KQuantMatrix& w, int64_t r0, int64_t r1, float* y);
 KRowsFn krows_kernel(DType type, Isa isa);
