@@ -2,7 +2,8 @@
 // layout) and activations quantised per 256 like llama.cpp's Q8_K: per super-block, integer dot
 // products of the codes, the sub-block scales applied in integers, then one float multiply by
 // d_w * d_x (and the mins for Q4_K/Q5_K through the activations' 16-value sums), as
-// ggml_vec_dot_q*_K_q8_K does. AVX-512 VNNI, AVX2 and a portable scalar reference.
+// ggml_vec_dot_q*_K_q8_K does. AVX-512 VNNI, AVX2 and a portable scalar reference. Prefill on
+// AVX-512 (kKqTileTokens rows or more) unpacks groups of rows once and runs a tile instead.
 #pragma once
 #include <cstdint>
 
@@ -36,10 +37,10 @@ void krows_q5k_avx512(const KActs&, const KQuantMatrix&, int64_t, int64_t, float
 void krows_q6k_avx512(const KActs&, const KQuantMatrix&, int64_t, int64_t, float*);
 void krows_q4k_avx2(const KActs&, const KQuantMatrix&, int64_t, int64_t, float*);
 void krows_q5k_avx2(const KActs&, const KQuantMatrix&, int64_t, int64_t, float*);
+void krows_q6k_avx2(const KActs&, const KQuantMatrix&, int64_t, int64_t, float*);
 // Prefill's kernel (AVX-512 VNNI): groups [g0, g1) of 16 rows for all tokens, each group unpacked
 // once to int8 codes and float scales and run through a tokens x groups tile. Its float order is its
 // own: it agrees with krows_scalar to rounding, not bit for bit.
 void kgroups_tiles_avx512(const KActs& x, const KQuantMatrix& w, int64_t g0, int64_t g1, float* y);
-void krows_q6k_avx2(const KActs&, const KQuantMatrix&, int64_t, int64_t, float*);
 
 }  // namespace kvad::kernels
