@@ -93,6 +93,12 @@ class ThreadPool {
   static int64_t items_per_piece(int64_t item_bytes) {
     return std::max<int64_t>(1, (int64_t{32} << 10) / std::max<int64_t>(item_bytes, 1));
   }
+  // The same rounded up to an even count, at least 2: for a prefill tile that takes two items
+  // (groups of 16 rows) at a time, so no piece ends in a one-item tile (5-18% slower).
+  static int64_t item_pairs_per_piece(int64_t item_bytes) {
+    const int64_t piece = std::max<int64_t>(items_per_piece(item_bytes), 2);
+    return piece + (piece & 1);
+  }
 
  private:
   using Tramp = void (*)(void*, int, int);

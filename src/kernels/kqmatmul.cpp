@@ -1,6 +1,5 @@
 #include "kernels/kqmatmul.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -114,9 +113,7 @@ void kqmatmul(const KActs& x, const KQuantMatrix& w, float* y, Isa isa) {
 #if defined(__x86_64__)
   if (isa == Isa::Avx512 && x.n >= kKqTileTokens && tiles_allowed) {
     // Groups of 16 rows in even pieces of ~32 KB: the tile takes two groups at a time.
-    int64_t piece = ThreadPool::items_per_piece(16 * (int64_t)w.row_bytes());
-    piece = std::max<int64_t>(piece, 2);
-    piece += piece & 1;
+    const int64_t piece = ThreadPool::item_pairs_per_piece(16 * (int64_t)w.row_bytes());
     pool().parallel_for_balanced((w.rows() + 15) / 16, piece, [&](int64_t b, int64_t e) { kgroups_tiles_avx512(x, w, b, e, y); });
     return;
   }

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/dtype.h"
 #include "kernels/kqmatmul.h"
 #include "kernels/x86_helpers.h"
 
@@ -30,7 +31,6 @@ struct Shape {
   static constexpr int J = KIND == K::Q6 ? 16 : 8;  // sub-blocks (of 16 or 32 values)
   static constexpr int S = 64 / J;                  // 4-value slots per sub-block
   static constexpr int P = KIND == K::Q6 ? 8 : 4;   // pairs: Q4/Q5 mins, Q6 scales (the -32)
-  static constexpr size_t kBlockBytes = KIND == K::Q4 ? 144 : KIND == K::Q5 ? 176 : 210;
 };
 
 // One group of 16 rows, all super-blocks, in the tile's layout. Rows past the matrix's end repeat
@@ -99,8 +99,9 @@ void unpack_group(const KQuantMatrix& w, int64_t g, const Unpacked& u) {
   for (int i = 0; i < 16; i++) offs[i] = (int32_t)((size_t)std::min(i, n - 1) * w.row_bytes());
   const __m512i m4 = _mm512_set1_epi8(0x0F), m1 = _mm512_set1_epi8(0x01), m3 = _mm512_set1_epi8(0x03);
   const uint8_t* first = w.row_data(r0);
+  const size_t block_bytes = dtype_block_bytes(w.type());
   for (int64_t b = 0; b < nb; b++) {
-    const uint8_t* blk = first + (size_t)b * Sh::kBlockBytes;
+    const uint8_t* blk = first + (size_t)b * block_bytes;
     uint8_t* codes = u.codes + b * 4096;
     auto put = [&](int slot, __m512i v) { _mm512_store_si512(codes + slot * 64, v); };
     if constexpr (KIND == K::Q6) {
@@ -191,6 +192,15 @@ void unpack_group(const KQuantMatrix& w, int64_t g, const Unpacked& u) {
   }
 }
 
+// Every register of a tokens x groups tile to zero.
+template <typename V, int T, int G>
+__attribute__((always_inline)) inline void zero(V (&a)[T][G]) {
+  #pragma GCC unroll 8
+  for (int t = 0; t < T; t++)
+    #pragma GCC unroll 8
+    for (int g = 0; g < G; g++) a[t][g] = V{};
+}
+
 inline __m512i bcast4(const void* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
@@ -205,10 +215,7 @@ void tile(const KActs& x, const Unpacked* u, const int64_t* gi, int64_t rows, in
   using Sh = Shape<KIND>;
   const int64_t nb = x.blocks;
   __m512 out[T][G];
-  #pragma GCC unroll 8
-  for (int t = 0; t < T; t++)
-    #pragma GCC unroll 8
-    for (int g = 0; g < G; g++) out[t][g] = _mm512_setzero_ps();
+  zero(out);
   for (int64_t b = 0; b < nb; b++) {
     const int8_t* xq[T];
     const int16_t* sums[T];
@@ -218,16 +225,10 @@ void tile(const KActs& x, const Unpacked* u, const int64_t* gi, int64_t rows, in
       sums[t] = KIND == K::Q6 ? x.bsums.data() + ((t0 + t) * nb + b) * 16 : x.sums32.data() + ((t0 + t) * nb + b) * 8;
     }
     __m512 f[T][G];
-    #pragma GCC unroll 8
-    for (int t = 0; t < T; t++)
-      #pragma GCC unroll 8
-      for (int g = 0; g < G; g++) f[t][g] = _mm512_setzero_ps();
+    zero(f);
     for (int j = 0; j < Sh::J; j++) {
       __m512i dot[T][G];
-      #pragma GCC unroll 8
-      for (int t = 0; t < T; t++)
-        #pragma GCC unroll 8
-        for (int g = 0; g < G; g++) dot[t][g] = _mm512_setzero_si512();
+      zero(dot);
       #pragma GCC unroll 8
       for (int s = 0; s < Sh::S; s++) {
         const int slot = j * Sh::S + s;
@@ -246,10 +247,7 @@ void tile(const KActs& x, const Unpacked* u, const int64_t* gi, int64_t rows, in
       }
     }
     __m512i c[T][G];
-    #pragma GCC unroll 8
-    for (int t = 0; t < T; t++)
-      #pragma GCC unroll 8
-      for (int g = 0; g < G; g++) c[t][g] = _mm512_setzero_si512();
+    zero(c);
     #pragma GCC unroll 8
     for (int p = 0; p < Sh::P; p++)
       #pragma GCC unroll 8

@@ -113,6 +113,10 @@ void channel_affine(float* x, int64_t rows, int64_t c, const float* scale, const
     }
 }
 
+// Values from which row-wise and element-wise work is split over the pool: below, waking it costs
+// more than it saves.
+static constexpr int64_t kPoolFrom = 32 * 1024;
+
 void rmsnorm_avx512(const float* x, const float* w, float eps, int64_t n, float* out);
 
 void rmsnorm_rows(const float* x, int64_t x_stride, const float* w, float eps, int64_t rows, int64_t n, float* out,
@@ -125,7 +129,7 @@ void rmsnorm_rows(const float* x, int64_t x_stride, const float* w, float eps, i
   auto run = [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; r++) fn(x + r * x_stride, w, eps, n, out + r * out_stride);
   };
-  if (rows * n < 32 * 1024) return run(0, rows);
+  if (rows * n < kPoolFrom) return run(0, rows);
   pool().parallel_for(rows, std::max<int64_t>(1, 4096 / n), run);
 }
 
@@ -149,10 +153,10 @@ static void gelu_tanh_scalar(float* x, int64_t n) {
   }
 }
 
-// Element-wise work split over the pool when there is enough of it to pay for waking it.
+// Element-wise work split over the pool from kPoolFrom values.
 template <typename F>
 static void elementwise(int64_t n, F&& f) {
-  if (n < 32 * 1024) return f(int64_t{0}, n);
+  if (n < kPoolFrom) return f(int64_t{0}, n);
   pool().parallel_for(n, 64, f);
 }
 

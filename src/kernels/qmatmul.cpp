@@ -58,10 +58,7 @@ QGroupsFn qgroups_kernel(QKind kind, Isa isa) {
 // 5-18% slower at 128 tokens; even ones equal the halves fixed in advance, kvad_micro BM_qmatmul).
 // Larger prefill pieces were slower too: the last piece is one thread's alone.
 static int64_t groups_per_piece(const QuantActs& x, int64_t group_bytes) {
-  int64_t piece = ThreadPool::items_per_piece(group_bytes);
-  if (x.n < 4) return piece;
-  piece = std::max<int64_t>(piece, 2);
-  return piece + (piece & 1);
+  return x.n < 4 ? ThreadPool::items_per_piece(group_bytes) : ThreadPool::item_pairs_per_piece(group_bytes);
 }
 
 void qmatmul(const QuantActs& x, const QuantMatrix& w, float* y, Isa isa) {
