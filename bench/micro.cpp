@@ -6,6 +6,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -127,18 +128,33 @@ void BM_qdecode_stack(benchmark::State& st, QKind kind) {
   quantize_acts(x896.data(), 1, 896, a896);
   quantize_acts(x4864.data(), 1, 4864, a4864);
   auto out = [&](size_t i) { return const_cast<float*>(d.outs[i].data()); };
+  // Each part's own read rate too (qkv, o, gate/up, down): a part that reads slower than the
+  // others is where the step loses its share (docs/kernels.md).
+  using Clock = std::chrono::steady_clock;
+  double part_s[4] = {};
+  size_t part_bytes[4] = {};
+  for (size_t l = 0; l < d.mats.size(); l++) part_bytes[l % 7 < 3 ? 0 : l % 7 == 3 ? 1 : l % 7 < 6 ? 2 : 3] += d.mats[l].bytes();
   for (auto _ : st) {
     for (size_t l = 0; l < d.mats.size(); l += 7) {
       const QuantMatrix* qkv[3] = {&d.mats[l], &d.mats[l + 1], &d.mats[l + 2]};
       float* qkv_out[3] = {out(l), out(l + 1), out(l + 2)};
+      const Clock::time_point t0 = Clock::now();
       kernels::qmatmul_multi(a896, qkv, qkv_out, 3);
+      const Clock::time_point t1 = Clock::now();
       kernels::qmatmul(a896, d.mats[l + 3], out(l + 3));
+      const Clock::time_point t2 = Clock::now();
       const QuantMatrix* gu[2] = {&d.mats[l + 4], &d.mats[l + 5]};
       float* gu_out[2] = {out(l + 4), out(l + 5)};
       kernels::qmatmul_multi(a896, gu, gu_out, 2);
+      const Clock::time_point t3 = Clock::now();
       kernels::qmatmul(a4864, d.mats[l + 6], out(l + 6));
+      const Clock::time_point t4 = Clock::now();
+      const Clock::time_point at[5] = {t0, t1, t2, t3, t4};
+      for (int p = 0; p < 4; p++) part_s[p] += std::chrono::duration<double>(at[p + 1] - at[p]).count();
     }
   }
+  const char* part_name[4] = {"qkv_GBps", "o_GBps", "gateup_GBps", "down_GBps"};
+  for (int p = 0; p < 4; p++) st.counters[part_name[p]] = (double)part_bytes[p] * (double)st.iterations() / part_s[p] / 1e9;
   st.SetBytesProcessed(st.iterations() * (int64_t)d.bytes);
   st.SetLabel(std::string(qkind_name(kind)) + " " + std::to_string(d.bytes >> 20) + " MiB");
 }
