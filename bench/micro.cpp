@@ -375,7 +375,7 @@ BENCHMARK(BM_image_attention)->ArgsProduct({{4096}, {4096}, {8}, {40}, {0, 1}})-
 BENCHMARK(BM_quantize_acts)->Args({1, 896})->Args({128, 896})->Args({128, 4864})->UseRealTime();
 BENCHMARK(BM_empty_parallel_region)->UseRealTime();
 BENCHMARK(BM_sample)->DenseRange(0, 4)->UseRealTime();
-BENCHMARK(BM_attention)->ArgsProduct({{1}, {512, 4096}, {4, 16, 64, 256, 4096}, {0}})->Args({128, 128, 16, 0})->Args({512, 512, 16, 0})
+BENCHMARK(BM_attention)->ArgsProduct({{1}, {512, 4096}, {4, 16, 64, 256, 4096}, {0}})->Args({1, 80, 16, 0})->Args({128, 128, 16, 0})->Args({512, 512, 16, 0})
     ->ArgsProduct({{1}, {1024, 4096}, {16}, {0, 1, 2}})
     ->Args({512, 512, 256, 0})->UseRealTime();
 BENCHMARK(BM_latent_attention)->ArgsProduct({{512, 4096}, {0}, {0, 1, 2}})->ArgsProduct({{512, 4096}, {1}, {2}})->UseRealTime();
