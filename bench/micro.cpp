@@ -354,7 +354,8 @@ void kshapes(benchmark::internal::Benchmark* b) {
     for (int64_t n : {1, 8, 16, 32, 128})
       for (auto km : {std::pair<int64_t, int64_t>{1024, 1024}, {1024, 3072}, {3072, 1024}}) b->Args({n, km.first, km.second, isa});
   for (int64_t n : {1, 4}) b->Args({n, 1024, 151936, 2});
-  for (auto km : {std::pair<int64_t, int64_t>{1024, 3072}, {3072, 1024}}) b->Args({512, km.first, km.second, 2});  // prefill 512
+  for (int64_t isa : {1, 2})
+    for (auto km : {std::pair<int64_t, int64_t>{1024, 3072}, {3072, 1024}}) b->Args({512, km.first, km.second, isa});  // prefill 512
   b->UseRealTime();
 }
 

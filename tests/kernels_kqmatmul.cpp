@@ -184,7 +184,7 @@ TEST(KQuant, EverySimdKernelMatchesScalar) {
           ASSERT_EQ(got[i], want[i]) << dtype_name(type) << " " << isa_name(isa) << " n=" << n << " at " << i;
         // Through the threaded entry point too (below the tiles' token count: the tiles round
         // their own way, TilesMatchScalarToRounding).
-        if (isa == Isa::Avx512 && n >= kKqTileTokens) continue;
+        if (n >= kKqTileTokens) continue;
         std::fill(got.begin(), got.end(), NAN);
         kqmatmul(a, w, got.data(), isa);
         for (size_t i = 0; i < got.size(); i++) ASSERT_EQ(got[i], want[i]) << isa_name(isa);
@@ -198,7 +198,10 @@ TEST(KQuant, EverySimdKernelMatchesScalar) {
 // that leave 1-3 over the 4-token tile, and an odd group count, alone and through kqmatmul's
 // threads.
 TEST(KQuant, TilesMatchScalarToRounding) {
-  if (best_isa() < Isa::Avx512) GTEST_SKIP() << "the tiles are AVX-512 VNNI; this CPU has " << isa_name(best_isa());
+  std::vector<Isa> isas;  // the tiles of every ISA this CPU runs
+  if (best_isa() >= Isa::Avx2) isas.push_back(Isa::Avx2);
+  if (best_isa() >= Isa::Avx512) isas.push_back(Isa::Avx512);
+  if (isas.empty()) GTEST_SKIP() << "the tiles are AVX2 and AVX-512 VNNI; this CPU has " << isa_name(best_isa());
   Rng rng(13);
   for (DType type : kTypes)
     for (auto [rows, cols, n] : {std::tuple<int64_t, int64_t, int64_t>{37, 768, 8}, {16, 256, 9}, {45, 1024, 14}, {80, 512, 33}}) {
@@ -207,10 +210,12 @@ TEST(KQuant, TilesMatchScalarToRounding) {
       const KActs& a = c.a;
       const std::vector<float>& want = c.want;
       std::vector<double> ref = reference(w, a);
+      for (Isa isa : isas)
       for (int threaded = 0; threaded < 2; threaded++) {
         std::vector<float> got((size_t)(n * rows), NAN);
-        if (threaded) kqmatmul(a, w, got.data(), Isa::Avx512);
-        else kgroups_tiles_avx512(a, w, 0, (rows + 15) / 16, got.data());
+        if (threaded) kqmatmul(a, w, got.data(), isa);
+        else if (isa == Isa::Avx512) kgroups_tiles_avx512(a, w, 0, (rows + 15) / 16, got.data());
+        else kgroups_tiles_avx2(a, w, 0, (rows + 15) / 16, got.data());
         // Measured on random blocks: the tiles 0.7-3.0e-7 of the largest output from the scalar
         // kernel and 0.6-2.5e-7 from float64, where the scalar kernel itself is 0.5-1.5e-7 off.
         // A wrong code, scale or min is off by percents.
@@ -221,8 +226,8 @@ TEST(KQuant, TilesMatchScalarToRounding) {
           from_scalar = std::max(from_scalar, std::fabs((double)got[i] - want[i]) / scale);
           from_f64 = std::max(from_f64, std::fabs((double)got[i] - ref[i]) / scale);
         }
-        EXPECT_LT(from_scalar, 1e-6) << dtype_name(type) << " rows=" << rows << " n=" << n << " threaded=" << threaded;
-        EXPECT_LT(from_f64, 1e-6) << dtype_name(type) << " rows=" << rows << " n=" << n << " threaded=" << threaded;
+        EXPECT_LT(from_scalar, 1e-6) << dtype_name(type) << " " << isa_name(isa) << " rows=" << rows << " n=" << n << " threaded=" << threaded;
+        EXPECT_LT(from_f64, 1e-6) << dtype_name(type) << " " << isa_name(isa) << " rows=" << rows << " n=" << n << " threaded=" << threaded;
       }
     }
 }

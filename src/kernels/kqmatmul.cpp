@@ -117,6 +117,11 @@ void kqmatmul(const KActs& x, const KQuantMatrix& w, float* y, Isa isa) {
     pool().parallel_for_balanced((w.rows() + 15) / 16, piece, [&](int64_t b, int64_t e) { kgroups_tiles_avx512(x, w, b, e, y); });
     return;
   }
+  if (isa == Isa::Avx2 && x.n >= kKqTileTokens && tiles_allowed) {
+    const int64_t piece = ThreadPool::items_per_piece(16 * (int64_t)w.row_bytes());  // one group at a time
+    pool().parallel_for_balanced((w.rows() + 15) / 16, piece, [&](int64_t b, int64_t e) { kgroups_tiles_avx2(x, w, b, e, y); });
+    return;
+  }
 #endif
   KRowsFn fn = krows_kernel(w.type(), isa);
   int64_t rows = w.rows();

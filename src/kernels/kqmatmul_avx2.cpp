@@ -10,15 +10,13 @@
 #include <cstring>
 
 #include "kernels/kqmatmul.h"
+#include "kernels/kqmatmul_shape.h"
 #include "kernels/x86_helpers.h"
 
 namespace kvad::kernels {
 
 namespace {
 
-enum class K { Q4, Q5, Q6 };
-template <K KIND>
-constexpr DType kType = KIND == K::Q4 ? DType::Q4_K : KIND == K::Q5 ? DType::Q5_K : DType::Q6_K;
 
 // vpshufb controls (per 128-bit lane) that spread byte j of the unpacked scales over 16 int16
 // lanes (the other byte zero).

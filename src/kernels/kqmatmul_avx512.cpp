@@ -14,15 +14,13 @@
 #include <vector>
 
 #include "kernels/kqmatmul.h"
+#include "kernels/kqmatmul_shape.h"
 #include "kernels/x86_helpers.h"
 
 namespace kvad::kernels {
 
 namespace {
 
-enum class K { Q4, Q5, Q6 };
-template <K KIND>
-constexpr DType kType = KIND == K::Q4 ? DType::Q4_K : KIND == K::Q5 ? DType::Q5_K : DType::Q6_K;
 
 // Byte-shuffle controls (vpshufb, per 128-bit lane) that spread one scale byte over each int16
 // lane of a 64-value register, the other byte zero (0x80): for Q4_K/Q5_K register v lanes 0-1

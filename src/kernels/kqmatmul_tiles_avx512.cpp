@@ -17,21 +17,12 @@
 
 #include "core/dtype.h"
 #include "kernels/kqmatmul.h"
+#include "kernels/kqmatmul_shape.h"
 #include "kernels/x86_helpers.h"
 
 namespace kvad::kernels {
 
 namespace {
-
-enum class K { Q4, Q5, Q6 };
-
-// Per super-block: J sub-blocks of S four-value slots; P int16 pairs of the correction term.
-template <K KIND>
-struct Shape {
-  static constexpr int J = KIND == K::Q6 ? 16 : 8;  // sub-blocks (of 16 or 32 values)
-  static constexpr int S = 64 / J;                  // 4-value slots per sub-block
-  static constexpr int P = KIND == K::Q6 ? 8 : 4;   // pairs: Q4/Q5 mins, Q6 scales (the -32)
-};
 
 // One group of 16 rows, all super-blocks, in the tile's layout. Rows past the matrix's end repeat
 // its last row (their outputs are never stored).
