@@ -1,9 +1,11 @@
 // gemm_packed (kernels/gemm.h) against float64 sums, f32 and bf16 panels, for the scalar
-// reference and every ISA the CPU has, on shapes ragged in rows (micro-tiles of 12, tasks of 96),
-// outputs (panels of 32) and depth (blocks of 256, odd k for the bf16 pairs).
+// reference and every ISA the CPU has, on shapes ragged in rows (micro-tiles of 12 on AVX-512, 6
+// on AVX2, tasks of 96), outputs (panels of 32, AVX2's halves of 16) and depth (blocks of 256, odd
+// k for the bf16 pairs).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "core/cpu.h"
@@ -21,6 +23,7 @@ namespace {
 
 std::vector<Isa> isas() {
   std::vector<Isa> out = {Isa::Scalar};
+  if (best_isa() >= Isa::Avx2) out.push_back(Isa::Avx2);
   if (best_isa() >= Isa::Avx512) out.push_back(Isa::Avx512);
   return out;
 }
@@ -28,7 +31,7 @@ std::vector<Isa> isas() {
 }  // namespace
 
 TEST(Gemm, PackedProductsMatchTheSumInDouble) {
-  if (best_isa() < Isa::Avx512) std::printf("  no AVX-512 on this CPU: the scalar reference alone is checked\n");
+  if (best_isa() < Isa::Avx2) std::printf("  no AVX2 on this CPU: the scalar reference alone is checked\n");
   Rng rng(21);
   const int64_t shapes[][3] = {{1, 1, 1},   {12, 32, 32},  {13, 33, 31},  {2, 320, 1280}, {97, 300, 70},
                                {200, 7, 5}, {25, 513, 65}, {130, 36, 320}, {5, 2880, 40}};
@@ -75,6 +78,25 @@ TEST(Gemm, Bf16ActivationsGivenEqualRoundedOnes) {
       gemm_packed_bf16(ab.data(), n, kp, pw, c2.data(), isa);
       EXPECT_EQ(c1, c2) << "k=" << k << " " << isa_name(isa);
     }
+  }
+}
+
+// Every ISA's rounding to bf16 is core's f32_to_bf16, bit for bit, where it is hardest: ties to
+// even both ways, values that carry into the exponent, infinities, NaNs (kept quiet), denormals,
+// in the vector body and the scalar tail.
+TEST(Gemm, RoundingToBf16EqualsTheScalarOnEdgeValues) {
+  auto bits = [](uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  };
+  std::vector<float> x = {1.0f, bits(0x3F808000), bits(0x3F818000), bits(0x3F80FFFF), bits(0x3F7FFFFF), bits(0x7F7FFFFF),
+                          INFINITY, -INFINITY, NAN, bits(0x7F800001), bits(0xFF810000), bits(0x00000001), bits(0x80008000),
+                          0.0f, -0.0f, -1.5f, bits(0x477F8000)};
+  for (Isa isa : isas()) {
+    std::vector<uint16_t> out(x.size(), 0x1234);
+    to_bf16(x.data(), (int64_t)x.size(), out.data(), isa);
+    for (size_t i = 0; i < x.size(); i++) EXPECT_EQ(out[i], f32_to_bf16(x[i])) << isa_name(isa) << " value " << i;
   }
 }
 

@@ -10,7 +10,10 @@ namespace {
 struct Avx2Vec {
   using reg = __m256;
   static constexpr int W = 8;
-  static constexpr bool kPanels = false;  // gemm_nn: gemm.h has AVX-512 tiles only
+  static constexpr bool kPanels = true;
+  static void gemm_panels(const float* a, const PackedWeight& w, int64_t rows, float* c, int64_t panel_k) {
+    gemm_block_f32_avx2(a, w, 0, rows, 0, (w.m + 31) / 32, c, panel_k);
+  }
   static __m256i mask(int64_t n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n < 8 ? n : 8)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   }

@@ -53,5 +53,14 @@ void gemm_block_f32_avx512(const float* a, const PackedWeight& w, int64_t r0, in
 void bf16_rows_avx512(const float* x, int64_t n, int64_t k, int64_t kp, uint16_t* out);
 void gemm_block_bf16_avx512(const uint16_t* a, int64_t kp, const PackedWeight& w, int64_t r0, int64_t r1, int64_t p0,
                             int64_t p1, float* c);
+// AVX2 (gemm_avx2.cpp): f32 panels, and bf16 panels widened in registers against f32 activations
+// already rounded to bf16, [n, lda] with lda >= k rounded up to even and the pad zero.
+void gemm_block_f32_avx2(const float* a, const PackedWeight& w, int64_t r0, int64_t r1, int64_t p0, int64_t p1, float* c,
+                         int64_t panel_k = 0);
+void gemm_block_bf16w_avx2(const float* a, int64_t lda, const PackedWeight& w, int64_t r0, int64_t r1, int64_t p0,
+                           int64_t p1, float* c);
+// bf16_rows_avx512's job; n x kp bf16 widened to f32 (exact).
+void bf16_rows_avx2(const float* x, int64_t n, int64_t k, int64_t kp, uint16_t* out);
+void widen_bf16_rows_avx2(const uint16_t* a, int64_t n, int64_t kp, float* out);
 
 }  // namespace kvad::kernels

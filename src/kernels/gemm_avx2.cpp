@@ -1,0 +1,191 @@
+// AVX2 micro-tiles of gemm.h: 6 rows x 16 outputs (half a 32-wide panel) in 12 accumulators, two
+// loads of the panel and 6 broadcasts feeding 12 FMAs per k, with 16 registers in all. Without
+// AVX512-BF16 a bf16 panel is widened in registers (a bf16 is the top half of an f32: a shift for
+// the even k of a pair, a mask for the odd one) and multiplied in f32 by activations already
+// rounded to bf16, so the products are those of the bf16 operands, as on AVX-512; only the order
+// of the f32 additions differs.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/gemm.h"
+
+namespace kvad::kernels {
+
+namespace {
+
+constexpr int64_t kPanel = 32, kHalf = 16, kRows = 6, kDepth = 256;
+
+// The first n of 8 lanes (n clamped to 0..8), as a maskload/maskstore operand.
+inline __m256i lanes(int64_t n) {
+  const int m = (int)std::clamp<int64_t>(n, 0, 8);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// c[MR rows][16] (+)= over kc steps of k (a multiple of Step): a's values (f32) times the half
+// panel's. `weights(i, s, b0, b1)` gives step i + s's 16 weights as two registers (s a constant
+// below Step: a bf16 panel's pair is loaded at s = 0 and 1 alike, widened per half); `act(r, i)`
+// points at row r's activation of step i.
+template <int MR, int Step, typename Weights, typename Act>
+__attribute__((always_inline)) inline void tile(int64_t kc, const Weights& weights, const Act& act, float* c, int64_t ldc,
+                                                int64_t valid, bool first) {
+  __m256 c0[MR], c1[MR];
+  const __m256i m0 = lanes(valid), m1 = lanes(valid - 8);
+  #pragma GCC unroll 6
+  for (int r = 0; r < MR; r++) {
+    c0[r] = first ? _mm256_setzero_ps() : _mm256_maskload_ps(c + r * ldc, m0);
+    c1[r] = first ? _mm256_setzero_ps() : _mm256_maskload_ps(c + r * ldc + 8, m1);
+  }
+  for (int64_t i = 0; i < kc; i += Step) {
+    auto step = [&](auto s) {
+      __m256 b0, b1;
+      weights(i, s, b0, b1);
+      #pragma GCC unroll 6
+      for (int r = 0; r < MR; r++) {
+        const __m256 av = _mm256_broadcast_ss(act(r, i + s));
+        c0[r] = _mm256_fmadd_ps(av, b0, c0[r]);
+        c1[r] = _mm256_fmadd_ps(av, b1, c1[r]);
+      }
+    };
+    step(std::integral_constant<int, 0>{});
+    if constexpr (Step == 2) step(std::integral_constant<int, 1>{});
+  }
+  #pragma GCC unroll 6
+  for (int r = 0; r < MR; r++) {
+    _mm256_maskstore_ps(c + r * ldc, m0, c0[r]);
+    _mm256_maskstore_ps(c + r * ldc + 8, m1, c1[r]);
+  }
+}
+
+// core/dtype.h's f32_to_bf16 back in an f32 (written out here: no shared inline code in an ISA
+// file, whose out-of-line copy the linker could hand to a CPU without AVX2).
+inline float bf16_rounded(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  u = (u & 0x7fffffff) > 0x7f800000 ? (u | 0x400000) & 0xFFFF0000u : (u + 0x7fff + ((u >> 16) & 1)) & 0xFFFF0000u;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Rows [r0, r1) in tiles of 6 (the last one shorter).
+template <typename Tile>
+inline void rows_by_tile(int64_t r0, int64_t r1, const Tile& t) {
+  int64_t r = r0;
+  for (; r + kRows <= r1; r += kRows) t(r, std::integral_constant<int, 6>{});
+  switch (r1 - r) {
+    case 5: t(r, std::integral_constant<int, 5>{}); break;
+    case 4: t(r, std::integral_constant<int, 4>{}); break;
+    case 3: t(r, std::integral_constant<int, 3>{}); break;
+    case 2: t(r, std::integral_constant<int, 2>{}); break;
+    case 1: t(r, std::integral_constant<int, 1>{}); break;
+    default: break;
+  }
+}
+
+}  // namespace
+
+void gemm_block_f32_avx2(const float* a, const PackedWeight& w, int64_t r0, int64_t r1, int64_t p0, int64_t p1, float* c,
+                         int64_t panel_k) {
+  const int64_t k = w.k, m = w.m, depth = panel_k > 0 ? panel_k : k;
+  for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
+    const int64_t kc = std::min(kDepth, k - k0);
+    for (int64_t p = p0; p < p1; p++)
+      for (int64_t h = 0; h < 2; h++) {
+        const int64_t o0 = p * kPanel + h * kHalf;
+        if (o0 >= m) break;
+        const float* b = w.f32.data() + (p * depth + k0) * kPanel + h * kHalf;
+        auto weights = [&](int64_t i, auto, __m256& b0, __m256& b1) {
+          b0 = _mm256_loadu_ps(b + i * kPanel);
+          b1 = _mm256_loadu_ps(b + i * kPanel + 8);
+        };
+        rows_by_tile(r0, r1, [&](int64_t r, auto mr) {
+          const float* ar = a + r * k + k0;
+          tile<decltype(mr)::value, 1>(kc, weights, [&](int row, int64_t i) { return ar + row * k + i; }, c + r * m + o0, m,
+                                    m - o0, k0 == 0);
+        });
+      }
+  }
+}
+
+void gemm_block_bf16w_avx2(const float* a, int64_t lda, const PackedWeight& w, int64_t r0, int64_t r1, int64_t p0,
+                           int64_t p1, float* c) {
+  const int64_t k2 = (w.k + 1) / 2, m = w.m;
+  const __m256i odd = _mm256_set1_epi32((int)0xFFFF0000u);
+  for (int64_t q0 = 0; q0 < k2; q0 += kDepth / 2) {
+    const int64_t kc = 2 * std::min(kDepth / 2, k2 - q0);  // steps of k, both of each pair
+    for (int64_t p = p0; p < p1; p++)
+      for (int64_t h = 0; h < 2; h++) {
+        const int64_t o0 = p * kPanel + h * kHalf;
+        if (o0 >= m) break;
+        // Pair i of the half panel: 16 outputs x (k = 2i, 2i + 1) as 16 dwords, the even k low.
+        const uint16_t* b = w.b16.data() + ((p * k2 + q0) * kPanel + h * kHalf) * 2;
+        auto weights = [&](int64_t i, auto s, __m256& b0, __m256& b1) {
+          const __m256i v0 = _mm256_loadu_si256((const __m256i*)(b + (i / 2) * kPanel * 2));
+          const __m256i v1 = _mm256_loadu_si256((const __m256i*)(b + (i / 2) * kPanel * 2 + 16));
+          if constexpr (decltype(s)::value == 0) {
+            b0 = _mm256_castsi256_ps(_mm256_slli_epi32(v0, 16));
+            b1 = _mm256_castsi256_ps(_mm256_slli_epi32(v1, 16));
+          } else {
+            b0 = _mm256_castsi256_ps(_mm256_and_si256(v0, odd));
+            b1 = _mm256_castsi256_ps(_mm256_and_si256(v1, odd));
+          }
+        };
+        rows_by_tile(r0, r1, [&](int64_t r, auto mr) {
+          const float* ar = a + r * lda + 2 * q0;
+          tile<decltype(mr)::value, 2>(kc, weights, [&](int row, int64_t i) { return ar + row * lda + i; }, c + r * m + o0, m,
+                                    m - o0, q0 == 0);
+        });
+      }
+  }
+}
+
+namespace {
+
+// core/dtype.h's f32_to_bf16 on eight lanes, the bf16 left in each lane's top half: to nearest
+// even, a NaN kept quiet.
+inline __m256i round8(__m256 x) {
+  const __m256i u = _mm256_castps_si256(x), top = _mm256_set1_epi32((int)0xFFFF0000u);
+  const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  const __m256i rounded = _mm256_and_si256(_mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), odd)), top);
+  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF)), _mm256_set1_epi32(0x7F800000));
+  const __m256i kept = _mm256_and_si256(_mm256_or_si256(u, _mm256_set1_epi32(0x400000)), top);
+  return _mm256_blendv_epi8(rounded, kept, nan);
+}
+
+}  // namespace
+
+void bf16_rows_avx2(const float* x, int64_t n, int64_t k, int64_t kp, uint16_t* out) {
+  for (int64_t t = 0; t < n; t++) {
+    const float* xr = x + t * k;
+    uint16_t* o = out + t * kp;
+    int64_t i = 0;
+    for (; i + 8 <= k; i += 8) {
+      const __m256i v = _mm256_srli_epi32(round8(_mm256_loadu_ps(xr + i)), 16);
+      _mm_storeu_si128((__m128i*)(o + i), _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
+    }
+    for (; i < k; i++) {
+      const float f = bf16_rounded(xr[i]);
+      uint32_t u;
+      std::memcpy(&u, &f, 4);
+      o[i] = (uint16_t)(u >> 16);
+    }
+    for (; i < kp; i++) o[i] = 0;
+  }
+}
+
+void widen_bf16_rows_avx2(const uint16_t* a, int64_t n, int64_t kp, float* out) {
+  const int64_t total = n * kp;
+  int64_t i = 0;
+  for (; i + 8 <= total; i += 8) {
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(a + i)));
+    _mm256_storeu_ps(out + i, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
+  }
+  for (; i < total; i++) {
+    const uint32_t u = (uint32_t)a[i] << 16;
+    std::memcpy(out + i, &u, 4);
+  }
+}
+
+}  // namespace kvad::kernels
