@@ -72,6 +72,7 @@ void matmul_nn_scalar(const float* x, int64_t n, int64_t k, const float* b, int6
 void matmul_nn(const float* x, int64_t n, int64_t k, const float* b, int64_t m, float* y, Isa isa) {
 #if defined(__x86_64__)
   if (isa == Isa::Avx512) return matmul_nn_avx512(x, n, k, b, m, y);
+  if (isa == Isa::Avx2) return matmul_nn_avx2(x, n, k, b, m, y);
 #endif
   (void)isa;
   matmul_nn_scalar(x, n, k, b, m, y);

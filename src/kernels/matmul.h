@@ -37,5 +37,6 @@ void rows_f32_avx512(const float*, int64_t, int64_t, const void*, int64_t, int64
 void rows_bf16_avx512(const float*, int64_t, int64_t, const void*, int64_t, int64_t, int64_t, float*);
 void matmul_nn_scalar(const float* x, int64_t n, int64_t k, const float* b, int64_t m, float* y);
 void matmul_nn_avx512(const float* x, int64_t n, int64_t k, const float* b, int64_t m, float* y);
+void matmul_nn_avx2(const float* x, int64_t n, int64_t k, const float* b, int64_t m, float* y);
 
 }  // namespace kvad::kernels

@@ -87,3 +87,59 @@ void rows_bf16_avx2(const float* x, int64_t n, int64_t k, const void* w, int64_t
 }
 
 }  // namespace kvad::kernels
+
+namespace kvad::kernels {
+
+namespace {
+
+inline __m256i nn_lanes(int64_t n) {
+  const int m = n < 0 ? 0 : n > 8 ? 8 : (int)n;
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// x [n, k] times B [k, m]: T rows of x by NV vectors of 8 columns of B in registers (T x NV <= 12),
+// one broadcast of x per row and one load of B per vector per step of k, as the AVX-512 file's
+// tile_nn; `last` masks the final vector's columns.
+template <int T, int NV>
+inline void tile_nn(const float* x, int64_t k, const float* b, int64_t m, int64_t t0, int64_t j0, __m256i last, float* y) {
+  __m256 acc[T][NV];
+  #pragma GCC unroll 12
+  for (int t = 0; t < T; t++)
+    #pragma GCC unroll 2
+    for (int v = 0; v < NV; v++) acc[t][v] = _mm256_setzero_ps();
+  const __m256i all = _mm256_set1_epi32(-1);
+  for (int64_t i = 0; i < k; i++) {
+    __m256 bv[NV];
+    #pragma GCC unroll 2
+    for (int v = 0; v < NV; v++) bv[v] = _mm256_maskload_ps(b + i * m + j0 + 8 * v, v == NV - 1 ? last : all);
+    #pragma GCC unroll 12
+    for (int t = 0; t < T; t++) {
+      const __m256 xv = _mm256_broadcast_ss(x + (t0 + t) * k + i);
+      #pragma GCC unroll 2
+      for (int v = 0; v < NV; v++) acc[t][v] = _mm256_fmadd_ps(xv, bv[v], acc[t][v]);
+    }
+  }
+  #pragma GCC unroll 12
+  for (int t = 0; t < T; t++)
+    #pragma GCC unroll 2
+    for (int v = 0; v < NV; v++) _mm256_maskstore_ps(y + (t0 + t) * m + j0 + 8 * v, v == NV - 1 ? last : all, acc[t][v]);
+}
+
+template <int T, int NV>
+inline void rows_nn(const float* x, int64_t n, int64_t k, const float* b, int64_t m, int64_t j0, __m256i last, float* y) {
+  int64_t t = 0;
+  for (; t + T <= n; t += T) tile_nn<T, NV>(x, k, b, m, t, j0, last, y);
+  for (; t < n; t++) tile_nn<1, NV>(x, k, b, m, t, j0, last, y);
+}
+
+}  // namespace
+
+void matmul_nn_avx2(const float* x, int64_t n, int64_t k, const float* b, int64_t m, float* y) {
+  for (int64_t j0 = 0; j0 < m; j0 += 16) {
+    const int64_t w = m - j0 < 16 ? m - j0 : 16;
+    if (w > 8) rows_nn<6, 2>(x, n, k, b, m, j0, nn_lanes(w - 8), y);
+    else rows_nn<12, 1>(x, n, k, b, m, j0, nn_lanes(w), y);
+  }
+}
+
+}  // namespace kvad::kernels

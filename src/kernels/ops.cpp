@@ -41,6 +41,7 @@ void softmax(float* x, int64_t n) {
 }
 
 void softmax_scaled_avx512(float* x, int64_t n, float scale);
+void softmax_scaled_avx2(float* x, int64_t n, float scale);
 
 static void softmax_scaled_scalar(float* x, int64_t n, float scale) {
   for (int64_t i = 0; i < n; i++) x[i] *= scale;
@@ -50,6 +51,7 @@ static void softmax_scaled_scalar(float* x, int64_t n, float scale) {
 void softmax_scaled(float* x, int64_t n, float scale, Isa isa) {
 #if defined(__x86_64__)
   if (isa == Isa::Avx512) return softmax_scaled_avx512(x, n, scale);
+  if (isa == Isa::Avx2) return softmax_scaled_avx2(x, n, scale);
 #endif
   (void)isa;
   softmax_scaled_scalar(x, n, scale);
@@ -73,10 +75,12 @@ float softmax_numerators_bf16(const float* x, int64_t n, float scale, uint16_t* 
 }
 
 void gelu_erf_mul_avx512(const float* value, const float* gate, float* out, int64_t n);
+void gelu_erf_mul_avx2(const float* value, const float* gate, float* out, int64_t n);
 
 void gelu_erf_mul(const float* value, const float* gate, float* out, int64_t n, Isa isa) {
 #if defined(__x86_64__)
   if (isa == Isa::Avx512) return gelu_erf_mul_avx512(value, gate, out, n);
+  if (isa == Isa::Avx2) return gelu_erf_mul_avx2(value, gate, out, n);
 #endif
   (void)isa;
   for (int64_t i = 0; i < n; i++) {
@@ -87,10 +91,13 @@ void gelu_erf_mul(const float* value, const float* gate, float* out, int64_t n, 
 
 void channel_moments_avx512(const float* x, int64_t rows, int64_t c, const float* center, double* s1, double* s2);
 void channel_affine_avx512(float* x, int64_t rows, int64_t c, const float* scale, const float* shift, bool silu);
+void channel_moments_avx2(const float* x, int64_t rows, int64_t c, const float* center, double* s1, double* s2);
+void channel_affine_avx2(float* x, int64_t rows, int64_t c, const float* scale, const float* shift, bool silu);
 
 void channel_moments(const float* x, int64_t rows, int64_t c, const float* center, double* s1, double* s2, Isa isa) {
 #if defined(__x86_64__)
   if (isa == Isa::Avx512) return channel_moments_avx512(x, rows, c, center, s1, s2);
+  if (isa == Isa::Avx2) return channel_moments_avx2(x, rows, c, center, s1, s2);
 #endif
   (void)isa;
   for (int64_t r = 0; r < rows; r++)
@@ -104,6 +111,7 @@ void channel_moments(const float* x, int64_t rows, int64_t c, const float* cente
 void channel_affine(float* x, int64_t rows, int64_t c, const float* scale, const float* shift, bool silu, Isa isa) {
 #if defined(__x86_64__)
   if (isa == Isa::Avx512) return channel_affine_avx512(x, rows, c, scale, shift, silu);
+  if (isa == Isa::Avx2) return channel_affine_avx2(x, rows, c, scale, shift, silu);
 #endif
   (void)isa;
   for (int64_t r = 0; r < rows; r++)
@@ -118,11 +126,12 @@ void channel_affine(float* x, int64_t rows, int64_t c, const float* scale, const
 static constexpr int64_t kPoolFrom = 32 * 1024;
 
 void rmsnorm_avx512(const float* x, const float* w, float eps, int64_t n, float* out);
+void rmsnorm_avx2(const float* x, const float* w, float eps, int64_t n, float* out);
 
 void rmsnorm_rows(const float* x, int64_t x_stride, const float* w, float eps, int64_t rows, int64_t n, float* out,
                   int64_t out_stride, Isa isa) {
 #if defined(__x86_64__)
-  auto fn = isa == Isa::Avx512 ? rmsnorm_avx512 : rmsnorm;
+  auto fn = isa == Isa::Avx512 ? rmsnorm_avx512 : isa == Isa::Avx2 ? rmsnorm_avx2 : rmsnorm;
 #else
   auto fn = rmsnorm;
 #endif

@@ -8,6 +8,7 @@
 namespace kvad {
 
 int32_t quantize_block32_avx512(const float* x, int8_t* q, float* scale);
+int32_t quantize_block32_avx2(const float* x, int8_t* q, float* scale);
 
 // The reference: m <= 32 values.
 static int32_t quantize_block_scalar(const float* xb, int m, int8_t* q, float* scale) {
@@ -31,18 +32,19 @@ void quantize_acts(const float* x, int64_t n, int64_t k, QuantActs& a, Isa isa) 
   a.q.assign((size_t)(n * a.blocks * 32), 0);
   a.scale.resize((size_t)(n * a.blocks));
   a.sum.resize((size_t)(n * a.blocks));
-  const bool simd = isa == Isa::Avx512;
+#if defined(__x86_64__)
+  auto block32 = isa == Isa::Avx512 ? quantize_block32_avx512 : isa == Isa::Avx2 ? quantize_block32_avx2 : nullptr;
+#else
+  int32_t (*block32)(const float*, int8_t*, float*) = nullptr;
+  (void)isa;
+#endif
   auto one = [&](int64_t t) {
     for (int64_t b = 0; b < a.blocks; b++) {
       const float* xb = x + t * k + b * 32;
       int m = (int)std::min<int64_t>(32, k - b * 32);
       int8_t* q = a.q.data() + (t * a.blocks + b) * 32;
       float* sx = &a.scale[(size_t)(t * a.blocks + b)];
-#if defined(__x86_64__)
-      int32_t sum = simd && m == 32 ? quantize_block32_avx512(xb, q, sx) : quantize_block_scalar(xb, m, q, sx);
-#else
-      int32_t sum = quantize_block_scalar(xb, m, q, sx);
-#endif
+      int32_t sum = block32 && m == 32 ? block32(xb, q, sx) : quantize_block_scalar(xb, m, q, sx);
       a.sum[(size_t)(t * a.blocks + b)] = *sx * (float)sum;
     }
   };

@@ -155,6 +155,7 @@ void KQuantMatrix::row(int64_t r, float* out) const { dequantize_blocks(type_, r
 // Activations (llama.cpp quantize_row_q8_K_ref)
 
 float quantize_kblock_avx512(const float* x, int8_t* q, int16_t* bsums, int16_t* sums32);
+float quantize_kblock_avx2(const float* x, int8_t* q, int16_t* bsums, int16_t* sums32);
 
 void quantize_kacts(const float* x, int64_t n, int64_t k, KActs& a, Isa isa) {
   if (k % kQK != 0) fail("internal: K-quant activations of width {} (not a multiple of 256)", k);
@@ -172,8 +173,8 @@ void quantize_kacts(const float* x, int64_t n, int64_t k, KActs& a, Isa isa) {
       int16_t* bs = a.bsums.data() + (t * a.blocks + b) * 16;
       int16_t* s32 = a.sums32.data() + (t * a.blocks + b) * 8;
 #if defined(__x86_64__)
-      if (isa == Isa::Avx512) {
-        a.d[(size_t)(t * a.blocks + b)] = quantize_kblock_avx512(xb, q, bs, s32);
+      if (isa == Isa::Avx512 || isa == Isa::Avx2) {
+        a.d[(size_t)(t * a.blocks + b)] = (isa == Isa::Avx512 ? quantize_kblock_avx512 : quantize_kblock_avx2)(xb, q, bs, s32);
         continue;
       }
 #endif
