@@ -328,7 +328,8 @@ void Weight::matmul_jobs(const Job* jobs, int count) {
     else quantize_acts(j.x, j.n, w.cols_, qacts[(size_t)i]);
   }
   const Isa isa = best_isa();
-  const bool kq_tiles = isa == Isa::Avx512 && kernels::kq_tiles_allowed();  // read here: the pool's threads have their own
+  // Read here: the pool's threads have their own tiles switch.
+  const kernels::KGroupsFn kq_tiles = kernels::kq_tiles_allowed() ? kernels::kgroups_tiles_kernel(isa) : nullptr;
   auto run = [&](int64_t u0, int64_t u1) {
     for (int i = 0; i < count && first_unit[(size_t)i] < u1; i++) {
       const int64_t base = first_unit[(size_t)i], b = std::max(u0, base) - base,
@@ -337,12 +338,9 @@ void Weight::matmul_jobs(const Job* jobs, int count) {
       const Job& j = jobs[i];
       const Weight& w = *j.w;
       const int64_t r0 = b * kJobRows, r1 = std::min(w.rows_, e * kJobRows);
-#if defined(__x86_64__)
       if (w.kq_ && kq_tiles && j.n >= kernels::kKqTileTokens)  // prefill: a unit is a tile group
-        kernels::kgroups_tiles_avx512(kacts[(size_t)act[(size_t)i]], w.kq_, b, e, j.y);
-      else
-#endif
-      if (w.kq_) kernels::krows_kernel(w.kq_.type(), isa)(kacts[(size_t)act[(size_t)i]], w.kq_, r0, r1, j.y);
+        kq_tiles(kacts[(size_t)act[(size_t)i]], w.kq_, b, e, j.y);
+      else if (w.kq_) kernels::krows_kernel(w.kq_.type(), isa)(kacts[(size_t)act[(size_t)i]], w.kq_, r0, r1, j.y);
       else if (w.quantized_) kernels::qgroups_kernel(w.q_.kind(), isa)(qacts[(size_t)act[(size_t)i]], w.q_, b, e, j.y);
       else kernels::rows_kernel(w.wt_, isa)(j.x, j.n, w.cols_, w.data_, w.rows_, r0, r1, j.y);
       if (j.then) j.then(j.ctx, r0, r1);

@@ -72,7 +72,8 @@ struct PaintResult {
 // (it is >95% of the work); the text encoders too (they run once per image, but SDXL's are 0.8 B
 // parameters of memory); the VAE never goes below bf16: q8 on its 512-channel convolutions over a
 // full-resolution image is where quantisation error shows as colour noise, and bf16 already halves
-// its time (docs/images.md, "Speed and formats").
+// its time; on a CPU without bf16 products (AVX2) it stays f32, faster there (docs/images.md,
+// "Speed and formats").
 struct PartFormats {
   WeightFormat unet = WeightFormat::F32, vae = WeightFormat::F32, text = WeightFormat::AsStored;
   static PartFormats for_quant(WeightFormat q);

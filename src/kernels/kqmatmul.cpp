@@ -109,20 +109,23 @@ static thread_local bool tiles_allowed = true;
 void set_kq_tiles_allowed(bool allowed) { tiles_allowed = allowed; }
 bool kq_tiles_allowed() { return tiles_allowed; }
 
-void kqmatmul(const KActs& x, const KQuantMatrix& w, float* y, Isa isa) {
+KGroupsFn kgroups_tiles_kernel(Isa isa) {
 #if defined(__x86_64__)
-  if (isa == Isa::Avx512 && x.n >= kKqTileTokens && tiles_allowed) {
-    // Groups of 16 rows in even pieces of ~32 KB: the tile takes two groups at a time.
-    const int64_t piece = ThreadPool::item_pairs_per_piece(16 * (int64_t)w.row_bytes());
-    pool().parallel_for_balanced((w.rows() + 15) / 16, piece, [&](int64_t b, int64_t e) { kgroups_tiles_avx512(x, w, b, e, y); });
-    return;
-  }
-  if (isa == Isa::Avx2 && x.n >= kKqTileTokens && tiles_allowed) {
-    const int64_t piece = ThreadPool::items_per_piece(16 * (int64_t)w.row_bytes());  // one group at a time
-    pool().parallel_for_balanced((w.rows() + 15) / 16, piece, [&](int64_t b, int64_t e) { kgroups_tiles_avx2(x, w, b, e, y); });
-    return;
-  }
+  if (isa == Isa::Avx512) return kgroups_tiles_avx512;
+  if (isa == Isa::Avx2) return kgroups_tiles_avx2;
 #endif
+  (void)isa;
+  return nullptr;
+}
+
+void kqmatmul(const KActs& x, const KQuantMatrix& w, float* y, Isa isa) {
+  if (KGroupsFn tiles = kgroups_tiles_kernel(isa); tiles && x.n >= kKqTileTokens && tiles_allowed) {
+    // Groups of 16 rows in pieces of ~32 KB, even on AVX-512, whose tile takes two groups at a time.
+    const int64_t group_bytes = 16 * (int64_t)w.row_bytes();
+    const int64_t piece = isa == Isa::Avx512 ? ThreadPool::item_pairs_per_piece(group_bytes) : ThreadPool::items_per_piece(group_bytes);
+    pool().parallel_for_balanced((w.rows() + 15) / 16, piece, [&](int64_t b, int64_t e) { tiles(x, w, b, e, y); });
+    return;
+  }
   KRowsFn fn = krows_kernel(w.type(), isa);
   int64_t rows = w.rows();
   if (rows * w.blocks() * x.n < 64) {  // too small to be worth waking the pool

@@ -13,7 +13,7 @@
 namespace kvad::kernels {
 
 // y[n, rows] = W applied to the activations, on the thread pool. From kKqTileTokens tokens on
-// AVX-512 it runs kgroups_tiles_avx512 (prefill), below that the row kernels.
+// AVX-512 or AVX2 it runs the ISA's tiles (prefill), below that the row kernels.
 void kqmatmul(const KActs& x, const KQuantMatrix& w, float* y, Isa isa = best_isa());
 
 // Tokens from which prefill unpacks groups of rows once instead of running the row kernel 4
@@ -45,5 +45,9 @@ void kgroups_tiles_avx512(const KActs& x, const KQuantMatrix& w, int64_t g0, int
 // The same plan on AVX2 (vpmaddubsw, sub-block scales by vpmaddwd): groups [g0, g1) of 16 rows, one
 // at a time, 2 tokens x 16 rows a tile. Agrees with krows_scalar to rounding.
 void kgroups_tiles_avx2(const KActs& x, const KQuantMatrix& w, int64_t g0, int64_t g1, float* y);
+// The tiles of an ISA (nullptr where there are none: scalar), for prefill's kKqTileTokens rows or
+// more; its units are groups of 16 rows.
+using KGroupsFn = void (*)(const KActs& x, const KQuantMatrix& w, int64_t g0, int64_t g1, float* y);
+KGroupsFn kgroups_tiles_kernel(Isa isa);
 
 }  // namespace kvad::kernels
