@@ -1,9 +1,9 @@
 // AVX2 micro-tiles of gemm.h: 6 rows x 16 outputs (half a 32-wide panel) in 12 accumulators, two
 // loads of the panel and 6 broadcasts feeding 12 FMAs per k, with 16 registers in all. Without
 // AVX512-BF16 a bf16 panel is widened in registers (a bf16 is the top half of an f32: a shift for
-// the even k of a pair, a mask for the odd one) and multiplied in f32 by activations already
-// rounded to bf16, so the products are those of the bf16 operands, as on AVX-512; only the order
-// of the f32 additions differs.
+// the even k of a pair, a mask for the odd one; a block's even k in one pass, its odd k in the
+// next) and multiplied in f32 by activations already rounded to bf16, so the products are those
+// of the bf16 operands, as on AVX-512; only the order of the f32 additions differs.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -24,11 +24,9 @@ inline __m256i lanes(int64_t n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-// c[MR rows][16] (+)= over kc steps of k (a multiple of Step): a's values (f32) times the half
-// panel's. `weights(i, s, b0, b1)` gives step i + s's 16 weights as two registers (s a constant
-// below Step: a bf16 panel's pair is loaded at s = 0 and 1 alike, widened per half); `act(r, i)`
-// points at row r's activation of step i.
-template <int MR, int Step, typename Weights, typename Act>
+// c[MR rows][16] (+)= over kc steps: a's values (f32) times the half panel's. `weights(i, b0, b1)`
+// gives step i's 16 weights as two registers; `act(r, i)` points at row r's activation of step i.
+template <int MR, typename Weights, typename Act>
 __attribute__((always_inline)) inline void tile(int64_t kc, const Weights& weights, const Act& act, float* c, int64_t ldc,
                                                 int64_t valid, bool first) {
   __m256 c0[MR], c1[MR];
@@ -38,19 +36,15 @@ __attribute__((always_inline)) inline void tile(int64_t kc, const Weights& weigh
     c0[r] = first ? _mm256_setzero_ps() : _mm256_maskload_ps(c + r * ldc, m0);
     c1[r] = first ? _mm256_setzero_ps() : _mm256_maskload_ps(c + r * ldc + 8, m1);
   }
-  for (int64_t i = 0; i < kc; i += Step) {
-    auto step = [&](auto s) {
-      __m256 b0, b1;
-      weights(i, s, b0, b1);
-      #pragma GCC unroll 6
-      for (int r = 0; r < MR; r++) {
-        const __m256 av = _mm256_broadcast_ss(act(r, i + s));
-        c0[r] = _mm256_fmadd_ps(av, b0, c0[r]);
-        c1[r] = _mm256_fmadd_ps(av, b1, c1[r]);
-      }
-    };
-    step(std::integral_constant<int, 0>{});
-    if constexpr (Step == 2) step(std::integral_constant<int, 1>{});
+  for (int64_t i = 0; i < kc; i++) {
+    __m256 b0, b1;
+    weights(i, b0, b1);
+    #pragma GCC unroll 6
+    for (int r = 0; r < MR; r++) {
+      const __m256 av = _mm256_broadcast_ss(act(r, i));
+      c0[r] = _mm256_fmadd_ps(av, b0, c0[r]);
+      c1[r] = _mm256_fmadd_ps(av, b1, c1[r]);
+    }
   }
   #pragma GCC unroll 6
   for (int r = 0; r < MR; r++) {
@@ -69,19 +63,21 @@ inline float bf16_rounded(float f) {
   return f;
 }
 
-// Rows [r0, r1) in tiles of 6 (the last one shorter).
-template <typename Tile>
+// The last rows' tile, `left` < MR of them, as a tile of that many.
+template <int MR, typename Tile>
+inline void last_tile(int64_t r, int64_t left, const Tile& t) {
+  if constexpr (MR > 1) {
+    if (left == MR - 1) return t(r, std::integral_constant<int, MR - 1>{});
+    last_tile<MR - 1>(r, left, t);
+  }
+}
+
+// Rows [r0, r1) in tiles of MR (the last one shorter).
+template <int MR, typename Tile>
 inline void rows_by_tile(int64_t r0, int64_t r1, const Tile& t) {
   int64_t r = r0;
-  for (; r + kRows <= r1; r += kRows) t(r, std::integral_constant<int, 6>{});
-  switch (r1 - r) {
-    case 5: t(r, std::integral_constant<int, 5>{}); break;
-    case 4: t(r, std::integral_constant<int, 4>{}); break;
-    case 3: t(r, std::integral_constant<int, 3>{}); break;
-    case 2: t(r, std::integral_constant<int, 2>{}); break;
-    case 1: t(r, std::integral_constant<int, 1>{}); break;
-    default: break;
-  }
+  for (; r + MR <= r1; r += MR) t(r, std::integral_constant<int, MR>{});
+  if (r < r1) last_tile<MR>(r, r1 - r, t);
 }
 
 }  // namespace
@@ -96,13 +92,13 @@ void gemm_block_f32_avx2(const float* a, const PackedWeight& w, int64_t r0, int6
         const int64_t o0 = p * kPanel + h * kHalf;
         if (o0 >= m) break;
         const float* b = w.f32.data() + (p * depth + k0) * kPanel + h * kHalf;
-        auto weights = [&](int64_t i, auto, __m256& b0, __m256& b1) {
+        auto weights = [&](int64_t i, __m256& b0, __m256& b1) {
           b0 = _mm256_loadu_ps(b + i * kPanel);
           b1 = _mm256_loadu_ps(b + i * kPanel + 8);
         };
-        rows_by_tile(r0, r1, [&](int64_t r, auto mr) {
+        rows_by_tile<kRows>(r0, r1, [&](int64_t r, auto mr) {
           const float* ar = a + r * k + k0;
-          tile<decltype(mr)::value, 1>(kc, weights, [&](int row, int64_t i) { return ar + row * k + i; }, c + r * m + o0, m,
+          tile<decltype(mr)::value>(kc, weights, [&](int row, int64_t i) { return ar + row * k + i; }, c + r * m + o0, m,
                                     m - o0, k0 == 0);
         });
       }
@@ -114,29 +110,29 @@ void gemm_block_bf16w_avx2(const float* a, int64_t lda, const PackedWeight& w, i
   const int64_t k2 = (w.k + 1) / 2, m = w.m;
   const __m256i odd = _mm256_set1_epi32((int)0xFFFF0000u);
   for (int64_t q0 = 0; q0 < k2; q0 += kDepth / 2) {
-    const int64_t kc = 2 * std::min(kDepth / 2, k2 - q0);  // steps of k, both of each pair
+    const int64_t kc2 = std::min(kDepth / 2, k2 - q0);
     for (int64_t p = p0; p < p1; p++)
       for (int64_t h = 0; h < 2; h++) {
         const int64_t o0 = p * kPanel + h * kHalf;
         if (o0 >= m) break;
         // Pair i of the half panel: 16 outputs x (k = 2i, 2i + 1) as 16 dwords, the even k low.
+        // The block's even k first, then its odd ones, each a pass of the f32 tile: one pass over
+        // both (the pair loaded once, widened twice) kept its two registers live beside the 12
+        // accumulators, spilled two of them, and ran 0.71x the f32 tile.
         const uint16_t* b = w.b16.data() + ((p * k2 + q0) * kPanel + h * kHalf) * 2;
-        auto weights = [&](int64_t i, auto s, __m256& b0, __m256& b1) {
-          const __m256i v0 = _mm256_loadu_si256((const __m256i*)(b + (i / 2) * kPanel * 2));
-          const __m256i v1 = _mm256_loadu_si256((const __m256i*)(b + (i / 2) * kPanel * 2 + 16));
-          if constexpr (decltype(s)::value == 0) {
-            b0 = _mm256_castsi256_ps(_mm256_slli_epi32(v0, 16));
-            b1 = _mm256_castsi256_ps(_mm256_slli_epi32(v1, 16));
-          } else {
-            b0 = _mm256_castsi256_ps(_mm256_and_si256(v0, odd));
-            b1 = _mm256_castsi256_ps(_mm256_and_si256(v1, odd));
-          }
-        };
-        rows_by_tile(r0, r1, [&](int64_t r, auto mr) {
-          const float* ar = a + r * lda + 2 * q0;
-          tile<decltype(mr)::value, 2>(kc, weights, [&](int row, int64_t i) { return ar + row * lda + i; }, c + r * m + o0, m,
-                                    m - o0, q0 == 0);
-        });
+        for (int parity = 0; parity < 2; parity++) {
+          auto weights = [&](int64_t i, __m256& b0, __m256& b1) {
+            const __m256i v0 = _mm256_loadu_si256((const __m256i*)(b + i * kPanel * 2));
+            const __m256i v1 = _mm256_loadu_si256((const __m256i*)(b + i * kPanel * 2 + 16));
+            b0 = _mm256_castsi256_ps(parity ? _mm256_and_si256(v0, odd) : _mm256_slli_epi32(v0, 16));
+            b1 = _mm256_castsi256_ps(parity ? _mm256_and_si256(v1, odd) : _mm256_slli_epi32(v1, 16));
+          };
+          rows_by_tile<kRows>(r0, r1, [&](int64_t r, auto mr) {
+            const float* ar = a + r * lda + 2 * q0 + parity;
+            tile<decltype(mr)::value>(kc2, weights, [&](int row, int64_t i) { return ar + row * lda + 2 * i; }, c + r * m + o0,
+                                         m, m - o0, q0 == 0 && parity == 0);
+          });
+        }
       }
   }
 }
