@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "kernels/gemm.h"
+#include "kernels/x86_helpers.h"
 
 namespace kvad::kernels {
 
@@ -18,19 +19,13 @@ namespace {
 
 constexpr int64_t kPanel = 32, kHalf = 16, kRows = 6, kDepth = 256;
 
-// The first n of 8 lanes (n clamped to 0..8), as a maskload/maskstore operand.
-inline __m256i lanes(int64_t n) {
-  const int m = (int)std::clamp<int64_t>(n, 0, 8);
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
 // c[MR rows][16] (+)= over kc steps: a's values (f32) times the half panel's. `weights(i, b0, b1)`
 // gives step i's 16 weights as two registers; `act(r, i)` points at row r's activation of step i.
 template <int MR, typename Weights, typename Act>
 __attribute__((always_inline)) inline void tile(int64_t kc, const Weights& weights, const Act& act, float* c, int64_t ldc,
                                                 int64_t valid, bool first) {
   __m256 c0[MR], c1[MR];
-  const __m256i m0 = lanes(valid), m1 = lanes(valid - 8);
+  const __m256i m0 = lanes8(valid), m1 = lanes8(valid - 8);
   #pragma GCC unroll 6
   for (int r = 0; r < MR; r++) {
     c0[r] = first ? _mm256_setzero_ps() : _mm256_maskload_ps(c + r * ldc, m0);

@@ -92,11 +92,6 @@ namespace kvad::kernels {
 
 namespace {
 
-inline __m256i nn_lanes(int64_t n) {
-  const int m = n < 0 ? 0 : n > 8 ? 8 : (int)n;
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
 // x [n, k] times B [k, m]: T rows of x by NV vectors of 8 columns of B in registers (T x NV <= 12),
 // one broadcast of x per row and one load of B per vector per step of k, as the AVX-512 file's
 // tile_nn; `last` masks the final vector's columns.
@@ -137,8 +132,8 @@ inline void rows_nn(const float* x, int64_t n, int64_t k, const float* b, int64_
 void matmul_nn_avx2(const float* x, int64_t n, int64_t k, const float* b, int64_t m, float* y) {
   for (int64_t j0 = 0; j0 < m; j0 += 16) {
     const int64_t w = m - j0 < 16 ? m - j0 : 16;
-    if (w > 8) rows_nn<6, 2>(x, n, k, b, m, j0, nn_lanes(w - 8), y);
-    else rows_nn<12, 1>(x, n, k, b, m, j0, nn_lanes(w), y);
+    if (w > 8) rows_nn<6, 2>(x, n, k, b, m, j0, lanes8(w - 8), y);
+    else rows_nn<12, 1>(x, n, k, b, m, j0, lanes8(w), y);
   }
 }
 

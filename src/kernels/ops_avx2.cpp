@@ -5,22 +5,11 @@
 
 #include "core/dtype.h"
 #include "kernels/vexp.h"
+#include "kernels/x86_helpers.h"
 
 namespace kvad::kernels {
 
 namespace {
-
-// The first n of 8 lanes (n clamped to 0..8), as a maskload/maskstore operand: the tails below.
-inline __m256i lanes(int64_t n) {
-  const int m = n < 0 ? 0 : n > 8 ? 8 : (int)n;
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
-}
 
 inline float hmax(__m256 v) {
   __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -38,7 +27,7 @@ float row_max(const float* x, int64_t n) {
     mx1 = _mm256_max_ps(mx1, _mm256_loadu_ps(x + i + 8));
   }
   for (; i < n; i += 8) {
-    const __m256i m = lanes(n - i);
+    const __m256i m = lanes8(n - i);
     mx0 = _mm256_max_ps(mx0, _mm256_blendv_ps(ninf, _mm256_maskload_ps(x + i, m), _mm256_castsi256_ps(m)));
   }
   return hmax(_mm256_max_ps(mx0, mx1));
@@ -50,7 +39,7 @@ float row_max(const float* x, int64_t n) {
 void rmsnorm_avx2(const float* x, const float* w, float eps, int64_t n, float* out) {
   __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
   for (int64_t i = 0; i < n; i += 8) {
-    const __m256 v = _mm256_maskload_ps(x + i, lanes(n - i));
+    const __m256 v = _mm256_maskload_ps(x + i, lanes8(n - i));
     const __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v)), hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
     s0 = _mm256_fmadd_pd(lo, lo, s0);
     s1 = _mm256_fmadd_pd(hi, hi, s1);
@@ -60,7 +49,7 @@ void rmsnorm_avx2(const float* x, const float* w, float eps, int64_t n, float* o
   const double ss = _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
   const __m256 scale = _mm256_set1_ps((float)(1.0 / std::sqrt(ss / (double)n + eps)));
   for (int64_t i = 0; i < n; i += 8) {
-    const __m256i m = lanes(n - i);
+    const __m256i m = lanes8(n - i);
     _mm256_maskstore_ps(out + i, m, _mm256_mul_ps(_mm256_mul_ps(_mm256_maskload_ps(x + i, m), scale), _mm256_maskload_ps(w + i, m)));
   }
 }
@@ -70,14 +59,14 @@ void softmax_scaled_avx2(float* x, int64_t n, float scale) {
   const __m256 s = _mm256_set1_ps(scale), off = _mm256_set1_ps(row_max(x, n) * scale);
   __m256 sum = _mm256_setzero_ps();
   for (int64_t i = 0; i < n; i += 8) {
-    const __m256i m = lanes(n - i);
+    const __m256i m = lanes8(n - i);
     const __m256 e = _mm256_and_ps(vexp::exp(_mm256_fmsub_ps(_mm256_maskload_ps(x + i, m), s, off)), _mm256_castsi256_ps(m));
     sum = _mm256_add_ps(sum, e);
     _mm256_maskstore_ps(x + i, m, e);
   }
-  const __m256 inv = _mm256_set1_ps(1.0f / hsum(sum));
+  const __m256 inv = _mm256_set1_ps(1.0f / hsum256(sum));
   for (int64_t i = 0; i < n; i += 8) {
-    const __m256i m = lanes(n - i);
+    const __m256i m = lanes8(n - i);
     _mm256_maskstore_ps(x + i, m, _mm256_mul_ps(_mm256_maskload_ps(x + i, m), inv));
   }
 }
@@ -89,7 +78,7 @@ void gelu_erf_mul_avx2(const float* value, const float* gate, float* out, int64_
                a3 = _mm256_set1_ps(1.421413741f), a4 = _mm256_set1_ps(-1.453152027f), a5 = _mm256_set1_ps(1.061405429f);
   const __m256 sign = _mm256_set1_ps(-0.0f);
   for (int64_t i = 0; i < n; i += 8) {
-    const __m256i m = lanes(n - i);
+    const __m256i m = lanes8(n - i);
     const __m256 g = _mm256_maskload_ps(gate + i, m);
     const __m256 z = _mm256_mul_ps(g, rsqrt2), az = _mm256_andnot_ps(sign, z);
     const __m256 t = _mm256_div_ps(one, _mm256_fmadd_ps(p, az, one));
@@ -111,7 +100,7 @@ void channel_moments_avx2(const float* x, int64_t rows, int64_t c, const float* 
   for (int64_t r0 = 0; r0 < rows; r0 += 64) {
     const int64_t r1 = r0 + 64 < rows ? r0 + 64 : rows;
     for (int64_t ch = 0; ch < c; ch += 8) {
-      const __m256i m = lanes(c - ch);
+      const __m256i m = lanes8(c - ch);
       const __m256 ctr = _mm256_maskload_ps(center + ch, m);
       __m256 a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps();
       for (int64_t r = r0; r < r1; r++) {
@@ -130,7 +119,7 @@ void channel_moments_avx2(const float* x, int64_t rows, int64_t c, const float* 
 void channel_affine_avx2(float* x, int64_t rows, int64_t c, const float* scale, const float* shift, bool silu) {
   const __m256 one = _mm256_set1_ps(1.0f);
   for (int64_t ch = 0; ch < c; ch += 8) {
-    const __m256i m = lanes(c - ch);
+    const __m256i m = lanes8(c - ch);
     const __m256 sc = _mm256_maskload_ps(scale + ch, m), sh = _mm256_maskload_ps(shift + ch, m);
     for (int64_t r = 0; r < rows; r++) {
       float* p = x + r * c + ch;

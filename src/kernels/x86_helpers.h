@@ -84,6 +84,12 @@ inline __m128i kquant_scales_mins(const uint8_t* p) {
   return _mm_or_si128(_mm_and_si128(a, keep), _mm_and_si128(b, high));
 }
 
+// The first n of 8 lanes (n clamped to 0..8), as a maskload/maskstore operand: AVX2's tails.
+inline __m256i lanes8(int64_t n) {
+  const int m = n < 0 ? 0 : n > 8 ? 8 : (int)n;
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
 // Sum of the 8 lanes.
 inline float hsum256(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
