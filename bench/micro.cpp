@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <map>
 #include <random>
 #include <vector>
 
@@ -160,6 +162,29 @@ void BM_qdecode_stack(benchmark::State& st, QKind kind) {
   st.SetLabel(std::string(qkind_name(kind)) + " " + std::to_string(d.bytes >> 20) + " MiB");
 }
 
+// One q4 matrix shape's read rate at a fixed size (24 matrices of 4864 x 896 weights, 64 MiB),
+// arg: its width k (rows = 4864 x 896 / k). A group of 16 rows is k x 10 bytes in one stream;
+// where that is longer than L1, a prefetch into L1 pushed the activations out (docs/kernels.md,
+// "Decode: the prefetch hint"): the down projection (k 4864) against gate/up (k 896).
+void BM_qdecode_width(benchmark::State& st) {
+  const int64_t k = st.range(0), m = 4864 * 896 / k;
+  static std::map<int64_t, std::vector<QuantMatrix>> by_width;
+  std::vector<QuantMatrix>& mats = by_width[k];
+  for (uint64_t i = mats.size(); i < 24; i++) {
+    std::vector<float> w = randn((size_t)(m * k), 500 + i);
+    mats.push_back(QuantMatrix::quantize(QKind::Q4, w.data(), m, k));
+  }
+  std::vector<float> x = randn((size_t)k, 7), y((size_t)m);
+  QuantActs a;
+  quantize_acts(x.data(), 1, k, a);
+  size_t bytes = 0;
+  for (const QuantMatrix& w : mats) bytes += w.bytes();
+  for (auto _ : st)
+    for (const QuantMatrix& w : mats) kernels::qmatmul(a, w, y.data());
+  st.SetBytesProcessed(st.iterations() * (int64_t)bytes);
+}
+BENCHMARK(BM_qdecode_width)->Arg(896)->Arg(1792)->Arg(2432)->Arg(4864)->UseRealTime();
+
 // The same for a GGUF Q4_K_M: Qwen3-0.6B's 28 layers of q, k, v, o, gate, up, down in Q4_K, with
 // attn_v and ffn_down in Q6_K on the layers llama.cpp's Q4_K_M gives more bits (its
 // use_more_bits: the first and last eighth and every third layer between), ~260 MB.
@@ -211,11 +236,16 @@ void BM_kqdecode_stack(benchmark::State& st) {
 
 // The reference for BM_qdecode_stack: every thread streams its half of a buffer of the q4
 // stack's size (kernels/stream.h), arg: the loads' ISA (0 scalar, 1 AVX2, 2 AVX-512; `kvad
-// bench` takes the best of the three, and on Zen 4 the AVX2 loads stream fastest).
+// bench` takes the best of the three, and on Zen 4 the AVX2 loads stream fastest). In huge
+// pages, as `kvad bench`'s probe and a model's weights are: in 4 KB pages it read slower (49.5
+// against 66 GB/s in two runs minutes apart), and the stack looked nearer its bound than it is.
 void BM_stream_read(benchmark::State& st) {
   const size_t bytes = decode_stack(QKind::Q4).bytes / 4096 * 4096;
-  static std::vector<uint8_t> buf;
-  if (buf.size() != bytes) buf.assign(bytes, 1);
+  static HugePageBuffer buf;
+  if (buf.size() != bytes) {
+    buf = HugePageBuffer(bytes);
+    std::memset(buf.data(), 1, bytes);
+  }
   for (auto _ : st) benchmark::DoNotOptimize(kernels::stream_read_threads(buf.data(), bytes, (Isa)st.range(0)));
   st.SetBytesProcessed(st.iterations() * (int64_t)bytes);
 }
@@ -402,6 +432,8 @@ BENCHMARK(BM_latent_attention)->ArgsProduct({{512, 4096}, {0}, {0, 1, 2}})->Args
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
+  // KVAD_MICRO_THREADS=N: the pool's size (default: every core), e.g. 1 to see a core's own rate.
+  if (const char* t = std::getenv("KVAD_MICRO_THREADS")) set_threads(std::atoi(t));
   benchmark::AddCustomContext("kvad_cpu", cpu_summary());
   benchmark::AddCustomContext("threads", std::to_string(pool().size()));
   benchmark::RunSpecifiedBenchmarks();

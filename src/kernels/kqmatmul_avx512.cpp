@@ -205,7 +205,7 @@ void rows_tile(const KActs& x, const KQuantMatrix& w, int64_t r0, int64_t r1, in
       for (int64_t b = 0; b < nb && i < n; b++) {
         const uint8_t* blk = row + (size_t)b * bb;
         #pragma GCC unroll 4
-        for (size_t l = 0; l < bb; l += 64) _mm_prefetch((const char*)blk + kAhead + l, _MM_HINT_T0);
+        for (size_t l = 0; l < bb; l += 64) prefetch_weights(blk + kAhead + l);
         Block u;
         unpack<KIND>(blk, u);
         #pragma GCC unroll 4

@@ -14,13 +14,19 @@
 namespace kvad::kernels {
 namespace {
 
-// Decode's software prefetch: every cache line of a q8/q4 record (quant/packed.h), `ahead` bytes
-// past it, so one thread's sequential stream of records arrives before it is read.
+// Decode's software prefetch of weights it reads once. Non-temporal: with T0 the stream pushed
+// the activations out of L1 wherever a group of 16 rows is longer than L1 (the down projection's
+// 48 KB groups: one thread read it at 25.5 GB/s against 35.5 at 9 KB groups), and NTA kept the
+// q4/q8 decode stack 1.03-1.2x faster (docs/kernels.md, "Decode: the prefetch hint").
+inline void prefetch_weights(const uint8_t* p) { _mm_prefetch((const char*)p, _MM_HINT_NTA); }
+
+// Every cache line of a q8/q4 record (quant/packed.h), `ahead` bytes past it, so one thread's
+// sequential stream of records arrives before it is read.
 template <QKind K>
 inline void prefetch_record(const uint8_t* rec, int ahead) {
   constexpr int lines = (int)(QuantMatrix::record_bytes(K) + 63) / 64;
   #pragma GCC unroll 9
-  for (int l = 0; l < lines; l++) _mm_prefetch((const char*)rec + ahead + l * 64, _MM_HINT_T0);
+  for (int l = 0; l < lines; l++) prefetch_weights(rec + ahead + l * 64);
 }
 
 // The f16 stored at p (unaligned), as a float.
