@@ -304,6 +304,36 @@ void BM_attention(benchmark::State& st) {
   st.SetLabel("block " + std::to_string(bs) + " kv " + kernels::kv_type_name(type));
 }
 
+// BM_attention's decode query as a decode step meets it: the layer's cache last touched a token
+// ago, with the whole model's weights read since, so it comes from memory. Each iteration is the
+// next of enough layers' caches to pass 64 MB (so none is in a cache), arg: ctx (blocks of 16,
+// f32, Qwen2.5-0.5B's heads).
+void BM_attention_cold(benchmark::State& st) {
+  const int64_t ctx = st.range(0), bs = 16, blocks = (ctx + bs - 1) / bs;
+  const kernels::AttentionShape s{14, 2, 64, 0.125f};
+  const int64_t layer_bytes = blocks * 2 * bs * kernels::kv_row_bytes(kernels::KvType::F32, 64);
+  const int64_t layers = std::max<int64_t>(2, (int64_t{64} << 20) / layer_bytes);
+  std::vector<int32_t> table((size_t)blocks);
+  for (int64_t i = 0; i < blocks; i++) table[(size_t)i] = (int32_t)i;
+  std::vector<float> q = randn((size_t)(14 * 64), 4), k = randn((size_t)(ctx * 2 * 64), 5), v = randn(k.size(), 6),
+                     out((size_t)(14 * 64));
+  std::vector<uint8_t> kb((size_t)(layers * layer_bytes)), vb(kb.size());
+  kernels::AttentionSpan all{0, ctx, 0, table.data()};
+  for (int64_t l = 0; l < layers; l++) {
+    kernels::KvPages pages{kb.data() + l * layer_bytes, vb.data() + l * layer_bytes, bs, kernels::KvType::F32};
+    kernels::kv_store(k.data(), 2 * 64, v.data(), 2 * 64, &all, 1, 2, 64, pages);
+  }
+  kernels::AttentionSpan span{0, 1, ctx - 1, table.data()};
+  int64_t l = 0;
+  for (auto _ : st) {
+    kernels::KvPages pages{kb.data() + l * layer_bytes, vb.data() + l * layer_bytes, bs, kernels::KvType::F32};
+    kernels::attention_paged(q.data(), 14 * 64, &span, 1, s, pages, out.data(), 14 * 64);
+    benchmark::DoNotOptimize(out.data());
+    l = (l + 1) % layers;
+  }
+  st.SetLabel(std::to_string(layers) + " layers' caches");
+}
+
 // One decode query of DeepSeek-V2-Lite's attention (16 heads, nope 128, rope 64, v 128, latent 512)
 // at the end of a ctx-token sequence, f32 cache, blocks of 16 in shuffled order. Arg 1: 0 = the
 // absorbed form kvad runs (absorb the query through W_UK, attend over the 576-wide latent rows,
@@ -428,6 +458,7 @@ BENCHMARK(BM_sample)->DenseRange(0, 4)->UseRealTime();
 BENCHMARK(BM_attention)->ArgsProduct({{1}, {512, 4096}, {4, 16, 64, 256, 4096}, {0}})->Args({1, 80, 16, 0})->Args({128, 128, 16, 0})->Args({512, 512, 16, 0})
     ->ArgsProduct({{1}, {1024, 4096}, {16}, {0, 1, 2}})
     ->Args({512, 512, 256, 0})->UseRealTime();
+BENCHMARK(BM_attention_cold)->Arg(80)->Arg(512)->Arg(2048)->UseRealTime();
 BENCHMARK(BM_latent_attention)->ArgsProduct({{512, 4096}, {0}, {0, 1, 2}})->ArgsProduct({{512, 4096}, {1}, {2}})->UseRealTime();
 
 int main(int argc, char** argv) {

@@ -47,15 +47,18 @@ struct Avx512Vec {
   // quarters of lanes, are folded together (45 instructions for 16 sums).
   static void row_sums(const __m512* a, float* out) {
     __m512 u[8];  // u[k]: lanes 0-1 half-sums of row i, lanes 2-3 of row i + 4 (i = 0..3, 8..11)
+    #pragma GCC unroll 8
     for (int k = 0; k < 8; k++) {
       const int i = k < 4 ? k : k + 4;
       u[k] = _mm512_add_ps(_mm512_shuffle_f32x4(a[i], a[i + 4], _MM_SHUFFLE(1, 0, 1, 0)),
                            _mm512_shuffle_f32x4(a[i], a[i + 4], _MM_SHUFFLE(3, 2, 3, 2)));
     }
     __m512 v[4];  // v[k]: per 128-bit lane, elements 0 and 2 of u[2k]'s rows, 1 and 3 of u[2k+1]'s
+    #pragma GCC unroll 4
     for (int k = 0; k < 4; k++)
       v[k] = _mm512_add_ps(_mm512_unpacklo_ps(u[2 * k], u[2 * k + 1]), _mm512_unpackhi_ps(u[2 * k], u[2 * k + 1]));
     __m512 w[2];  // w[k]: per lane, one partial sum of each of 4 rows (lanes 0-1: rows 8k..8k+3, 2-3: the next 4)
+    #pragma GCC unroll 2
     for (int k = 0; k < 2; k++) {
       __m512d x = _mm512_castps_pd(v[2 * k]), y = _mm512_castps_pd(v[2 * k + 1]);
       w[k] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)), _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));

@@ -60,28 +60,43 @@ struct DecodeScratch {
 // out[j] = dot(q, rows + j * stride) over n columns, for the cnt <= V::W rows of one tile: one
 // accumulator per row, and one transposing reduction (V::row_sums) for the whole tile where a
 // horizontal sum per score was most of a decode step's attention time. A short tile (Full false)
-// repeats its last row in the unused accumulators.
+// repeats its last row in the unused accumulators. At AVX-512 four vectors of q stay in registers
+// while the tile's rows pass, one row pointer at a time: with a pointer per row (16) they spilled
+// to the stack and were reloaded before every load (docs/kernels.md, "Decode attention"). Each
+// accumulator still sums its products in the order of d.
 template <typename V, bool Full>
 inline void dot_rows(const float* q, const float* rows, int64_t stride, int64_t cnt, int n, float* out) {
   using reg = typename V::reg;
-  reg acc[V::W];
+  // C vectors of q a pass: 4 at AVX-512 (its 16 row pointers do not fit the registers), 1 below
+  // (AVX2's 8 pointers do, and 4 there read 2-4% slower in BM_attention).
+  constexpr int W = V::W, C = W >= 16 ? 4 : 1;
+  reg acc[W];
 #pragma GCC unroll 16
-  for (int j = 0; j < V::W; j++) acc[j] = V::zero();
-  const float* row[V::W];
-#pragma GCC unroll 16
-  for (int j = 0; j < V::W; j++) row[j] = rows + (Full ? j : std::min<int64_t>(j, cnt - 1)) * stride;
+  for (int j = 0; j < W; j++) acc[j] = V::zero();
+  auto row = [&](int j) { return rows + (Full ? j : std::min<int64_t>(j, cnt - 1)) * stride; };
   int d = 0;
-  for (; d + V::W <= n; d += V::W) {  // whole vectors: no masks in the hot loop
-    const reg qv = V::load(q + d, V::W);
+  for (; d + C * W <= n; d += C * W) {
+    reg qv[C];
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++) qv[c] = V::load(q + d + c * W, W);
 #pragma GCC unroll 16
-    for (int j = 0; j < V::W; j++) acc[j] = V::fmadd(qv, V::load(row[j] + d, V::W), acc[j]);
+    for (int j = 0; j < W; j++) {
+      const float* r = row(j) + d;
+#pragma GCC unroll 4
+      for (int c = 0; c < C; c++) acc[j] = V::fmadd(qv[c], V::load(r + c * W, W), acc[j]);
+    }
+  }
+  for (; d + W <= n; d += W) {  // whole vectors: no masks
+    const reg qv = V::load(q + d, W);
+#pragma GCC unroll 16
+    for (int j = 0; j < W; j++) acc[j] = V::fmadd(qv, V::load(row(j) + d, W), acc[j]);
   }
   if (d < n) {
     const reg qv = V::load(q + d, n - d);  // masked: zero past n, so the products there are zero
 #pragma GCC unroll 16
-    for (int j = 0; j < V::W; j++) acc[j] = V::fmadd(qv, V::load(row[j] + d, n - d), acc[j]);
+    for (int j = 0; j < W; j++) acc[j] = V::fmadd(qv, V::load(row(j) + d, n - d), acc[j]);
   }
-  alignas(64) float sums[V::W];
+  alignas(64) float sums[W];
   V::row_sums(acc, sums);
   for (int64_t j = 0; j < cnt; j++) out[j] = sums[j];
 }
