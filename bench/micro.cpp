@@ -162,15 +162,16 @@ void BM_qdecode_stack(benchmark::State& st, QKind kind) {
   st.SetLabel(std::string(qkind_name(kind)) + " " + std::to_string(d.bytes >> 20) + " MiB");
 }
 
-// One q4 matrix shape's read rate at a fixed size (24 matrices of 4864 x 896 weights, 64 MiB),
-// arg: its width k (rows = 4864 x 896 / k). A group of 16 rows is k x 10 bytes in one stream;
-// where that is longer than L1, a prefetch into L1 pushed the activations out (docs/kernels.md,
-// "Decode: the prefetch hint"): the down projection (k 4864) against gate/up (k 896).
+// One q4 matrix shape's read rate at a fixed size (96 matrices of 4864 x 896 weights, 256 MB:
+// past this CPU's L3, whose part of a 64 MB set made one thread look 1.4x faster at narrow
+// widths), arg: its width k (rows = 4864 x 896 / k); a group of 16 rows is one stream of k x 10
+// bytes. The down projection (k 4864) against gate/up (k 896) (docs/kernels.md, "Decode: the
+// prefetch hint").
 void BM_qdecode_width(benchmark::State& st) {
   const int64_t k = st.range(0), m = 4864 * 896 / k;
   static std::map<int64_t, std::vector<QuantMatrix>> by_width;
   std::vector<QuantMatrix>& mats = by_width[k];
-  for (uint64_t i = mats.size(); i < 24; i++) {
+  for (uint64_t i = mats.size(); i < 96; i++) {
     std::vector<float> w = randn((size_t)(m * k), 500 + i);
     mats.push_back(QuantMatrix::quantize(QKind::Q4, w.data(), m, k));
   }

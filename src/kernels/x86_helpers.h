@@ -14,10 +14,11 @@
 namespace kvad::kernels {
 namespace {
 
-// Decode's software prefetch of weights it reads once. Non-temporal: with T0 the stream pushed
-// the activations out of L1 wherever a group of 16 rows is longer than L1 (the down projection's
-// 48 KB groups: one thread read it at 25.5 GB/s against 35.5 at 9 KB groups), and NTA kept the
-// q4/q8 decode stack 1.03-1.2x faster (docs/kernels.md, "Decode: the prefetch hint").
+// Decode's software prefetch of weights it reads once: non-temporal, so a streamed line does not
+// settle in L2 and then pass through L3 as a victim on its way out (the likely reason; no counters
+// in this VM). With two threads NTA read the q4/q8 decode stack 1.03-1.2x faster than T0 and
+// end-to-end decode ran 1.05x (q4) / 1.08x (q8); one thread alone reads the same with either
+// (docs/kernels.md, "Decode: the prefetch hint").
 inline void prefetch_weights(const uint8_t* p) { _mm_prefetch((const char*)p, _MM_HINT_NTA); }
 
 // Every cache line of a q8/q4 record (quant/packed.h), `ahead` bytes past it, so one thread's
