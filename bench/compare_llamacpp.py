@@ -6,12 +6,15 @@ harness (../shared/peer/to_gguf.py: F16, Q8_0, Q4_0), then runs, interleaved so 
 machine load hits both alike:
     kvad bench  --quant bf16|q8|q4        (the HF checkpoint, kvad's own formats)
     kvad bench  on the Q8_0 / Q4_0 GGUF   (llama.cpp's own files, when kvad can read GGUF)
-    llama.cpp   bench on F16 / Q8_0 / Q4_0 (../shared/peer/llamacpp.mjs bench)
+    llama.cpp   on F16 / Q8_0 / Q4_0: its own llama-batched-bench (../shared/peer/build-llamacpp,
+                built once, ~6 min), or with --llama binding the node binding's bench
+                (../shared/peer/llamacpp.mjs: a per-token round trip through JavaScript that read
+                half of llama-batched-bench's decode on the same files, docs/kernels.md)
 and prints prefill and decode tok/s for each and the ratios the fast-CPU issue sets targets for.
 
   /usr/bin/python3 bench/compare_llamacpp.py [--preset qwen2.5-0.5b] [--arch qwen2] [--threads 2]
       [--prompt-tokens 128,512] [--gen-tokens 128] [--reps 3] [--rounds 2] [--work /tmp/kvad-bench]
-      [--json-out FILE]
+      [--llama native|binding] [--json-out FILE]
 
 Needs an idle machine: both engines spin their threads, so another busy process on 2 cores makes
 every figure meaningless. It waits (up to --max-wait s) for the 1-minute load to drop below 0.5
@@ -53,9 +56,43 @@ def kvad_bench(kvad, model, quant, a):
 
 
 def llama_bench(gguf, P, G, a):
-    out = run(["node", os.path.join(PEER, "llamacpp.mjs"), "bench", gguf, "--prompt-tokens", str(P), "--gen-tokens",
-               str(G), "--threads", str(a.threads), "--reps", str(a.reps)])
-    return json.loads(out.strip().splitlines()[-1])
+    if a.llama == "binding":
+        out = run(["node", os.path.join(PEER, "llamacpp.mjs"), "bench", gguf, "--prompt-tokens", str(P), "--gen-tokens",
+                   str(G), "--threads", str(a.threads), "--reps", str(a.reps)])
+        return json.loads(out.strip().splitlines()[-1])
+    return llama_batched_bench(gguf, P, G, a)
+
+
+def busy_seconds():
+    """CPU seconds the whole machine has spent busy (/proc/stat), and this process's children's."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + (v[4] if len(v) > 4 else 0)
+    t = os.times()
+    return (sum(v[:8]) - idle) / os.sysconf("SC_CLK_TCK"), t.children_user + t.children_system
+
+
+def llama_batched_bench(gguf, P, G, a):
+    """llama.cpp's own llama-batched-bench, one sequence, `reps` runs: the same JSON fields as the
+    binding's bench (medians of S_PP and S_TG), and the cores other processes kept busy."""
+    d = a.llama_bin
+    cmd = [os.path.join(d, "llama-batched-bench"), "-m", gguf, "-t", str(a.threads), "-c", str(P + G + 16),
+           "-b", "2048", "-ub", "512", "-npp", str(P), "-ntg", str(max(G, 1)), "-npl", "1"]
+    env = dict(os.environ, LD_LIBRARY_PATH=d)
+    pp, tg, other = [], [], []
+    for _ in range(a.reps):
+        b0, c0, t0 = *busy_seconds(), time.time()
+        out = run(cmd, env=env)
+        b1, c1, t1 = *busy_seconds(), time.time()
+        other.append(round(max(0.0, ((b1 - b0) - (c1 - c0)) / (t1 - t0)), 2))
+        rows = [l.split("|")[1:-1] for l in out.splitlines() if l.startswith("|") and l.split("|")[1].strip().isdigit()]
+        if not rows:
+            sys.exit(f"llama-batched-bench printed no result row:\n{out[-2000:]}")
+        f = [x.strip() for x in rows[0]]  # PP, TG, B, N_KV, T_PP, S_PP, T_TG, S_TG, T, S
+        pp.append(float(f[5]))
+        tg.append(float(f[7]))
+    stat = lambda v: {"median": statistics.median(v), "min": min(v), "max": max(v)}
+    return {"prefill_tok_s": stat(pp), "decode_tok_s": stat(tg) if G > 0 else None, "other_procs_cpu_cores": other}
 
 
 def main():
@@ -72,8 +109,13 @@ def main():
     ap.add_argument("--max-wait", type=int, default=600)
     ap.add_argument("--kvad-gguf", action="store_true", help="also run kvad on llama.cpp's GGUF files")
     ap.add_argument("--only", default="", help="comma list of configs to run, e.g. kvad-q8,llama-Q8_0")
+    ap.add_argument("--llama", choices=["native", "binding"], default="native",
+                    help="llama.cpp's own llama-batched-bench (default) or the node binding's bench")
     ap.add_argument("--json-out")
     a = ap.parse_args()
+    if a.llama == "native":
+        print("llama.cpp: llama-batched-bench from ../shared/peer/build-llamacpp (builds once)", flush=True)
+        a.llama_bin = run([os.path.join(PEER, "build-llamacpp")]).strip().splitlines()[-1]
     hf = os.path.join(a.work, a.preset)
     if not os.path.exists(os.path.join(hf, "config.json")):
         print(f"synthesizing {a.preset} into {hf}", flush=True)
