@@ -77,7 +77,7 @@ def llama_batched_bench(gguf, P, G, a):
     binding's bench (medians of S_PP and S_TG), and the cores other processes kept busy."""
     d = a.llama_bin
     cmd = [os.path.join(d, "llama-batched-bench"), "-m", gguf, "-t", str(a.threads), "-c", str(P + G + 16),
-           "-b", "2048", "-ub", "512", "-npp", str(P), "-ntg", str(max(G, 1)), "-npl", "1"]
+           "-b", "2048", "-ub", "512", "-npp", str(P), "-ntg", str(max(G, 1)), "-npl", "1"]  # it needs a TG of 1+
     env = dict(os.environ, LD_LIBRARY_PATH=d)
     pp, tg, other = [], [], []
     for _ in range(a.reps):

@@ -305,6 +305,23 @@ void BM_attention(benchmark::State& st) {
   st.SetLabel("block " + std::to_string(bs) + " kv " + kernels::kv_type_name(type));
 }
 
+// gemm.h's packed product at an SD 1.5 UNet convolution's shape (im2col of 320 channels x 3 x 3
+// against 320 outputs over 64 x 64 pixels): args bf16 (0/1), ISA (1 AVX2, 2 AVX-512).
+void BM_gemm_packed(benchmark::State& st) {
+  const int64_t n = 4096, k = 2880, m = 320;
+  const bool bf16 = st.range(0) != 0;
+  const Isa isa = (Isa)st.range(1);
+  if (isa > best_isa()) return st.SkipWithError("ISA not available");
+  std::vector<float> a = randn((size_t)(n * k), 31), w = randn((size_t)(m * k), 32), c((size_t)(n * m));
+  const kernels::PackedWeight pw = bf16 ? kernels::PackedWeight::pack_bf16(w.data(), m, k) : kernels::PackedWeight::pack_f32(w.data(), m, k);
+  for (auto _ : st) {
+    kernels::gemm_packed(a.data(), n, pw, c.data(), isa);
+    benchmark::DoNotOptimize(c.data());
+  }
+  st.SetItemsProcessed(st.iterations() * n * k * m);
+  st.SetLabel(std::string(bf16 ? "bf16 " : "f32 ") + isa_name(isa));
+}
+
 // BM_attention's decode query as a decode step meets it: the layer's cache last touched a token
 // ago, with the whole model's weights read since, so it comes from memory. Each iteration is the
 // next of enough layers' caches to pass 64 MB (so none is in a cache), arg: ctx (blocks of 16,
@@ -436,23 +453,6 @@ BENCHMARK(BM_stream_read)->DenseRange(0, 2)->UseRealTime();
 BENCHMARK(BM_image_attention)->ArgsProduct({{4096}, {4096}, {8}, {40}, {0, 1}})->ArgsProduct({{1024}, {1024}, {8}, {80}, {0, 1}})
     ->ArgsProduct({{4096}, {77}, {8}, {40}, {0, 1}})->ArgsProduct({{4096}, {4096}, {1}, {512}, {0, 1}})->UseRealTime();
 BENCHMARK(BM_quantize_acts)->Args({1, 896})->Args({128, 896})->Args({128, 4864})->UseRealTime();
-// gemm.h's packed product at an SD 1.5 UNet convolution's shape (im2col of 320 channels x 3 x 3
-// against 320 outputs over 64 x 64 pixels): args bf16 (0/1), ISA (1 AVX2, 2 AVX-512).
-void BM_gemm_packed(benchmark::State& st) {
-  const int64_t n = 4096, k = 2880, m = 320;
-  const bool bf16 = st.range(0) != 0;
-  const Isa isa = (Isa)st.range(1);
-  if (isa > best_isa()) return st.SkipWithError("ISA not available");
-  std::vector<float> a = randn((size_t)(n * k), 31), w = randn((size_t)(m * k), 32), c((size_t)(n * m));
-  const kernels::PackedWeight pw = bf16 ? kernels::PackedWeight::pack_bf16(w.data(), m, k) : kernels::PackedWeight::pack_f32(w.data(), m, k);
-  for (auto _ : st) {
-    kernels::gemm_packed(a.data(), n, pw, c.data(), isa);
-    benchmark::DoNotOptimize(c.data());
-  }
-  st.SetItemsProcessed(st.iterations() * n * k * m);
-  st.SetLabel(std::string(bf16 ? "bf16 " : "f32 ") + isa_name(isa));
-}
-
 BENCHMARK(BM_empty_parallel_region)->UseRealTime();
 BENCHMARK(BM_gemm_packed)->ArgsProduct({{0, 1}, {1, 2}})->UseRealTime();
 BENCHMARK(BM_sample)->DenseRange(0, 4)->UseRealTime();
