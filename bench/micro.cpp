@@ -335,16 +335,20 @@ void BM_attention_cold(benchmark::State& st) {
   for (int64_t i = 0; i < blocks; i++) table[(size_t)i] = (int32_t)i;
   std::vector<float> q = randn((size_t)(14 * 64), 4), k = randn((size_t)(ctx * 2 * 64), 5), v = randn(k.size(), 6),
                      out((size_t)(14 * 64));
-  std::vector<uint8_t> kb((size_t)(layers * layer_bytes)), vb(kb.size());
+  // arg 1: the caches in 4 KB pages (0) or huge pages (1)
+  std::vector<uint8_t> kv4((size_t)(st.range(1) ? 0 : 2 * layers * layer_bytes));
+  HugePageBuffer kvh(st.range(1) ? (size_t)(2 * layers * layer_bytes) : 0);
+  uint8_t* kb = st.range(1) ? kvh.data() : kv4.data();
+  uint8_t* vb = kb + layers * layer_bytes;
   kernels::AttentionSpan all{0, ctx, 0, table.data()};
   for (int64_t l = 0; l < layers; l++) {
-    kernels::KvPages pages{kb.data() + l * layer_bytes, vb.data() + l * layer_bytes, bs, kernels::KvType::F32};
+    kernels::KvPages pages{kb + l * layer_bytes, vb + l * layer_bytes, bs, kernels::KvType::F32};
     kernels::kv_store(k.data(), 2 * 64, v.data(), 2 * 64, &all, 1, 2, 64, pages);
   }
   kernels::AttentionSpan span{0, 1, ctx - 1, table.data()};
   int64_t l = 0;
   for (auto _ : st) {
-    kernels::KvPages pages{kb.data() + l * layer_bytes, vb.data() + l * layer_bytes, bs, kernels::KvType::F32};
+    kernels::KvPages pages{kb + l * layer_bytes, vb + l * layer_bytes, bs, kernels::KvType::F32};
     kernels::attention_paged(q.data(), 14 * 64, &span, 1, s, pages, out.data(), 14 * 64);
     benchmark::DoNotOptimize(out.data());
     l = (l + 1) % layers;
@@ -459,7 +463,7 @@ BENCHMARK(BM_sample)->DenseRange(0, 4)->UseRealTime();
 BENCHMARK(BM_attention)->ArgsProduct({{1}, {512, 4096}, {4, 16, 64, 256, 4096}, {0}})->Args({1, 80, 16, 0})->Args({128, 128, 16, 0})->Args({512, 512, 16, 0})
     ->ArgsProduct({{1}, {1024, 4096}, {16}, {0, 1, 2}})
     ->Args({512, 512, 256, 0})->UseRealTime();
-BENCHMARK(BM_attention_cold)->Arg(80)->Arg(512)->Arg(2048)->UseRealTime();
+BENCHMARK(BM_attention_cold)->ArgsProduct({{80, 512, 2048}, {0, 1}})->UseRealTime();
 BENCHMARK(BM_latent_attention)->ArgsProduct({{512, 4096}, {0}, {0, 1, 2}})->ArgsProduct({{512, 4096}, {1}, {2}})->UseRealTime();
 
 int main(int argc, char** argv) {
