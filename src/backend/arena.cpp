@@ -11,24 +11,16 @@ Arena::Chunk Arena::make_chunk(size_t floats) {
   return Chunk{std::unique_ptr<float[], Free>(static_cast<float*>(p)), floats};
 }
 
-void Arena::reset() {
-  if (chunks_.size() > 1) {
-    size_t need = 0;
-    for (const Chunk& c : chunks_) need += c.size;
-    chunks_.clear();
-    chunks_.push_back(make_chunk(need));
-  }
-  used_ = 0;
-}
-
 float* Arena::floats(size_t n) {
   n = (n + 15) & ~size_t{15};  // whole 64-byte lines: every block starts aligned like the chunk
-  if (chunks_.empty() || used_ + n > chunks_.back().size) {
-    size_t size = std::max<size_t>({n, chunks_.empty() ? 0 : chunks_.back().size, size_t{1} << 16});
+  // The next chunk that holds n (a chunk's unused tail is left for this forward).
+  while (chunk_ < chunks_.size() && used_ + n > chunks_[chunk_].size) chunk_++, used_ = 0;
+  if (chunk_ == chunks_.size()) {
+    const size_t size = std::max<size_t>({n, capacity_bytes() / sizeof(float), size_t{1} << 16});
     chunks_.push_back(make_chunk(size));
     used_ = 0;
   }
-  float* p = chunks_.back().mem.get() + used_;
+  float* p = chunks_[chunk_].mem.get() + used_;
   used_ += n;
   return p;
 }

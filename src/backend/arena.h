@@ -1,6 +1,11 @@
-// Scratch memory for one forward: a bump allocator reset at the start of each forward. It grows
-// (one heap allocation) only when a batch needs more than any before it; a steady stream of decode
-// steps allocates nothing. Pointers stay valid until the next reset.
+// Scratch memory for one forward: a bump allocator over a few chunks, rewound at the start of
+// each forward. A forward that needs more than any before it adds a chunk (at least the size of
+// all the others, so there are few); the next forwards reuse the same chunks in the same order, so
+// a steady stream of forwards allocates nothing and touches no new page. Merging the chunks into
+// a fresh one after each growth, as this did before, made the second forward fault in the merged
+// chunk's pages again: the first two prefills of 512 tokens of a small MoE model ran 3x slower
+// than the third (docs/engine.md, "Scratch memory"). Pointers stay valid until the next reset, or
+// the rewind past them.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -12,12 +17,33 @@ namespace kvad {
 
 class Arena {
  public:
-  // The next allocations reuse the memory. After a forward that overflowed into extra chunks, the
-  // chunks are merged into one that holds that whole forward.
-  void reset();
+  // Where the next allocation goes. An operation that takes scratch for itself only rewinds to
+  // its mark at the end, so the next operation reuses those bytes (the MoE op's gathered rows and
+  // expert outputs, a few MB a layer, were otherwise new memory in every layer of a forward).
+  struct Mark {
+    size_t chunk = 0, used = 0;
+  };
+  // The next allocations reuse the memory from the start.
+  void reset() { rewind(Mark{}); }
   float* floats(size_t n);  // 64-byte aligned, uninitialised
   int32_t* ints(size_t n) { return reinterpret_cast<int32_t*>(floats(n)); }  // the same 4-byte cells
+  Mark mark() const { return {chunk_, used_}; }
+  void rewind(Mark m) { chunk_ = m.chunk, used_ = m.used; }
+  // Rewinds at the end of a scope: `Arena::Scope scratch(arena);` in an operation whose
+  // allocations are all its own (its output lives in memory allocated before).
+  class Scope {
+   public:
+    explicit Scope(Arena& a) : arena_(a), mark_(a.mark()) {}
+    ~Scope() { arena_.rewind(mark_); }
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    Arena& arena_;
+    Mark mark_;
+  };
   size_t capacity_bytes() const;
+  size_t chunks() const { return chunks_.size(); }
 
  private:
   struct Free {
@@ -29,7 +55,8 @@ class Arena {
   };
   static Chunk make_chunk(size_t floats);
   std::vector<Chunk> chunks_;
-  size_t used_ = 0;  // floats used in the last chunk
+  size_t chunk_ = 0;  // the chunk allocations come from (== chunks_.size(): none yet)
+  size_t used_ = 0;   // floats used in it
 };
 
 }  // namespace kvad
