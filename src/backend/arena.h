@@ -1,11 +1,9 @@
 // Scratch memory for one forward: a bump allocator over a few chunks, rewound at the start of
 // each forward. A forward that needs more than any before it adds a chunk (at least the size of
-// all the others, so there are few); the next forwards reuse the same chunks in the same order, so
-// a steady stream of forwards allocates nothing and touches no new page. Merging the chunks into
-// a fresh one after each growth, as this did before, made the second forward fault in the merged
-// chunk's pages again: the first two prefills of 512 tokens of a small MoE model ran 3x slower
-// than the third (docs/engine.md, "Scratch memory"). Pointers stay valid until the next reset, or
-// the rewind past them.
+// all the others, so there are few); later forwards reuse the same chunks in the same order, so
+// they allocate nothing and touch no new page (a fresh merged chunk made the second forward
+// fault its pages in again: docs/engine.md, "Scratch memory"). Pointers stay valid until the next
+// reset, or a rewind past them.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -17,9 +15,9 @@ namespace kvad {
 
 class Arena {
  public:
-  // Where the next allocation goes. An operation that takes scratch for itself only rewinds to
-  // its mark at the end, so the next operation reuses those bytes (the MoE op's gathered rows and
-  // expert outputs, a few MB a layer, were otherwise new memory in every layer of a forward).
+  // Where the next allocation goes. An operation whose scratch is its own rewinds to its mark at
+  // the end, so the next operation reuses those bytes (the MoE op's gathered rows and expert
+  // outputs, a few MB a layer, were otherwise new memory in every layer of a forward).
   struct Mark {
     size_t chunk = 0, used = 0;
   };
