@@ -324,8 +324,9 @@ void BM_gemm_packed(benchmark::State& st) {
 
 // BM_attention's decode query as a decode step meets it: the layer's cache last touched a token
 // ago, with the whole model's weights read since, so it comes from memory. Each iteration is the
-// next of enough layers' caches to pass 64 MB (so none is in a cache), arg: ctx (blocks of 16,
-// f32, Qwen2.5-0.5B's heads).
+// next of enough layers' caches to pass 64 MB (so none is in a cache). Args: ctx (blocks of 16,
+// f32, Qwen2.5-0.5B's heads); the caches in 4 KB pages, as Memory maps them (0), or in huge pages
+// (1: docs/kernels.md, "Tried and not kept").
 void BM_attention_cold(benchmark::State& st) {
   const int64_t ctx = st.range(0), bs = 16, blocks = (ctx + bs - 1) / bs;
   const kernels::AttentionShape s{14, 2, 64, 0.125f};
@@ -335,10 +336,10 @@ void BM_attention_cold(benchmark::State& st) {
   for (int64_t i = 0; i < blocks; i++) table[(size_t)i] = (int32_t)i;
   std::vector<float> q = randn((size_t)(14 * 64), 4), k = randn((size_t)(ctx * 2 * 64), 5), v = randn(k.size(), 6),
                      out((size_t)(14 * 64));
-  // arg 1: the caches in 4 KB pages (0) or huge pages (1)
-  std::vector<uint8_t> kv4((size_t)(st.range(1) ? 0 : 2 * layers * layer_bytes));
-  HugePageBuffer kvh(st.range(1) ? (size_t)(2 * layers * layer_bytes) : 0);
-  uint8_t* kb = st.range(1) ? kvh.data() : kv4.data();
+  const bool huge = st.range(1) != 0;
+  std::vector<uint8_t> small_pages((size_t)(huge ? 0 : 2 * layers * layer_bytes));
+  HugePageBuffer huge_pages(huge ? (size_t)(2 * layers * layer_bytes) : 0);
+  uint8_t* kb = huge ? huge_pages.data() : small_pages.data();
   uint8_t* vb = kb + layers * layer_bytes;
   kernels::AttentionSpan all{0, ctx, 0, table.data()};
   for (int64_t l = 0; l < layers; l++) {

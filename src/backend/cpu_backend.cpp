@@ -204,7 +204,7 @@ class CpuBackend final : public Backend {
     const auto& spans = batch.attention_spans();
     kernels::KvPages pages = memory.pages(layer);
     kernels::kv_store(latent.data, latent.stride, nullptr, 0, spans.data(), (int64_t)spans.size(), 1, (int)lw, pages);
-    const Arena::Scope scratch(arena_);
+    const Arena::Scope scratch_scope(arena_);
     Tensor qa = tensor(n, s.n_heads * lw), u = tensor(n, (int64_t)s.n_heads * s.kv_rank);
     kernels::absorb_queries(q.data, q.stride, n, s, kv_b.data(), qa.data, qa.stride);
     kernels::attention_paged(qa.data, qa.stride, spans.data(), (int64_t)spans.size(), s.attention(), pages, u.data,
@@ -242,7 +242,7 @@ class CpuBackend final : public Backend {
       }
       spans_.push_back(d);
     }
-    const Arena::Scope scope(arena_);
+    const Arena::Scope scratch_scope(arena_);
     Tensor scratch = tensor(n, s.conv_channels());
     kernels::gated_delta_net(qkvz.data, qkvz.stride, ba.data, ba.stride, spans_.data(), (int64_t)spans_.size(), s, w,
                              scratch.data, out.data, out.stride);
@@ -250,7 +250,7 @@ class CpuBackend final : public Backend {
 
   void moe(const MoeWeights& m, const kernels::Routing& r, Tensor x, Tensor out) override {
     const int64_t n = x.rows, H = x.cols, E = (int64_t)m.experts.size(), k = r.top_k;
-    const Arena::Scope scratch(arena_);  // the routing, gathered rows and expert outputs: this layer's alone
+    const Arena::Scope scratch_scope(arena_);  // the routing, gathered rows and expert outputs: this layer's alone
     need(E > 0 && (int64_t)m.router.size() == E * H, "moe", x, "router is not [experts, input width]");
     need(m.score_bias.empty() || (int64_t)m.score_bias.size() == E, "moe", x, "score bias is not one per expert");
     need(out.rows == n && out.cols == H && out.contiguous(), "moe", out, "output is not [rows, width] contiguous");
