@@ -341,7 +341,7 @@ void Weight::matmul_jobs(const Job* jobs, int count) {
       if (w.kq_ && kq_tiles && j.n >= kernels::kKqTileTokens)  // prefill: a unit is a tile group
         kq_tiles(kacts[(size_t)act[(size_t)i]], w.kq_, b, e, j.y);
       else if (w.kq_) kernels::krows_kernel(w.kq_.type(), isa)(kacts[(size_t)act[(size_t)i]], w.kq_, r0, r1, j.y);
-      else if (w.quantized_) kernels::qgroups_kernel(w.q_.kind(), isa)(qacts[(size_t)act[(size_t)i]], w.q_, b, e, j.y);
+      else if (w.quantized_) kernels::qgroups_kernel(w.q_.kind(), isa, j.n)(qacts[(size_t)act[(size_t)i]], w.q_, b, e, j.y);
       else kernels::rows_kernel(w.wt_, isa)(j.x, j.n, w.cols_, w.data_, w.rows_, r0, r1, j.y);
       if (j.then) j.then(j.ctx, r0, r1);
     }

@@ -7,6 +7,10 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace kvad {
 
@@ -36,6 +40,10 @@ static CpuFeatures detect() {
   f.avx512bw = zmm_ok && (b & (1u << 30));
   f.avx512vl = zmm_ok && (b & (1u << 31));
   f.avx512vnni = zmm_ok && (c & (1u << 11));
+  const bool tiles_ok = (xcr0 & (3ull << 17)) == (3ull << 17);  // XTILECFG and XTILEDATA
+  f.amx_bf16 = tiles_ok && (d & (1u << 22));
+  f.amx_tile = tiles_ok && (d & (1u << 24));
+  f.amx_int8 = tiles_ok && (d & (1u << 25));
   __cpuid_count(7, 1, a, b, c, d);
   f.avx_vnni = ymm_ok && (a & (1u << 4));
   f.avx512bf16 = zmm_ok && (a & (1u << 5));
@@ -65,6 +73,28 @@ Isa best_isa() {
   return isa;
 }
 
+// Linux (5.16 on) keeps the 8 KB tile state out of a process's signal frames and context switches
+// until the process asks for it; the first tile instruction without permission is a SIGILL.
+static bool request_tile_permission() {
+#if defined(__linux__) && defined(__x86_64__)
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
+}
+
+bool amx_enabled() {
+  static const bool enabled = [] {
+    const CpuFeatures& f = cpu_features();
+    if (!f.amx_tile || !f.amx_int8 || best_isa() != Isa::Avx512) return false;
+    const char* env = std::getenv("KVAD_ISA");
+    if (env && *env && std::strcmp(env, "amx") != 0) return false;  // asked for a lower ISA
+    return request_tile_permission();
+  }();
+  return enabled;
+}
+
 const char* isa_name(Isa isa) {
   switch (isa) {
     case Isa::Avx512: return "avx512";
@@ -80,6 +110,7 @@ std::string cpu_summary() {
   else if (f.avx2) s += " (avx2";
   else s += " (";
   if (f.avx512bf16) s += " bf16";
+  if (f.amx_int8) s += amx_enabled() ? " amx-int8" : " amx-int8 unused";
   s += ")";
   return s;
 }

@@ -11,12 +11,20 @@ struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false, avx_vnni = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
   bool avx512vnni = false, avx512bf16 = false;
+  // AMX: the CPU has the tiles (CPUID) and the OS saves their state (XCR0 bits 17-18). Using them
+  // also needs the kernel's per-process permission: amx_enabled().
+  bool amx_tile = false, amx_int8 = false, amx_bf16 = false;
   int logical_cores = 1;
 };
 
 const CpuFeatures& cpu_features();
-// The best ISA this CPU supports, lowered by KVAD_ISA=scalar|avx2|avx512 (for tests and comparison).
+// The best ISA this CPU supports, lowered by KVAD_ISA=scalar|avx2|avx512|amx (for tests and comparison).
 Isa best_isa();
+// The AMX int8 tiles may be used: the CPU has them, KVAD_ISA does not ask for less than "amx", the
+// ISA is AVX-512 (the tiles' results are scaled with it), and Linux granted this process the tile
+// state (arch_prctl ARCH_REQ_XCOMP_PERM, asked once; a refusal is not an error, the vector kernels
+// stay). The kernels add a check of their own results before taking them (kernels/qmatmul.h).
+bool amx_enabled();
 const char* isa_name(Isa isa);
 std::string cpu_summary();
 

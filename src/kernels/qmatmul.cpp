@@ -1,9 +1,12 @@
 #include "kernels/qmatmul.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <vector>
 
 #include "core/dtype.h"
+#include "core/rng.h"
 #include "core/threads.h"
 
 namespace kvad::kernels {
@@ -45,8 +48,43 @@ void qgroups_scalar(const QuantActs& x, const QuantMatrix& w, int64_t g0, int64_
     }
 }
 
-QGroupsFn qgroups_kernel(QKind kind, Isa isa) {
+bool amx_qgroups_usable() {
 #if defined(__x86_64__)
+  static const bool usable = [] {
+    if (!amx_enabled()) return false;
+    // Ragged on purpose: 37 rows (a part group), 7 blocks (an odd count), 21 tokens (a tail tile).
+    const int64_t rows = 37, cols = 7 * 32, tokens = 21;
+    Rng rng(20261205);
+    std::vector<float> w((size_t)(rows * cols)), x((size_t)(tokens * cols));
+    for (float& v : w) v = (float)(rng.uniform() * 2 - 1);
+    for (float& v : x) v = (float)(rng.uniform() * 2 - 1);
+    QuantActs acts;
+    quantize_acts(x.data(), tokens, cols, acts, Isa::Avx512);
+    for (QKind kind : {QKind::Q8, QKind::Q4}) {
+      QuantMatrix q = QuantMatrix::quantize(kind, w.data(), rows, cols);
+      std::vector<float> tiles((size_t)(tokens * rows), 1.0f), vector((size_t)(tokens * rows), 2.0f);
+      (kind == QKind::Q8 ? qgroups_q8_amx : qgroups_q4_amx)(acts, q, 0, q.groups(), tiles.data());
+      (kind == QKind::Q8 ? qgroups_q8_avx512 : qgroups_q4_avx512)(acts, q, 0, q.groups(), vector.data());
+      if (std::memcmp(tiles.data(), vector.data(), tiles.size() * sizeof(float)) != 0) {
+        std::fprintf(stderr,
+                     "kvad: warning: the AMX tiles' %s products differ from the AVX-512 kernels' on this CPU (%s); "
+                     "prefill stays on AVX-512. Please report it.\n",
+                     qkind_name(kind), cpu_summary().c_str());
+        return false;
+      }
+    }
+    return true;
+  }();
+  return usable;
+#else
+  return false;
+#endif
+}
+
+QGroupsFn qgroups_kernel(QKind kind, Isa isa, int64_t tokens) {
+#if defined(__x86_64__)
+  if (isa == Isa::Avx512 && tokens >= kAmxTokens && amx_qgroups_usable())
+    return kind == QKind::Q8 ? qgroups_q8_amx : qgroups_q4_amx;
   if (isa == Isa::Avx512) return kind == QKind::Q8 ? qgroups_q8_avx512 : qgroups_q4_avx512;
   if (isa == Isa::Avx2) return kind == QKind::Q8 ? qgroups_q8_avx2 : qgroups_q4_avx2;
 #endif
@@ -62,7 +100,7 @@ static int64_t groups_per_piece(const QuantActs& x, int64_t group_bytes) {
 }
 
 void qmatmul(const QuantActs& x, const QuantMatrix& w, float* y, Isa isa) {
-  QGroupsFn fn = qgroups_kernel(w.kind(), isa);
+  QGroupsFn fn = qgroups_kernel(w.kind(), isa, x.n);
   int64_t groups = w.groups();
   if (groups * w.blocks() * x.n < 64) {  // too small to be worth waking the pool
     fn(x, w, 0, groups, y);
@@ -83,7 +121,7 @@ void qmatmul_multi(const QuantActs& x, const QuantMatrix* const* w, float* const
     int64_t base = 0;  // groups of matrices before w[i] in the combined index
     for (int i = 0; i < count && base < e; i++) {
       int64_t g0 = std::max(b, base) - base, g1 = std::min(e, base + w[i]->groups()) - base;
-      if (g0 < g1) qgroups_kernel(w[i]->kind(), isa)(x, *w[i], g0, g1, y[i]);
+      if (g0 < g1) qgroups_kernel(w[i]->kind(), isa, x.n)(x, *w[i], g0, g1, y[i]);
       base += w[i]->groups();
     }
   });

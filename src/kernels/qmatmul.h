@@ -17,14 +17,27 @@ void qmatmul(const QuantActs& x, const QuantMatrix& w, float* y, Isa isa = best_
 // split over the groups of all of them, so a decode step wakes the pool once, not once per matrix.
 void qmatmul_multi(const QuantActs& x, const QuantMatrix* const* w, float* const* y, int count, Isa isa = best_isa());
 
-// One thread's share: output groups [g0, g1) for all tokens.
+// One thread's share: output groups [g0, g1) for all tokens. With `tokens` from kAmxTokens on, an
+// AVX-512 request takes the AMX tiles where amx_qgroups_usable().
 using QGroupsFn = void (*)(const QuantActs& x, const QuantMatrix& w, int64_t g0, int64_t g1, float* y);
-QGroupsFn qgroups_kernel(QKind kind, Isa isa);
+QGroupsFn qgroups_kernel(QKind kind, Isa isa, int64_t tokens = 1);
+
+// Prefill only: a tile is 16 tokens, and decode reads each weight once whatever multiplies it.
+constexpr int64_t kAmxTokens = 16;
+// amx_enabled() (core/cpu.h), and the AMX kernels reproduced the AVX-512 ones bit for bit on a
+// small ragged product at first use; a CPU where they do not gets a warning and the vector kernels.
+bool amx_qgroups_usable();
 
 void qgroups_scalar(const QuantActs&, const QuantMatrix&, int64_t, int64_t, float*);
 void qgroups_q8_avx512(const QuantActs&, const QuantMatrix&, int64_t, int64_t, float*);
 void qgroups_q4_avx512(const QuantActs&, const QuantMatrix&, int64_t, int64_t, float*);
 void qgroups_q8_avx2(const QuantActs&, const QuantMatrix&, int64_t, int64_t, float*);
 void qgroups_q4_avx2(const QuantActs&, const QuantMatrix&, int64_t, int64_t, float*);
+void qgroups_q8_amx(const QuantActs&, const QuantMatrix&, int64_t, int64_t, float*);
+void qgroups_q4_amx(const QuantActs&, const QuantMatrix&, int64_t, int64_t, float*);
+// The same kernels over a software model of the tiles (kernels/amx_tiles.h), for tests on any
+// AVX-512 CPU: their tiling, layouts and tails, not the instructions.
+void qgroups_q8_amx_emulated(const QuantActs&, const QuantMatrix&, int64_t, int64_t, float*);
+void qgroups_q4_amx_emulated(const QuantActs&, const QuantMatrix&, int64_t, int64_t, float*);
 
 }  // namespace kvad::kernels

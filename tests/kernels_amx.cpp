@@ -1,0 +1,125 @@
+// The AMX prefill kernels (kernels/qmatmul_amx.cpp) against the AVX-512 VNNI ones, which do the
+// same arithmetic after exact int32 block sums, so the two must agree bit for bit: over the
+// software model of the tiles on any AVX-512 CPU, and over the real tiles where the CPU has AMX
+// (elsewhere that test says it was skipped, and why).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "core/cpu.h"
+#include "core/rng.h"
+#include "kernels/amx_tiles.h"
+#include "kernels/qmatmul.h"
+#include "quant/activations.h"
+#include "quant/packed.h"
+#include "random_values.h"
+
+using namespace kvad;
+using namespace kvad::kernels;
+using test::randn;
+
+namespace {
+
+using AmxKernel = void (*)(const QuantActs&, const QuantMatrix&, int64_t, int64_t, float*);
+
+// Tokens from one tile to several token blocks with a tail (a block is 256 KB of activations:
+// 288 tokens at 896 inputs); rows with part groups; inputs with odd and part blocks; and a thread's
+// share that starts past group 0.
+void expect_equal_to_avx512(AmxKernel q8, AmxKernel q4, const char* label) {
+  Rng rng(18);
+  const int64_t shapes[][3] = {{16, 32, 16},   {17, 64, 37},  {21, 7 * 32, 40}, {31, 200, 100},
+                               {48, 896, 33},  {600, 896, 24}, {40, 4864, 20},  {100, 33, 1}};
+  for (auto& s : shapes) {
+    const int64_t n = s[0], k = s[1], m = s[2];
+    std::vector<float> w = randn(rng, (size_t)(m * k)), x = randn(rng, (size_t)(n * k), 3);
+    QuantActs a;
+    quantize_acts(x.data(), n, k, a);
+    for (QKind kind : {QKind::Q8, QKind::Q4}) {
+      QuantMatrix q = QuantMatrix::quantize(kind, w.data(), m, k);
+      AmxKernel tiles = kind == QKind::Q8 ? q8 : q4, vector = kind == QKind::Q8 ? qgroups_q8_avx512 : qgroups_q4_avx512;
+      for (int64_t g0 : {int64_t{0}, q.groups() / 2}) {
+        std::vector<float> want((size_t)(n * m), NAN), got((size_t)(n * m), NAN);
+        vector(a, q, g0, q.groups(), want.data());
+        tiles(a, q, g0, q.groups(), got.data());
+        for (size_t i = 0; i < got.size(); i++) {
+          if (std::isnan(want[i])) {  // a row outside this share: the kernel must not write it
+            ASSERT_TRUE(std::isnan(got[i])) << label << " wrote outside its groups, i=" << i;
+            continue;
+          }
+          ASSERT_EQ(std::memcmp(&got[i], &want[i], 4), 0)
+              << label << " " << qkind_name(kind) << " n=" << n << " k=" << k << " m=" << m << " g0=" << g0
+              << " token " << (int64_t)i / m << " row " << (int64_t)i % m << ": " << got[i] << " vs " << want[i];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST(AmxTiles, EmulatedKernelsEqualAvx512BitForBit) {
+  if (best_isa() < Isa::Avx512) GTEST_SKIP() << "no AVX-512 on this CPU (" << cpu_summary() << "): the model runs on it";
+  expect_equal_to_avx512(qgroups_q8_amx_emulated, qgroups_q4_amx_emulated, "emulated tiles");
+}
+
+TEST(AmxTiles, HardwareKernelsEqualAvx512BitForBit) {
+  if (!cpu_features().amx_int8)
+    GTEST_SKIP() << "this CPU has no AMX int8 tiles (lscpu | grep amx is empty; " << cpu_summary()
+                 << "): the tile instructions were not run";
+  if (!amx_enabled()) GTEST_SKIP() << "AMX is here but not enabled: KVAD_ISA asks for less, or Linux refused the tile state";
+  expect_equal_to_avx512(qgroups_q8_amx, qgroups_q4_amx, "AMX tiles");
+  EXPECT_TRUE(amx_qgroups_usable()) << "the start-up check refused the tiles the test above accepted";
+  EXPECT_EQ(qgroups_kernel(QKind::Q4, Isa::Avx512, kAmxTokens), qgroups_q4_amx) << "prefill does not take the tiles";
+  EXPECT_EQ(qgroups_kernel(QKind::Q4, Isa::Avx512, 1), qgroups_q4_avx512) << "decode must stay on the vector kernel";
+}
+
+TEST(AmxTiles, ModelMultipliesSignedByUnsignedBytes) {
+  // TDPBSUD by its definition: C[m][n] += sum_k int8(A[m][k]) * uint8(B[k/4][4n + k%4]).
+  EmulatedTiles::configure([] {
+    TileConfig c;
+    c.rows[0] = 2, c.colsb[0] = 8;   // A: 2 x 8 signed bytes
+    c.rows[1] = 2, c.colsb[1] = 12;  // B: 8 / 4 rows x (3 columns x 4 bytes)
+    c.rows[4] = 2, c.colsb[4] = 12;  // C: 2 x 3 int32
+    return c;
+  }());
+  const int8_t a[2][8] = {{-128, 127, 1, -1, 2, 3, -4, 5}, {7, 0, 0, 0, 0, 0, 0, -7}};
+  uint8_t b[2][12];
+  for (int r = 0; r < 2; r++)
+    for (int i = 0; i < 12; i++) b[r][i] = (uint8_t)(37 * (r * 12 + i) + 200);
+  int32_t c[2][3] = {{1, 2, 3}, {4, 5, 6}};
+  EmulatedTiles::load<0>(a, 8);
+  EmulatedTiles::load<1>(b, 12);
+  EmulatedTiles::load<4>(c, 12);
+  EmulatedTiles::dpbsud<4, 0, 1>();
+  int32_t got[2][3];
+  EmulatedTiles::store<4>(got, 12);
+  for (int m = 0; m < 2; m++)
+    for (int n = 0; n < 3; n++) {
+      int32_t want = c[m][n];
+      for (int k = 0; k < 8; k++) want += a[m][k] * b[k / 4][4 * n + k % 4];
+      EXPECT_EQ(got[m][n], want) << m << "," << n;
+    }
+  EmulatedTiles::release();
+}
+
+TEST(AmxTilesDeathTest, ModelRefusesWhatTheHardwareFaultsOn) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  TileConfig too_tall;
+  too_tall.rows[0] = 17, too_tall.colsb[0] = 64;
+  EXPECT_DEATH(EmulatedTiles::configure(too_tall), "out of range");
+  TileConfig mismatched;
+  mismatched.rows[0] = 4, mismatched.colsb[0] = 32;  // K = 32: B needs 8 rows
+  mismatched.rows[1] = 4, mismatched.colsb[1] = 64;
+  mismatched.rows[4] = 4, mismatched.colsb[4] = 64;
+  auto multiply_mismatched = [&] {
+    EmulatedTiles::configure(mismatched);
+    EmulatedTiles::dpbsud<4, 0, 1>();
+  };
+  EXPECT_DEATH(multiply_mismatched(), "shapes do not agree");
+  auto zero_released = [] {
+    EmulatedTiles::release();
+    EmulatedTiles::zero<4>();
+  };
+  EXPECT_DEATH(zero_released(), "before it was configured");
+}
