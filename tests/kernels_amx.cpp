@@ -10,6 +10,7 @@
 #include "core/cpu.h"
 #include "core/rng.h"
 #include "kernels/amx_tiles.h"
+#include "kernels/gemm.h"
 #include "kernels/qmatmul.h"
 #include "quant/activations.h"
 #include "quant/packed.h"
@@ -122,4 +123,57 @@ TEST(AmxTilesDeathTest, ModelRefusesWhatTheHardwareFaultsOn) {
     EmulatedTiles::zero<4>();
   };
   EXPECT_DEATH(zero_released(), "before it was configured");
+}
+
+namespace {
+
+using Bf16Block = void (*)(const uint16_t*, int64_t, const kvad::kernels::PackedWeight&, int64_t, int64_t, int64_t,
+                           int64_t, float*);
+
+// The bf16 tiles against the scalar reference of the same packed panels. Products of bf16 are
+// exact in f32, so the only difference is the order of the f32 sums: bounded by k ulps of the sum
+// of |terms|. Shapes: whole and part tiles of rows (32), panels (32 outputs) and steps (16 pairs),
+// odd k, a task that starts past row 0 and panel 0.
+void expect_bf16_near_scalar(Bf16Block tiles, const char* label) {
+  Rng rng(21);
+  const int64_t shapes[][3] = {{32, 32, 32}, {45, 70, 83}, {64, 96, 320}, {33, 31, 17}, {96, 64, 2880}, {7, 40, 64}};
+  for (auto& s : shapes) {
+    const int64_t n = s[0], m = s[1], k = s[2], kp = (k + 1) / 2 * 2, panels = (m + 31) / 32;
+    std::vector<float> wf = randn(rng, (size_t)(m * k)), x = randn(rng, (size_t)(n * k));
+    const PackedWeight w = PackedWeight::pack_bf16(wf.data(), m, k);
+    std::vector<uint16_t> a((size_t)(n * kp), 0);
+    for (int64_t r = 0; r < n; r++) to_bf16(x.data() + r * k, k, a.data() + r * kp, Isa::Scalar);
+    for (auto [r0, q0] : {std::pair<int64_t, int64_t>{0, 0}, {n / 2, panels / 2}}) {
+      std::vector<float> want((size_t)(n * m), NAN), got((size_t)(n * m), NAN);
+      gemm_block_scalar(x.data(), w, r0, n, q0, panels, want.data());
+      tiles(a.data(), kp, w, r0, n, q0, panels, got.data());
+      for (int64_t r = 0; r < n; r++)
+        for (int64_t o = 0; o < m; o++) {
+          const size_t i = (size_t)(r * m + o);
+          if (std::isnan(want[i])) {
+            ASSERT_TRUE(std::isnan(got[i])) << label << " wrote outside its task: row " << r << " output " << o;
+            continue;
+          }
+          double magnitude = 0;
+          for (int64_t j = 0; j < k; j++) magnitude += std::fabs((double)x[(size_t)(r * k + j)] * wf[(size_t)(o * k + j)]);
+          ASSERT_NEAR(got[i], want[i], 1.2e-7 * (double)k * magnitude + 1e-30)
+              << label << " n=" << n << " m=" << m << " k=" << k << " row " << r << " output " << o;
+        }
+    }
+  }
+}
+
+}  // namespace
+
+TEST(AmxTiles, EmulatedBf16TilesEqualScalarToRounding) {
+  expect_bf16_near_scalar(gemm_block_bf16_amx_emulated, "emulated bf16 tiles");
+}
+
+TEST(AmxTiles, HardwareBf16TilesEqualScalarToRounding) {
+  if (!cpu_features().amx_bf16)
+    GTEST_SKIP() << "this CPU has no AMX bf16 tiles (lscpu | grep amx is empty; " << cpu_summary()
+                 << "): the tile instructions were not run";
+  if (!amx_enabled()) GTEST_SKIP() << "AMX is here but not enabled: KVAD_ISA asks for less, or Linux refused the tile state";
+  expect_bf16_near_scalar(gemm_block_bf16_amx, "AMX bf16 tiles");
+  EXPECT_TRUE(amx_bf16_gemm_usable()) << "the start-up check refused the tiles the test above accepted";
 }

@@ -87,7 +87,7 @@ static bool request_tile_permission() {
 bool amx_enabled() {
   static const bool enabled = [] {
     const CpuFeatures& f = cpu_features();
-    if (!f.amx_tile || !f.amx_int8 || best_isa() != Isa::Avx512) return false;
+    if (!f.amx_tile || best_isa() != Isa::Avx512) return false;
     const char* env = std::getenv("KVAD_ISA");
     if (env && *env && std::strcmp(env, "amx") != 0) return false;  // asked for a lower ISA
     return request_tile_permission();
@@ -110,7 +110,7 @@ std::string cpu_summary() {
   else if (f.avx2) s += " (avx2";
   else s += " (";
   if (f.avx512bf16) s += " bf16";
-  if (f.amx_int8) s += amx_enabled() ? " amx-int8" : " amx-int8 unused";
+  if (f.amx_tile) s += amx_enabled() ? " amx" : " amx unused";
   s += ")";
   return s;
 }

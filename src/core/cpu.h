@@ -20,10 +20,11 @@ struct CpuFeatures {
 const CpuFeatures& cpu_features();
 // The best ISA this CPU supports, lowered by KVAD_ISA=scalar|avx2|avx512|amx (for tests and comparison).
 Isa best_isa();
-// The AMX int8 tiles may be used: the CPU has them, KVAD_ISA does not ask for less than "amx", the
+// The AMX tiles may be used: the CPU has them, KVAD_ISA does not ask for less than "amx", the
 // ISA is AVX-512 (the tiles' results are scaled with it), and Linux granted this process the tile
 // state (arch_prctl ARCH_REQ_XCOMP_PERM, asked once; a refusal is not an error, the vector kernels
-// stay). The kernels add a check of their own results before taking them (kernels/qmatmul.h).
+// stay). Each kernel also needs its own feature (amx_int8, amx_bf16) and checks its results once
+// before taking the tiles (kernels/qmatmul.h, kernels/gemm.h).
 bool amx_enabled();
 const char* isa_name(Isa isa);
 std::string cpu_summary();

@@ -56,6 +56,16 @@ struct HardwareTiles {
     if constexpr (C == 4) asm volatile("tdpbsud %%tmm1, %%tmm0, %%tmm4" ::: "memory");
     else asm volatile("tdpbsud %%tmm3, %%tmm2, %%tmm5" ::: "memory");
   }
+  // C += A (rows x 2k bf16) . B (k rows of 16 bf16 pairs), f32 sums; A in tiles 0-1, B in 2-3,
+  // C in 4-7 as (A0,B0) (A0,B1) (A1,B0) (A1,B1).
+  template <int C, int A, int B>
+  static void dpbf16ps() {
+    static_assert(C == 4 + 2 * A + (B - 2) && A < 2 && B >= 2 && B < 4, "add the triple here");
+    if constexpr (C == 4) asm volatile("tdpbf16ps %%tmm2, %%tmm0, %%tmm4" ::: "memory");
+    else if constexpr (C == 5) asm volatile("tdpbf16ps %%tmm3, %%tmm0, %%tmm5" ::: "memory");
+    else if constexpr (C == 6) asm volatile("tdpbf16ps %%tmm2, %%tmm1, %%tmm6" ::: "memory");
+    else asm volatile("tdpbf16ps %%tmm3, %%tmm1, %%tmm7" ::: "memory");
+  }
 };
 
 // The model: the tile registers of this thread, as bytes. Shapes the hardware would refuse
@@ -120,6 +130,39 @@ struct EmulatedTiles {
         std::memcpy(&acc, &s.t[C][i][4 * j], 4);
         for (int kk = 0; kk < k4; kk++)
           for (int e = 0; e < 4; e++) acc += (int32_t)(int8_t)s.t[A][i][4 * kk + e] * (int32_t)s.t[B][kk][4 * j + e];
+        std::memcpy(&s.t[C][i][4 * j], &acc, 4);
+      }
+  }
+  // As the SDM's pseudocode: per pair, the even product then the odd one added in f32 (round to
+  // nearest even), denormal inputs and outputs taken as zero.
+  template <int C, int A, int B>
+  static void dpbf16ps() {
+    State& s = state();
+    used(C), used(A), used(B);
+    const int m = s.cfg.rows[C], k2 = s.cfg.colsb[A] / 4, n = s.cfg.colsb[C] / 4;
+    if (s.cfg.rows[A] != m || s.cfg.rows[B] != k2 || s.cfg.colsb[B] != s.cfg.colsb[C] || s.cfg.colsb[A] % 4)
+      fault("tdpbf16ps: the tiles' shapes do not agree");
+    auto widen = [](const uint8_t* p) {
+      uint32_t bits = (uint32_t)(p[0] | p[1] << 8) << 16;
+      if ((bits & 0x7F800000u) == 0) bits &= 0x80000000u;  // DAZ
+      float f;
+      std::memcpy(&f, &bits, 4);
+      return f;
+    };
+    auto flush = [](float f) {
+      uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      if ((bits & 0x7F800000u) == 0) bits &= 0x80000000u;  // FTZ
+      std::memcpy(&f, &bits, 4);
+      return f;
+    };
+    for (int i = 0; i < m; i++)
+      for (int j = 0; j < n; j++) {
+        float acc;
+        std::memcpy(&acc, &s.t[C][i][4 * j], 4);
+        for (int kk = 0; kk < k2; kk++)
+          for (int e = 0; e < 2; e++)
+            acc = flush(acc + widen(&s.t[A][i][4 * kk + 2 * e]) * widen(&s.t[B][kk][4 * j + 2 * e]));
         std::memcpy(&s.t[C][i][4 * j], &acc, 4);
       }
   }

@@ -53,6 +53,17 @@ void gemm_block_f32_avx512(const float* a, const PackedWeight& w, int64_t r0, in
 void bf16_rows_avx512(const float* x, int64_t n, int64_t k, int64_t kp, uint16_t* out);
 void gemm_block_bf16_avx512(const uint16_t* a, int64_t kp, const PackedWeight& w, int64_t r0, int64_t r1, int64_t p0,
                             int64_t p1, float* c);
+// AMX-BF16 (gemm_amx.cpp): the panels read as B tiles in place, 32 rows x 32 outputs a tile over
+// all of k. The emulated form runs the same code over kernels/amx_tiles.h's model, for tests.
+void gemm_block_bf16_amx(const uint16_t* a, int64_t kp, const PackedWeight& w, int64_t r0, int64_t r1, int64_t p0,
+                         int64_t p1, float* c);
+void gemm_block_bf16_amx_emulated(const uint16_t* a, int64_t kp, const PackedWeight& w, int64_t r0, int64_t r1,
+                                  int64_t p0, int64_t p1, float* c);
+// amx_enabled() and amx_bf16 (core/cpu.h), and the tiles reproduced the AVX-512 bf16 kernel on a
+// small ragged product (to f32 rounding: the sums' order differs) at first use.
+bool amx_bf16_gemm_usable();
+// From one whole tile of rows: fewer would be padded copies, multiplied for nothing.
+constexpr int64_t kAmxGemmRows = 32;
 // AVX2 (gemm_avx2.cpp): f32 panels, and bf16 panels widened in registers against f32 activations
 // already rounded to bf16, [n, lda] with lda >= k rounded up to even and the pad zero.
 void gemm_block_f32_avx2(const float* a, const PackedWeight& w, int64_t r0, int64_t r1, int64_t p0, int64_t p1, float* c,

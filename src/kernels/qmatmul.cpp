@@ -51,7 +51,7 @@ void qgroups_scalar(const QuantActs& x, const QuantMatrix& w, int64_t g0, int64_
 bool amx_qgroups_usable() {
 #if defined(__x86_64__)
   static const bool usable = [] {
-    if (!amx_enabled()) return false;
+    if (!amx_enabled() || !cpu_features().amx_int8) return false;
     // Ragged on purpose: 37 rows (a part group), 7 blocks (an odd count), 21 tokens (a tail tile).
     const int64_t rows = 37, cols = 7 * 32, tokens = 21;
     Rng rng(20261205);
