@@ -1,5 +1,6 @@
 #include "core/cpu.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -93,6 +94,16 @@ bool amx_enabled() {
     return request_tile_permission();
   }();
   return enabled;
+}
+
+bool amx_usable_for(bool feature, const char* products, bool (*agrees)()) {
+  if (!amx_enabled() || !feature) return false;
+  if (agrees()) return true;
+  std::fprintf(stderr,
+               "kvad: warning: the AMX tiles' %s products differ from the AVX-512 kernels' on this CPU (%s); "
+               "they stay on AVX-512. Please report it.\n",
+               products, cpu_summary().c_str());
+  return false;
 }
 
 const char* isa_name(Isa isa) {

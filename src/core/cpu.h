@@ -26,6 +26,10 @@ Isa best_isa();
 // stay). Each kernel also needs its own feature (amx_int8, amx_bf16) and checks its results once
 // before taking the tiles (kernels/qmatmul.h, kernels/gemm.h).
 bool amx_enabled();
+// For a kernel's first use: amx_enabled(), the kernel's own `feature`, and `agrees()` (its tiles
+// reproduce its vector kernel on a small product). A disagreement prints a warning naming the
+// `products` and keeps the vector kernel. Call once, from a function-local static.
+bool amx_usable_for(bool feature, const char* products, bool (*agrees)());
 const char* isa_name(Isa isa);
 std::string cpu_summary();
 

@@ -1,7 +1,6 @@
 #include "kernels/qmatmul.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -48,33 +47,31 @@ void qgroups_scalar(const QuantActs& x, const QuantMatrix& w, int64_t g0, int64_
     }
 }
 
+#if defined(__x86_64__)
+// The AMX kernels against the AVX-512 ones on a ragged product: 37 rows (a part group), 7 blocks
+// (an odd count), 21 tokens (a tail tile). Exact int32 sums, the same scaling: equal bit for bit.
+static bool amx_qgroups_agree() {
+  const int64_t rows = 37, cols = 7 * 32, tokens = 21;
+  Rng rng(20261205);
+  std::vector<float> w((size_t)(rows * cols)), x((size_t)(tokens * cols));
+  for (float& v : w) v = (float)(rng.uniform() * 2 - 1);
+  for (float& v : x) v = (float)(rng.uniform() * 2 - 1);
+  QuantActs acts;
+  quantize_acts(x.data(), tokens, cols, acts, Isa::Avx512);
+  for (QKind kind : {QKind::Q8, QKind::Q4}) {
+    QuantMatrix q = QuantMatrix::quantize(kind, w.data(), rows, cols);
+    std::vector<float> tiles((size_t)(tokens * rows), 1.0f), vector((size_t)(tokens * rows), 2.0f);
+    (kind == QKind::Q8 ? qgroups_q8_amx : qgroups_q4_amx)(acts, q, 0, q.groups(), tiles.data());
+    (kind == QKind::Q8 ? qgroups_q8_avx512 : qgroups_q4_avx512)(acts, q, 0, q.groups(), vector.data());
+    if (std::memcmp(tiles.data(), vector.data(), tiles.size() * sizeof(float)) != 0) return false;
+  }
+  return true;
+}
+#endif
+
 bool amx_qgroups_usable() {
 #if defined(__x86_64__)
-  static const bool usable = [] {
-    if (!amx_enabled() || !cpu_features().amx_int8) return false;
-    // Ragged on purpose: 37 rows (a part group), 7 blocks (an odd count), 21 tokens (a tail tile).
-    const int64_t rows = 37, cols = 7 * 32, tokens = 21;
-    Rng rng(20261205);
-    std::vector<float> w((size_t)(rows * cols)), x((size_t)(tokens * cols));
-    for (float& v : w) v = (float)(rng.uniform() * 2 - 1);
-    for (float& v : x) v = (float)(rng.uniform() * 2 - 1);
-    QuantActs acts;
-    quantize_acts(x.data(), tokens, cols, acts, Isa::Avx512);
-    for (QKind kind : {QKind::Q8, QKind::Q4}) {
-      QuantMatrix q = QuantMatrix::quantize(kind, w.data(), rows, cols);
-      std::vector<float> tiles((size_t)(tokens * rows), 1.0f), vector((size_t)(tokens * rows), 2.0f);
-      (kind == QKind::Q8 ? qgroups_q8_amx : qgroups_q4_amx)(acts, q, 0, q.groups(), tiles.data());
-      (kind == QKind::Q8 ? qgroups_q8_avx512 : qgroups_q4_avx512)(acts, q, 0, q.groups(), vector.data());
-      if (std::memcmp(tiles.data(), vector.data(), tiles.size() * sizeof(float)) != 0) {
-        std::fprintf(stderr,
-                     "kvad: warning: the AMX tiles' %s products differ from the AVX-512 kernels' on this CPU (%s); "
-                     "prefill stays on AVX-512. Please report it.\n",
-                     qkind_name(kind), cpu_summary().c_str());
-        return false;
-      }
-    }
-    return true;
-  }();
+  static const bool usable = amx_usable_for(cpu_features().amx_int8, "q8/q4", amx_qgroups_agree);
   return usable;
 #else
   return false;
