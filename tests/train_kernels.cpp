@@ -70,14 +70,16 @@ TEST(TrainGemm, EveryIsaMatchesTheReference) {
           }
 }
 
+namespace {
+
 // The bf16 products (kvad train --precision bf16) against float64 sums of the bf16-rounded
 // operands: the rounding is the only approximation (the sums are f32), so the bound is the f32 one.
-// Reported as skipped where the CPU has no AVX512-BF16, never passed silently.
-TEST(TrainGemm, Bf16ProductsMatchTheRoundedReference) {
-  if (!bf16_gemm_supported()) GTEST_SKIP() << "SKIPPED: this CPU has no AVX512-BF16 (" << cpu_summary() << ")";
+// `uk`: the micro-kernel to run (nullptr: gemm()'s own choice).
+void expect_bf16_products(const MicroKernel* uk, const char* label) {
   Rng r(7);
   auto round_bf16 = [](float x) { return bf16_to_f32(f32_to_bf16(x)); };
-  const int64_t shapes[][3] = {{1, 1, 1}, {3, 5, 7}, {12, 32, 16}, {13, 33, 17}, {25, 73, 129}, {97, 40, 300}, {64, 64, 520}};
+  const int64_t shapes[][3] = {{1, 1, 1},     {3, 5, 7},     {12, 32, 16},  {13, 33, 17}, {25, 73, 129},
+                               {97, 40, 300}, {64, 64, 520}, {33, 65, 800}, {32, 32, 32}};
   for (auto& sh : shapes)
     for (int ta = 0; ta < 2; ta++)
       for (int tb = 0; tb < 2; tb++)
@@ -94,13 +96,23 @@ TEST(TrainGemm, Bf16ProductsMatchTheRoundedReference) {
           GemmShape g{M, N, K, A.data(), lda, (bool)ta, B.data(), ldb, (bool)tb, C.data(), ldc, mode == 2,
                       mode == 1 ? bias.data() : nullptr};
           g.bf16 = true;
-          gemm(g);
+          if (uk) gemm_with(g, *uk);
+          else gemm(g);
           gemm_ref<double>(M, N, K, Ad.data(), lda, ta, Bd.data(), ldb, tb, Cd.data(), ldc, mode == 2,
                            mode == 1 ? biasd.data() : nullptr);
           expect_product(C, C0, Cd, M, N, K, ldc,
-                         testing::Message() << "bf16 M=" << M << " N=" << N << " K=" << K << " ta=" << ta
+                         testing::Message() << label << " M=" << M << " N=" << N << " K=" << K << " ta=" << ta
                                             << " tb=" << tb << " mode=" << mode);
         }
+}
+
+}  // namespace
+
+// Reported as skipped where the CPU has no AVX512-BF16, never passed silently.
+TEST(TrainGemm, Bf16ProductsMatchTheRoundedReference) {
+  if (!bf16_gemm_supported()) GTEST_SKIP() << "SKIPPED: this CPU has no AVX512-BF16 (" << cpu_summary() << ")";
+  expect_bf16_products(nullptr, "bf16");
+  Rng r(8);
   // And the rounding is really there: the f32 product of the same operands differs.
   auto A = randn(r, 64 * 64), B = randn(r, 64 * 64);
   std::vector<float> c32(64 * 64), c16(64 * 64);
@@ -109,6 +121,24 @@ TEST(TrainGemm, Bf16ProductsMatchTheRoundedReference) {
   g.bf16 = true;
   gemm(g);
   EXPECT_NE(c32, c16);
+}
+
+// The AMX-BF16 tiles (train/gemm_amx.cpp): over the model of the tiles on any CPU with
+// AVX512-BF16 (their B packing is vdpbf16ps's), over the real tiles where the CPU has AMX.
+TEST(TrainGemm, EmulatedAmxTilesMatchTheRoundedReference) {
+  if (!bf16_gemm_supported()) GTEST_SKIP() << "SKIPPED: this CPU has no AVX512-BF16 (" << cpu_summary() << ")";
+  const MicroKernel uk = micro_kernel_amx_emulated();
+  expect_bf16_products(&uk, "emulated AMX");
+}
+
+TEST(TrainGemm, AmxTilesMatchTheRoundedReference) {
+  if (!cpu_features().amx_bf16)
+    GTEST_SKIP() << "this CPU has no AMX bf16 tiles (lscpu | grep amx is empty; " << cpu_summary()
+                 << "): the tile instructions were not run";
+  if (!amx_enabled()) GTEST_SKIP() << "AMX is here but not enabled: KVAD_ISA asks for less, or Linux refused the tile state";
+  const MicroKernel uk = micro_kernel_amx();
+  expect_bf16_products(&uk, "AMX");
+  EXPECT_TRUE(amx_bf16_train_usable()) << "the start-up check refused the tiles the test above accepted";
 }
 
 TEST(TrainGemm, CausalTrianglesMatchTheFullProduct) {

@@ -6,7 +6,11 @@
 #include <cstring>
 #include <memory>
 
+#include <cmath>
+#include <vector>
+
 #include "core/error.h"
+#include "core/rng.h"
 #include "core/threads.h"
 
 namespace kvad::train {
@@ -120,20 +124,28 @@ void gemm_block_bf16(const GemmShape& g, const MicroKernel& uk, int64_t m_begin,
   const int MR = uk.mr, NR = uk.nr;
   float* Bp = bbuf.get((size_t)(KC * (NC + NR)));
   float* Ap = abuf.get((size_t)(KC * (MC + MR)));
-  uint32_t* Bq = reinterpret_cast<uint32_t*>(b16.get((size_t)((KC / 2 + 1) * (NC + NR))));
-  uint32_t* Aq = reinterpret_cast<uint32_t*>(a16.get((size_t)((KC / 2 + 1) * (MC + MR))));
+  const int64_t max_kp = (KC / 2 + uk.pair_align) / uk.pair_align * uk.pair_align;
+  uint32_t* Bq = reinterpret_cast<uint32_t*>(b16.get((size_t)(max_kp * (NC + NR))));
+  uint32_t* Aq = reinterpret_cast<uint32_t*>(a16.get((size_t)(max_kp * (MC + MR))));
   for (int64_t n0 = n_begin; n0 < n_end; n0 += NC) {
     const int64_t nc = std::min(NC, n_end - n0);
     for (int64_t k0 = 0; k0 < g.K; k0 += KC) {
-      const int64_t kc = std::min(KC, g.K - k0), kp = (kc + 1) / 2;
+      const int64_t kc = std::min(KC, g.K - k0), kp = ((kc + 1) / 2 + uk.pair_align - 1) / uk.pair_align * uk.pair_align;
       pack_b(g, uk, n0, nc, k0, kc, Bp);
-      for (int64_t j = 0; j < nc; j += NR) uk.to_pairs(Bp + j * kc, kc, NR, Bq + j * kp);
+      for (int64_t j = 0; j < nc; j += NR) {
+        uk.to_pairs(Bp + j * kc, kc, NR, Bq + j * kp);
+        const int64_t written = (kc + 1) / 2;  // the pad pairs of an aligned kp are zero
+        std::memset(Bq + j * kp + written * NR, 0, (size_t)((kp - written) * NR) * 4);
+      }
       const bool add_c = g.accumulate || k0 > 0;
       const float* bias = k0 == 0 && g.bias ? g.bias + n0 : nullptr;
       for (int64_t m0 = m_begin; m0 < m_end; m0 += MC) {
         const int64_t mc = std::min(MC, m_end - m0);
         pack_a(g, m0, mc, k0, kc, MR, Ap);
-        for (int64_t i = 0; i < mc; i += MR) uk.to_pairs(Ap + i * kc, kc, MR, Aq + i * kp);
+        for (int64_t i = 0; i < mc; i += MR) {
+          if (uk.to_pair_rows) uk.to_pair_rows(Ap + i * kc, kc, MR, kp, Aq + i * kp);
+          else uk.to_pairs(Ap + i * kc, kc, MR, Aq + i * kp);
+        }
         for (int64_t i = 0; i < mc; i += MR) {
           const int mr = (int)std::min<int64_t>(MR, mc - i);
           float* C = g.C + (m0 + i) * g.ldc + n0;
@@ -240,11 +252,52 @@ void set_linear_bf16(bool on) {
 bool linear_bf16() { return g_linear_bf16; }
 bool bf16_gemm_supported() { return micro_kernel(best_isa()).run_bf16 != nullptr; }
 
+#if defined(__x86_64__)
+// The tiles against vdpbf16ps on a ragged product (45 x 70 x 83: part tiles, an odd k, a part
+// step); both sum bf16 products in f32, in different orders.
+static bool amx_bf16_train_agrees() {
+  const int64_t M = 45, N = 70, K = 83;
+  Rng rng(20261205);
+  std::vector<float> a((size_t)(M * K)), b((size_t)(K * N)), tiles((size_t)(M * N)), vector((size_t)(M * N));
+  for (float& v : a) v = (float)(rng.uniform() * 2 - 1);
+  for (float& v : b) v = (float)(rng.uniform() * 2 - 1);
+  GemmShape g{M, N, K, a.data(), K, false, b.data(), N, false, tiles.data(), N, false, nullptr};
+  g.bf16 = true;
+  gemm_with(g, micro_kernel_amx(), false);
+  g.C = vector.data();
+  gemm_with(g, micro_kernel_avx512(), false);
+  for (size_t i = 0; i < tiles.size(); i++)
+    if (!(std::fabs(tiles[i] - vector[i]) <= 1e-4f * (1 + std::fabs(vector[i])))) return false;
+  return true;
+}
+#endif
+
+bool amx_bf16_train_usable() {
+#if defined(__x86_64__)
+  static const bool usable = amx_usable_for(cpu_features().amx_bf16 && cpu_features().avx512bf16, "training bf16",
+                                            amx_bf16_train_agrees);
+  return usable;
+#else
+  return false;
+#endif
+}
+
+MicroKernel bf16_micro_kernel(Isa isa) {
+#if defined(__x86_64__)
+  if (isa == Isa::Avx512 && amx_bf16_train_usable()) return micro_kernel_amx();
+#endif
+  return micro_kernel(isa);
+}
+
 void gemm(const GemmShape& g, bool parallel, Isa isa) {
   if (g.M <= 0 || g.N <= 0) return;
-  const MicroKernel uk = micro_kernel(isa);
+  gemm_with(g, g.bf16 ? bf16_micro_kernel(isa) : micro_kernel(isa), parallel);
+}
+
+void gemm_with(const GemmShape& g, const MicroKernel& uk, bool parallel) {
+  if (g.M <= 0 || g.N <= 0) return;
   if (g.bf16 && (!uk.run_bf16 || g.triangle != GemmShape::Full))
-    fail("internal: a bf16 product needs AVX512-BF16 ({}) and a full triangle", isa_name(isa));
+    fail("internal: a bf16 product needs AVX512-BF16 and a full triangle");
   ThreadPool& tp = pool();
   int nt = parallel ? tp.size() : 1;
   double flops = 2.0 * (double)g.M * (double)g.N * (double)g.K;

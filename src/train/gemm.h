@@ -76,8 +76,24 @@ struct MicroKernel {
   void (*to_pairs)(const float* src, int64_t kc, int width, uint32_t* dst) = nullptr;
   void (*run_bf16)(int64_t kp, const uint32_t* Ap, const uint32_t* Bp, float* C, int64_t ldc, int mr, int nr,
                    bool add_c, const float* bias) = nullptr;
+  // AMX (optional): A's pairs row by row, [width][kpa] (what an A tile reads), instead of to_pairs'
+  // [kpa][width]; and kp padded with zero pairs to a multiple of pair_align for A and B alike.
+  void (*to_pair_rows)(const float* src, int64_t kc, int width, int64_t kpa, uint32_t* dst) = nullptr;
+  int pair_align = 1;
 };
 MicroKernel micro_kernel(Isa isa);
+// The kernel of GemmShape::bf16 products: AMX-BF16 tiles where amx_bf16_train_usable(), else
+// micro_kernel(isa)'s vdpbf16ps.
+MicroKernel bf16_micro_kernel(Isa isa);
+// 32 x 32 tiles of C in AMX tiles (train/gemm_amx.cpp); the emulated one runs the same code over
+// kernels/amx_tiles.h's model of the tiles, for tests on CPUs without AMX.
+MicroKernel micro_kernel_amx();
+MicroKernel micro_kernel_amx_emulated();
+// amx_enabled() and amx_bf16 (core/cpu.h), and the tiles' products agreed with vdpbf16ps's on a
+// small ragged product at first use.
+bool amx_bf16_train_usable();
+// gemm() with a given micro-kernel (tests: the emulated AMX one).
+void gemm_with(const GemmShape& g, const MicroKernel& uk, bool parallel = true);
 MicroKernel micro_kernel_scalar();
 MicroKernel micro_kernel_avx2();
 MicroKernel micro_kernel_avx512();
