@@ -8,12 +8,15 @@
 #include <cstring>
 
 #include "core/cpu.h"
+#include "core/dtype.h"
 #include "core/rng.h"
 #include "kernels/amx_tiles.h"
 #include "kernels/gemm.h"
+#include "kernels/matmul.h"
 #include "kernels/qmatmul.h"
 #include "quant/activations.h"
 #include "quant/packed.h"
+#include "amx_available.h"
 #include "random_values.h"
 
 using namespace kvad;
@@ -65,10 +68,7 @@ TEST(AmxTiles, EmulatedKernelsEqualAvx512BitForBit) {
 }
 
 TEST(AmxTiles, HardwareKernelsEqualAvx512BitForBit) {
-  if (!cpu_features().amx_int8)
-    GTEST_SKIP() << "this CPU has no AMX int8 tiles (lscpu | grep amx is empty; " << cpu_summary()
-                 << "): the tile instructions were not run";
-  if (!amx_enabled()) GTEST_SKIP() << "AMX is here but not enabled: KVAD_ISA asks for less, or Linux refused the tile state";
+  if (std::string why = test::amx_unavailable(cpu_features().amx_int8, "int8"); !why.empty()) GTEST_SKIP() << why;
   expect_equal_to_avx512(qgroups_q8_amx, qgroups_q4_amx, "AMX tiles");
   EXPECT_TRUE(amx_qgroups_usable()) << "the start-up check refused the tiles the test above accepted";
   EXPECT_EQ(qgroups_kernel(QKind::Q4, Isa::Avx512, kAmxTokens), qgroups_q4_amx) << "prefill does not take the tiles";
@@ -170,10 +170,63 @@ TEST(AmxTiles, EmulatedBf16TilesEqualScalarToRounding) {
 }
 
 TEST(AmxTiles, HardwareBf16TilesEqualScalarToRounding) {
-  if (!cpu_features().amx_bf16)
-    GTEST_SKIP() << "this CPU has no AMX bf16 tiles (lscpu | grep amx is empty; " << cpu_summary()
-                 << "): the tile instructions were not run";
-  if (!amx_enabled()) GTEST_SKIP() << "AMX is here but not enabled: KVAD_ISA asks for less, or Linux refused the tile state";
+  if (std::string why = test::amx_unavailable(cpu_features().amx_bf16, "bf16"); !why.empty()) GTEST_SKIP() << why;
   expect_bf16_near_scalar(gemm_block_bf16_amx, "AMX bf16 tiles");
   EXPECT_TRUE(amx_bf16_gemm_usable()) << "the start-up check refused the tiles the test above accepted";
+}
+
+namespace {
+
+using RowsKernel = void (*)(const float*, int64_t, int64_t, const void*, int64_t, int64_t, int64_t, float*);
+
+// bf16 weights in place against f32 activations split in three bf16 parts: against the float64
+// product, each output within f32 summation's bound, and the worst error within 4x the
+// scalar f32 kernel's (three parts sum 3k products, not k; two parts would be ~2^7 times worse).
+void expect_bf16_rows_as_accurate_as_f32(RowsKernel tiles, const char* label) {
+  Rng rng(22);
+  const int64_t shapes[][3] = {{16, 32, 32}, {21, 83, 45}, {17, 896, 70}, {48, 64, 33}, {40, 1000, 20}, {33, 2, 3}};
+  for (auto& s : shapes) {
+    const int64_t n = s[0], k = s[1], m = s[2];
+    std::vector<float> x = randn(rng, (size_t)(n * k), 3), wf = randn(rng, (size_t)(m * k));
+    std::vector<uint16_t> w((size_t)(m * k));
+    for (size_t i = 0; i < w.size(); i++) w[i] = f32_to_bf16(wf[i]);
+    for (auto [rb, re] : {std::pair<int64_t, int64_t>{0, m}, {m / 3, m}}) {
+      std::vector<float> got((size_t)(n * m), NAN), f32((size_t)(n * m), NAN);
+      tiles(x.data(), n, k, w.data(), m, rb, re, got.data());
+      kvad::kernels::rows_bf16_scalar(x.data(), n, k, w.data(), m, rb, re, f32.data());
+      double worst_tiles = 0, worst_f32 = 0;
+      for (int64_t t = 0; t < n; t++)
+        for (int64_t r = 0; r < m; r++) {
+          const size_t i = (size_t)(t * m + r);
+          if (r < rb) {
+            ASSERT_TRUE(std::isnan(got[i])) << label << " wrote outside its rows: token " << t << " row " << r;
+            continue;
+          }
+          double exact = 0, magnitude = 0;
+          for (int64_t j = 0; j < k; j++) {
+            const double term = (double)x[(size_t)(t * k + j)] * bf16_to_f32(w[(size_t)(r * k + j)]);
+            exact += term, magnitude += std::fabs(term);
+          }
+          ASSERT_NEAR(got[i], exact, 1.2e-7 * (double)(k + 3) * magnitude + 1e-30)
+              << label << " n=" << n << " k=" << k << " m=" << m << " token " << t << " row " << r;
+          worst_tiles = std::max(worst_tiles, std::fabs(got[i] - exact) / (magnitude + 1e-30));
+          worst_f32 = std::max(worst_f32, std::fabs(f32[i] - exact) / (magnitude + 1e-30));
+        }
+      EXPECT_LE(worst_tiles, 4 * worst_f32 + 1e-9) << label << " n=" << n << " k=" << k << " m=" << m
+                                                   << ": less accurate than the f32 kernel";
+    }
+  }
+}
+
+}  // namespace
+
+TEST(AmxTiles, EmulatedBf16RowsAreAsAccurateAsF32) {
+  expect_bf16_rows_as_accurate_as_f32(rows_bf16_amx_emulated, "emulated bf16 rows");
+}
+
+TEST(AmxTiles, HardwareBf16RowsAreAsAccurateAsF32) {
+  if (std::string why = test::amx_unavailable(cpu_features().amx_bf16, "bf16"); !why.empty()) GTEST_SKIP() << why;
+  expect_bf16_rows_as_accurate_as_f32(rows_bf16_amx, "AMX bf16 rows");
+  EXPECT_TRUE(amx_bf16_rows_usable()) << "the start-up check refused the tiles the test above accepted";
+  EXPECT_EQ(rows_kernel(WType::BF16, Isa::Avx512, kAmxBf16Tokens), rows_bf16_amx) << "prefill does not take the tiles";
 }

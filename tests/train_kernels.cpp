@@ -11,6 +11,7 @@
 #include "core/threads.h"
 #include "train/gemm.h"
 #include "train/rowops.h"
+#include "amx_available.h"
 #include "random_values.h"
 
 using namespace kvad;
@@ -132,10 +133,7 @@ TEST(TrainGemm, EmulatedAmxTilesMatchTheRoundedReference) {
 }
 
 TEST(TrainGemm, AmxTilesMatchTheRoundedReference) {
-  if (!cpu_features().amx_bf16)
-    GTEST_SKIP() << "this CPU has no AMX bf16 tiles (lscpu | grep amx is empty; " << cpu_summary()
-                 << "): the tile instructions were not run";
-  if (!amx_enabled()) GTEST_SKIP() << "AMX is here but not enabled: KVAD_ISA asks for less, or Linux refused the tile state";
+  if (std::string why = test::amx_unavailable(cpu_features().amx_bf16, "bf16"); !why.empty()) GTEST_SKIP() << why;
   const MicroKernel uk = micro_kernel_amx();
   expect_bf16_products(&uk, "AMX");
   EXPECT_TRUE(amx_bf16_train_usable()) << "the start-up check refused the tiles the test above accepted";

@@ -239,7 +239,7 @@ void Weight::matmul(const float* x, int64_t n, float* y) const {
 
 void Weight::matmul_serial(const float* x, int64_t n, float* y) const {
   if (quantized_ || kq_) return matmul(x, n, y);
-  kernels::rows_kernel(wt_, best_isa())(x, n, cols_, data_, rows_, 0, rows_, y);
+  kernels::rows_kernel(wt_, best_isa(), n)(x, n, cols_, data_, rows_, 0, rows_, y);
 }
 
 void Weight::matmul_group(const float* x, int64_t n, std::initializer_list<std::pair<const Weight*, float*>> outs) {
@@ -342,7 +342,7 @@ void Weight::matmul_jobs(const Job* jobs, int count) {
         kq_tiles(kacts[(size_t)act[(size_t)i]], w.kq_, b, e, j.y);
       else if (w.kq_) kernels::krows_kernel(w.kq_.type(), isa)(kacts[(size_t)act[(size_t)i]], w.kq_, r0, r1, j.y);
       else if (w.quantized_) kernels::qgroups_kernel(w.q_.kind(), isa, j.n)(qacts[(size_t)act[(size_t)i]], w.q_, b, e, j.y);
-      else kernels::rows_kernel(w.wt_, isa)(j.x, j.n, w.cols_, w.data_, w.rows_, r0, r1, j.y);
+      else kernels::rows_kernel(w.wt_, isa, j.n)(j.x, j.n, w.cols_, w.data_, w.rows_, r0, r1, j.y);
       if (j.then) j.then(j.ctx, r0, r1);
     }
   };

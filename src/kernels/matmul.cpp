@@ -1,9 +1,11 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/rng.h"
 #include "core/threads.h"
 
 namespace kvad::kernels {
@@ -38,8 +40,37 @@ void rows_bf16_scalar(const float* x, int64_t n, int64_t k, const void* w, int64
   rows_scalar(x, n, k, m, rb, re, y, [&](int64_t r, int64_t i) { return bf16_to_f32(W[r * k + i]); });
 }
 
-RowsFn rows_kernel(WType wt, Isa isa) {
 #if defined(__x86_64__)
+// The tiles against the AVX-512 kernel on a ragged product: 21 tokens (a part tile), 45 rows (a
+// part tile of 32), 83 inputs (a part step, odd k). Both sum f32 products, in different orders.
+static bool amx_bf16_rows_agree() {
+  const int64_t n = 21, m = 45, k = 83;
+  Rng rng(20261205);
+  std::vector<float> x((size_t)(n * k)), tiles((size_t)(n * m)), vector((size_t)(n * m));
+  std::vector<uint16_t> w((size_t)(m * k));
+  for (float& v : x) v = (float)(rng.uniform() * 2 - 1);
+  for (uint16_t& v : w) v = f32_to_bf16((float)(rng.uniform() * 2 - 1));
+  rows_bf16_amx(x.data(), n, k, w.data(), m, 0, m, tiles.data());
+  rows_bf16_avx512(x.data(), n, k, w.data(), m, 0, m, vector.data());
+  for (size_t i = 0; i < tiles.size(); i++)
+    if (!(std::fabs(tiles[i] - vector[i]) <= 1e-5f * (1 + std::fabs(vector[i])))) return false;
+  return true;
+}
+#endif
+
+bool amx_bf16_rows_usable() {
+#if defined(__x86_64__)
+  static const bool usable = amx_usable_for(cpu_features().amx_bf16, "bf16 weights'", amx_bf16_rows_agree);
+  return usable;
+#else
+  return false;
+#endif
+}
+
+RowsFn rows_kernel(WType wt, Isa isa, int64_t tokens) {
+#if defined(__x86_64__)
+  if (wt == WType::BF16 && isa == Isa::Avx512 && tokens >= kAmxBf16Tokens && amx_bf16_rows_usable())
+    return rows_bf16_amx;
   if (isa == Isa::Avx512) return wt == WType::F32 ? rows_f32_avx512 : rows_bf16_avx512;
   if (isa == Isa::Avx2) return wt == WType::F32 ? rows_f32_avx2 : rows_bf16_avx2;
 #endif
@@ -47,7 +78,7 @@ RowsFn rows_kernel(WType wt, Isa isa) {
 }
 
 void matmul(const float* x, int64_t n, int64_t k, const void* w, WType wt, int64_t m, float* y, Isa isa) {
-  RowsFn fn = rows_kernel(wt, isa);
+  RowsFn fn = rows_kernel(wt, isa, n);
   // Split the output rows: each thread streams its own part of W once, whatever n is.
   int64_t grain = 16;
   if (m * k < 32 * 1024) {  // too small to be worth waking the pool
@@ -88,7 +119,7 @@ void matmul_multi(const float* x, int64_t n, int64_t k, const void* const* w, co
     for (int i = 0; i < count && base < e; i++) {
       int64_t span = (m[i] + grain - 1) / grain;
       int64_t c0 = std::max(b, base) - base, c1 = std::min(e, base + span) - base;
-      if (c0 < c1) rows_kernel(wt[i], isa)(x, n, k, w[i], m[i], c0 * grain, std::min(m[i], c1 * grain), y[i]);
+      if (c0 < c1) rows_kernel(wt[i], isa, n)(x, n, k, w[i], m[i], c0 * grain, std::min(m[i], c1 * grain), y[i]);
       base += span;
     }
   });

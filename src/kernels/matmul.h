@@ -19,9 +19,15 @@ void matmul_multi(const float* x, int64_t n, int64_t k, const void* const* w, co
                   float* const* y, int count, Isa isa = best_isa());
 
 // y[i] = dot(x, W[row_begin + i]) for a range of rows, single-threaded (the pool's unit of work).
+// bf16 prefill (`tokens` from kAmxBf16Tokens) on AVX-512 takes the AMX tiles where
+// amx_bf16_rows_usable().
 using RowsFn = void (*)(const float* x, int64_t n, int64_t k, const void* w, int64_t m, int64_t row_begin,
                         int64_t row_end, float* y);
-RowsFn rows_kernel(WType wt, Isa isa);
+RowsFn rows_kernel(WType wt, Isa isa, int64_t tokens = 1);
+constexpr int64_t kAmxBf16Tokens = 16;
+// amx_enabled() and amx_bf16 (core/cpu.h), and the tiles agreed with the AVX-512 kernel on a small
+// ragged product at first use.
+bool amx_bf16_rows_usable();
 
 // y[n, m] = x[n, k] * B[k, m] with B row-major [k, m] (m contiguous), single-threaded: for a short
 // k against a long m (attention scores of 40-160-wide heads against thousands of keys, with the
@@ -35,6 +41,10 @@ void rows_f32_avx2(const float*, int64_t, int64_t, const void*, int64_t, int64_t
 void rows_bf16_avx2(const float*, int64_t, int64_t, const void*, int64_t, int64_t, int64_t, float*);
 void rows_f32_avx512(const float*, int64_t, int64_t, const void*, int64_t, int64_t, int64_t, float*);
 void rows_bf16_avx512(const float*, int64_t, int64_t, const void*, int64_t, int64_t, int64_t, float*);
+// AMX-BF16 (matmul_amx.cpp): yᵀ = W · xᵀ with W's rows as A tiles in place, each activation split
+// into three bf16 parts (f32's 24 bits); the emulated one runs over kernels/amx_tiles.h's model.
+void rows_bf16_amx(const float*, int64_t, int64_t, const void*, int64_t, int64_t, int64_t, float*);
+void rows_bf16_amx_emulated(const float*, int64_t, int64_t, const void*, int64_t, int64_t, int64_t, float*);
 void matmul_nn_scalar(const float* x, int64_t n, int64_t k, const float* b, int64_t m, float* y);
 void matmul_nn_avx512(const float* x, int64_t n, int64_t k, const float* b, int64_t m, float* y);
 void matmul_nn_avx2(const float* x, int64_t n, int64_t k, const float* b, int64_t m, float* y);
