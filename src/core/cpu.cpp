@@ -1,5 +1,6 @@
 #include "core/cpu.h"
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -8,8 +9,9 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
-#if defined(__linux__) && defined(__x86_64__)
+#if defined(__linux__)
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #endif
 
@@ -96,13 +98,33 @@ bool amx_enabled() {
   return enabled;
 }
 
+std::string first_run_failure(bool (*check)(), int timeout_s) {
+#if defined(__linux__)
+  const pid_t pid = fork();
+  if (pid == 0) {
+    alarm((unsigned)timeout_s);
+    _exit(check() ? 0 : 1);
+  }
+  int status = 0;
+  if (pid > 0 && waitpid(pid, &status, 0) == pid) {
+    if (WIFSIGNALED(status))
+      return WTERMSIG(status) == SIGALRM ? "did not finish in " + std::to_string(timeout_s) + " s"
+                                         : std::string("stopped with ") + strsignal(WTERMSIG(status));
+    return WEXITSTATUS(status) == 0 ? "" : "gave different results";
+  }
+#endif
+  (void)timeout_s;
+  return check() ? "" : "gave different results";  // no child process: checked here
+}
+
 bool amx_usable_for(bool feature, const char* products, bool (*agrees)()) {
   if (!amx_enabled() || !feature) return false;
-  if (agrees()) return true;
+  const std::string failure = first_run_failure(agrees, 10);
+  if (failure.empty()) return true;
   std::fprintf(stderr,
-               "kvad: warning: the AMX tiles' %s products differ from the AVX-512 kernels' on this CPU (%s); "
-               "they stay on AVX-512. Please report it.\n",
-               products, cpu_summary().c_str());
+               "kvad: warning: the AMX tiles' %s products %s in their first-use check against the AVX-512 "
+               "kernels on this CPU (%s); they stay on AVX-512. Please report it.\n",
+               products, failure.c_str(), cpu_summary().c_str());
   return false;
 }
 

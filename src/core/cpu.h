@@ -30,6 +30,11 @@ bool amx_enabled();
 // reproduce its vector kernel on a small product). A disagreement prints a warning naming the
 // `products` and keeps the vector kernel. Call once, from a function-local static.
 bool amx_usable_for(bool feature, const char* products, bool (*agrees)());
+// The tile kernels were written and tested on CPUs without tiles (over kernels/amx_tiles.h's
+// model), so amx_usable_for runs `check` in a child process (Linux): a fault or a hang there
+// costs the tiles, not the user's process. "" when it returned true, else what went wrong. The
+// child has only this thread: `check` must not use the thread pool.
+std::string first_run_failure(bool (*check)(), int timeout_s);
 const char* isa_name(Isa isa);
 std::string cpu_summary();
 
