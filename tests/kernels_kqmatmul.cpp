@@ -13,6 +13,7 @@
 #include "core/rng.h"
 #include "kernels/kqmatmul.h"
 #include "quant/kquant.h"
+#include "amx_available.h"
 #include "random_values.h"
 
 using namespace kvad;
@@ -234,6 +235,41 @@ TEST(KQuant, TilesMatchScalarToRounding) {
         EXPECT_LT(from_f64, 1e-6) << dtype_name(type) << " " << isa_name(isa) << " rows=" << rows << " n=" << n << " threaded=" << threaded;
       }
     }
+}
+
+// The AMX tiles (kqmatmul_amx.cpp) take the AVX-512 tiles' unpacked groups and scale each
+// sub-block's exact sums in the same order: equal bit for bit. Over the model of the tiles on any
+// AVX-512 CPU, over the real tiles where the CPU has them. Tokens from a part tile to several
+// tiles with a tail; a thread's share that starts past group 0 writes nothing outside it.
+TEST(KQuant, AmxTilesEqualAvx512TilesBitForBit) {
+  if (best_isa() < Isa::Avx512) GTEST_SKIP() << "no AVX-512 on this CPU (" << cpu_summary() << "): the model runs on it";
+  const std::string no_hardware = test::amx_unavailable(cpu_features().amx_int8, "int8");
+  Rng rng(17);
+  for (DType type : kTypes)
+    for (auto [rows, cols, n] : {std::tuple<int64_t, int64_t, int64_t>{37, 768, 21}, {16, 256, 16}, {45, 1024, 9}, {80, 512, 40}}) {
+      Case c(rng, type, rows, cols, n);
+      const int64_t groups = (rows + 15) / 16;
+      for (int64_t g0 : {int64_t{0}, groups / 2}) {
+        std::vector<float> want((size_t)(n * rows), NAN);
+        kgroups_tiles_avx512(c.a, c.w, g0, groups, want.data());
+        for (int hardware = 0; hardware < (no_hardware.empty() ? 2 : 1); hardware++) {
+          std::vector<float> got((size_t)(n * rows), NAN);
+          (hardware ? kgroups_tiles_amx : kgroups_tiles_amx_emulated)(c.a, c.w, g0, groups, got.data());
+          for (size_t i = 0; i < got.size(); i++) {
+            if (std::isnan(want[i])) {
+              ASSERT_TRUE(std::isnan(got[i])) << "wrote outside its groups at " << i;
+              continue;
+            }
+            ASSERT_EQ(std::memcmp(&got[i], &want[i], 4), 0)
+                << (hardware ? "AMX " : "emulated ") << dtype_name(type) << " rows=" << rows << " n=" << n
+                << " g0=" << g0 << " token " << (int64_t)i / rows << " row " << (int64_t)i % rows << ": " << got[i]
+                << " vs " << want[i];
+          }
+        }
+      }
+    }
+  if (!no_hardware.empty()) GTEST_SKIP() << "the model passed; " << no_hardware;
+  EXPECT_TRUE(amx_kq_usable()) << "the start-up check refused the tiles the test above accepted";
 }
 
 TEST(KQuant, DequantisationFollowsTheLayout) {

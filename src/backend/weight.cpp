@@ -329,7 +329,7 @@ void Weight::matmul_jobs(const Job* jobs, int count) {
   }
   const Isa isa = best_isa();
   // Read here: the pool's threads have their own tiles switch.
-  const kernels::KGroupsFn kq_tiles = kernels::kq_tiles_allowed() ? kernels::kgroups_tiles_kernel(isa) : nullptr;
+  const bool kq_tiles = kernels::kq_tiles_allowed() && kernels::kgroups_tiles_kernel(isa);
   auto run = [&](int64_t u0, int64_t u1) {
     for (int i = 0; i < count && first_unit[(size_t)i] < u1; i++) {
       const int64_t base = first_unit[(size_t)i], b = std::max(u0, base) - base,
@@ -339,7 +339,7 @@ void Weight::matmul_jobs(const Job* jobs, int count) {
       const Weight& w = *j.w;
       const int64_t r0 = b * kJobRows, r1 = std::min(w.rows_, e * kJobRows);
       if (w.kq_ && kq_tiles && j.n >= kernels::kKqTileTokens)  // prefill: a unit is a tile group
-        kq_tiles(kacts[(size_t)act[(size_t)i]], w.kq_, b, e, j.y);
+        kernels::kgroups_tiles_kernel(isa, j.n)(kacts[(size_t)act[(size_t)i]], w.kq_, b, e, j.y);
       else if (w.kq_) kernels::krows_kernel(w.kq_.type(), isa)(kacts[(size_t)act[(size_t)i]], w.kq_, r0, r1, j.y);
       else if (w.quantized_) kernels::qgroups_kernel(w.q_.kind(), isa, j.n)(qacts[(size_t)act[(size_t)i]], w.q_, b, e, j.y);
       else kernels::rows_kernel(w.wt_, isa, j.n)(j.x, j.n, w.cols_, w.data_, w.rows_, r0, r1, j.y);

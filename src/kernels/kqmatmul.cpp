@@ -2,8 +2,10 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/dtype.h"
+#include "core/rng.h"
 #include "core/threads.h"
 
 namespace kvad::kernels {
@@ -109,8 +111,40 @@ static thread_local bool tiles_allowed = true;
 void set_kq_tiles_allowed(bool allowed) { tiles_allowed = allowed; }
 bool kq_tiles_allowed() { return tiles_allowed; }
 
-KGroupsFn kgroups_tiles_kernel(Isa isa) {
 #if defined(__x86_64__)
+// The AMX tiles against the AVX-512 ones: 37 rows (a part group), 2 super-blocks, 21 tokens (a
+// tail tile), Q4_K and Q6_K (Q5_K differs from Q4_K only in the shared unpacking). Bit for bit.
+static bool amx_kq_agree() {
+  const int64_t rows = 37, cols = 512, tokens = 21;
+  Rng rng(20261205);
+  std::vector<float> w((size_t)(rows * cols)), x((size_t)(tokens * cols));
+  for (float& v : w) v = (float)(rng.uniform() * 2 - 1);
+  for (float& v : x) v = (float)(rng.uniform() * 2 - 1);
+  KActs acts;
+  quantize_kacts(x.data(), tokens, cols, acts, Isa::Avx512);
+  for (DType type : {DType::Q4_K, DType::Q6_K}) {
+    const KQuantMatrix q = KQuantMatrix::quantize(type, w.data(), rows, cols);
+    std::vector<float> tiles((size_t)(tokens * rows), 1.0f), vector((size_t)(tokens * rows), 2.0f);
+    kgroups_tiles_amx(acts, q, 0, (rows + 15) / 16, tiles.data());
+    kgroups_tiles_avx512(acts, q, 0, (rows + 15) / 16, vector.data());
+    if (std::memcmp(tiles.data(), vector.data(), tiles.size() * sizeof(float)) != 0) return false;
+  }
+  return true;
+}
+#endif
+
+bool amx_kq_usable() {
+#if defined(__x86_64__)
+  static const bool usable = amx_usable_for(cpu_features().amx_int8, "K-quant", amx_kq_agree);
+  return usable;
+#else
+  return false;
+#endif
+}
+
+KGroupsFn kgroups_tiles_kernel(Isa isa, int64_t tokens) {
+#if defined(__x86_64__)
+  if (isa == Isa::Avx512 && tokens >= kAmxKqTokens && amx_kq_usable()) return kgroups_tiles_amx;
   if (isa == Isa::Avx512) return kgroups_tiles_avx512;
   if (isa == Isa::Avx2) return kgroups_tiles_avx2;
 #endif
@@ -119,7 +153,7 @@ KGroupsFn kgroups_tiles_kernel(Isa isa) {
 }
 
 void kqmatmul(const KActs& x, const KQuantMatrix& w, float* y, Isa isa) {
-  if (KGroupsFn tiles = kgroups_tiles_kernel(isa); tiles && x.n >= kKqTileTokens && tiles_allowed) {
+  if (KGroupsFn tiles = kgroups_tiles_kernel(isa, x.n); tiles && x.n >= kKqTileTokens && tiles_allowed) {
     // Groups of 16 rows in pieces of ~32 KB, even on AVX-512, whose tile takes two groups at a time.
     const int64_t group_bytes = 16 * (int64_t)w.row_bytes();
     const int64_t piece = isa == Isa::Avx512 ? ThreadPool::item_pairs_per_piece(group_bytes) : ThreadPool::items_per_piece(group_bytes);

@@ -48,6 +48,16 @@ void kgroups_tiles_avx2(const KActs& x, const KQuantMatrix& w, int64_t g0, int64
 // The tiles of an ISA (nullptr where there are none: scalar), for prefill's kKqTileTokens rows or
 // more; its units are groups of 16 rows.
 using KGroupsFn = void (*)(const KActs& x, const KQuantMatrix& w, int64_t g0, int64_t g1, float* y);
-KGroupsFn kgroups_tiles_kernel(Isa isa);
+// From kAmxKqTokens `tokens` on, AVX-512 takes the AMX tiles where amx_kq_usable().
+KGroupsFn kgroups_tiles_kernel(Isa isa, int64_t tokens = kKqTileTokens);
+inline constexpr int64_t kAmxKqTokens = 16;
+// AMX int8 (kqmatmul_amx.cpp): the AVX-512 tiles' unpacked groups as B tiles, a sub-block a
+// TDPBSUD; bit for bit the AVX-512 tiles' results. The emulated one runs the same code over
+// kernels/amx_tiles.h's model of the tiles, for tests on CPUs without AMX.
+void kgroups_tiles_amx(const KActs& x, const KQuantMatrix& w, int64_t g0, int64_t g1, float* y);
+void kgroups_tiles_amx_emulated(const KActs& x, const KQuantMatrix& w, int64_t g0, int64_t g1, float* y);
+// amx_enabled() and amx_int8 (core/cpu.h), and the tiles equalled the AVX-512 ones on a small
+// ragged product at first use.
+bool amx_kq_usable();
 
 }  // namespace kvad::kernels
