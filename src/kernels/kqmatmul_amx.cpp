@@ -36,21 +36,23 @@ inline __m512i bcast4(const void* p) {
   return _mm512_set1_epi32(v);
 }
 
-// Tokens t0..t0+M-1 against unpacked group g: y = xd * sum over super-blocks of
-// (sum_j (d sc_j) * dot_j - corr * pairs . sums), the arithmetic of kqmatmul_tiles_avx512.cpp.
+// Tokens t0..t0+M-1 (M = 0: t0..t0+m-1, a tail) against unpacked group g: y = xd * sum over
+// super-blocks of (sum_j (d sc_j) * dot_j - corr * pairs . sums), the arithmetic of
+// kqmatmul_tiles_avx512.cpp.
 template <class Tiles, K KIND, int M>
-void token_tile(const KActs& x, const Unpacked& u, int64_t g, int64_t rows, int64_t t0, float* y) {
+void token_tile(const KActs& x, const Unpacked& u, int64_t g, int64_t rows, int64_t t0, float* y, int m = M) {
+  const int count = M ? M : m;
   using Sh = Shape<KIND>;
   const int64_t nb = x.blocks, r0 = g * 16, valid = std::min<int64_t>(16, rows - r0);
   const __mmask16 mask = valid >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << valid) - 1);
   alignas(64) int32_t dots[2][16 * 16];
-  __m512 out[M];
+  __m512 out[16];
   #pragma GCC unroll 16
-  for (int t = 0; t < M; t++) out[t] = _mm512_setzero_ps();
+  for (int t = 0; t < count; t++) out[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; b++) {
-    __m512 f[M];
+    __m512 f[16];
     #pragma GCC unroll 16
-    for (int t = 0; t < M; t++) f[t] = _mm512_setzero_ps();
+    for (int t = 0; t < count; t++) f[t] = _mm512_setzero_ps();
     const int8_t* a = x.codes(t0, b);
     const uint8_t* codes = u.codes + b * 4096;
     for (int j = 0; j < Sh::J; j += 2) {  // J is even: two sub-blocks in flight
@@ -68,13 +70,13 @@ void token_tile(const KActs& x, const Unpacked& u, int64_t g, int64_t rows, int6
       for (int h = 0; h < 2; h++) {
         const __m512 sc = _mm512_load_ps(u.scale + (b * Sh::J + j + h) * 16);
         #pragma GCC unroll 16
-        for (int t = 0; t < M; t++)
+        for (int t = 0; t < count; t++)
           f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(dots[h] + 16 * t)), sc, f[t]);
       }
     }
     const __m512 corr = _mm512_load_ps(u.corr + b * 16);
     #pragma GCC unroll 16
-    for (int t = 0; t < M; t++) {
+    for (int t = 0; t < count; t++) {
       const int16_t* sums = KIND == K::Q6 ? x.bsums.data() + ((t0 + t) * nb + b) * 16 : x.sums32.data() + ((t0 + t) * nb + b) * 8;
       __m512i c = _mm512_setzero_si512();
       #pragma GCC unroll 8
@@ -84,18 +86,7 @@ void token_tile(const KActs& x, const Unpacked& u, int64_t g, int64_t rows, int6
     }
   }
   #pragma GCC unroll 16
-  for (int t = 0; t < M; t++) _mm512_mask_storeu_ps(y + (t0 + t) * rows + r0, mask, out[t]);
-}
-
-template <class Tiles, K KIND>
-void tail_tile(int m, const KActs& x, const Unpacked& u, int64_t g, int64_t rows, int64_t t0, float* y) {
-  switch (m) {
-#define KVAD_TAIL(n) \
-  case n: token_tile<Tiles, KIND, n>(x, u, g, rows, t0, y); break;
-    KVAD_TAIL(1) KVAD_TAIL(2) KVAD_TAIL(3) KVAD_TAIL(4) KVAD_TAIL(5) KVAD_TAIL(6) KVAD_TAIL(7) KVAD_TAIL(8)
-    KVAD_TAIL(9) KVAD_TAIL(10) KVAD_TAIL(11) KVAD_TAIL(12) KVAD_TAIL(13) KVAD_TAIL(14) KVAD_TAIL(15)
-#undef KVAD_TAIL
-  }
+  for (int t = 0; t < count; t++) _mm512_mask_storeu_ps(y + (t0 + t) * rows + r0, mask, out[t]);
 }
 
 template <class Tiles, K KIND>
@@ -117,7 +108,7 @@ void groups(const KActs& x, const KQuantMatrix& w, int64_t g0, int64_t g1, float
         const int m = (int)std::min<int64_t>(16, t1 - t);
         if (m != configured) Tiles::configure(config_for<KIND>(configured = m));
         if (m == 16) token_tile<Tiles, KIND, 16>(x, u, g, w.rows(), t, y);
-        else tail_tile<Tiles, KIND>(m, x, u, g, w.rows(), t, y);
+        else token_tile<Tiles, KIND, 0>(x, u, g, w.rows(), t, y, m);
       }
     }
   }

@@ -43,12 +43,15 @@ void unpack_q4_group(const QuantMatrix& w, int64_t g, uint8_t* out) {
 }
 
 // out[i] += the block's scaled dot products of token t0 + i, the arithmetic of qmatmul_avx512.cpp.
+// M tokens, or (M = 0, a tail) m of them.
 template <QKind K, int M>
-inline void scale_block(const int32_t* dots, const QuantActs& x, const uint8_t* rec, int64_t t0, int64_t b, __m512* out) {
+inline void scale_block(const int32_t* dots, const QuantActs& x, const uint8_t* rec, int64_t t0, int64_t b, __m512* out,
+                        int m) {
+  const int count = M ? M : m;
   const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(rec + (K == QKind::Q8 ? 512 : 256))));
   if constexpr (K == QKind::Q8) {
     #pragma GCC unroll 16
-    for (int i = 0; i < M; i++) {
+    for (int i = 0; i < count; i++) {
       const size_t s = (size_t)((t0 + i) * x.blocks + b);
       __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(dots + 16 * i)), _mm512_set1_ps(x.scale[s]),
                                  _mm512_set1_ps(-128.0f * x.sum[s]));
@@ -57,7 +60,7 @@ inline void scale_block(const int32_t* dots, const QuantActs& x, const uint8_t* 
   } else {
     const __m512 m = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(rec + 288)));
     #pragma GCC unroll 16
-    for (int i = 0; i < M; i++) {
+    for (int i = 0; i < count; i++) {
       const size_t s = (size_t)((t0 + i) * x.blocks + b);
       __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(dots + 16 * i)), _mm512_set1_ps(x.scale[s]));
       out[i] = _mm512_fmadd_ps(m, _mm512_set1_ps(x.sum[s]), _mm512_fmadd_ps(d, f, out[i]));
@@ -65,16 +68,18 @@ inline void scale_block(const int32_t* dots, const QuantActs& x, const uint8_t* 
   }
 }
 
-// Tokens t0..t0+M-1 against group g, whose B tiles start at btiles (a block every bstride bytes).
+// Tokens t0..t0+M-1 (M = 0: t0..t0+m-1, a tail) against group g, whose B tiles start at btiles
+// (a block every bstride bytes).
 template <class Tiles, QKind K, int M>
 void token_tile(const QuantActs& x, const QuantMatrix& w, int64_t g, const uint8_t* btiles, int64_t bstride, int64_t t0,
-                float* y) {
+                float* y, int m = M) {
+  const int count = M ? M : m;
   const int64_t nb = w.blocks(), astride = x.blocks * 32;
   const int8_t* a = x.codes(t0);
   alignas(64) int32_t dots0[16 * 16], dots1[16 * 16];
-  __m512 out[M];
+  __m512 out[16];
   #pragma GCC unroll 16
-  for (int i = 0; i < M; i++) out[i] = _mm512_setzero_ps();
+  for (int i = 0; i < count; i++) out[i] = _mm512_setzero_ps();
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2) {
     Tiles::template load<kA0>(a + b * 32, astride);
@@ -87,8 +92,8 @@ void token_tile(const QuantActs& x, const QuantMatrix& w, int64_t g, const uint8
     Tiles::template dpbsud<kC1, kA1, kB1>();
     Tiles::template store<kC0>(dots0, 64);
     Tiles::template store<kC1>(dots1, 64);
-    scale_block<K, M>(dots0, x, w.record(g, b), t0, b, out);
-    scale_block<K, M>(dots1, x, w.record(g, b + 1), t0, b + 1, out);
+    scale_block<K, M>(dots0, x, w.record(g, b), t0, b, out, m);
+    scale_block<K, M>(dots1, x, w.record(g, b + 1), t0, b + 1, out, m);
   }
   if (b < nb) {
     Tiles::template load<kA0>(a + b * 32, astride);
@@ -96,24 +101,12 @@ void token_tile(const QuantActs& x, const QuantMatrix& w, int64_t g, const uint8
     Tiles::template zero<kC0>();
     Tiles::template dpbsud<kC0, kA0, kB0>();
     Tiles::template store<kC0>(dots0, 64);
-    scale_block<K, M>(dots0, x, w.record(g, b), t0, b, out);
+    scale_block<K, M>(dots0, x, w.record(g, b), t0, b, out, m);
   }
   const int64_t r0 = g * 16, valid = std::min<int64_t>(16, w.rows() - r0);
   const __mmask16 mask = valid >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << valid) - 1);
   #pragma GCC unroll 16
-  for (int i = 0; i < M; i++) _mm512_mask_storeu_ps(y + (t0 + i) * w.rows() + r0, mask, out[i]);
-}
-
-template <class Tiles, QKind K>
-void tail_tile(int m, const QuantActs& x, const QuantMatrix& w, int64_t g, const uint8_t* bt, int64_t bs, int64_t t0,
-               float* y) {
-  switch (m) {
-#define KVAD_TAIL(n) \
-  case n: token_tile<Tiles, K, n>(x, w, g, bt, bs, t0, y); break;
-    KVAD_TAIL(1) KVAD_TAIL(2) KVAD_TAIL(3) KVAD_TAIL(4) KVAD_TAIL(5) KVAD_TAIL(6) KVAD_TAIL(7) KVAD_TAIL(8)
-    KVAD_TAIL(9) KVAD_TAIL(10) KVAD_TAIL(11) KVAD_TAIL(12) KVAD_TAIL(13) KVAD_TAIL(14) KVAD_TAIL(15)
-#undef KVAD_TAIL
-  }
+  for (int i = 0; i < count; i++) _mm512_mask_storeu_ps(y + (t0 + i) * w.rows() + r0, mask, out[i]);
 }
 
 template <class Tiles, QKind K>
@@ -136,7 +129,7 @@ void groups(const QuantActs& x, const QuantMatrix& w, int64_t g0, int64_t g1, fl
         const int m = (int)std::min<int64_t>(16, t1 - t);
         if (m != configured) Tiles::configure(config_for(configured = m));
         if (m == 16) token_tile<Tiles, K, 16>(x, w, g, bt, bs, t, y);
-        else tail_tile<Tiles, K>(m, x, w, g, bt, bs, t, y);
+        else token_tile<Tiles, K, 0>(x, w, g, bt, bs, t, y, m);
       }
     }
   }
