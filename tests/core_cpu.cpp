@@ -2,9 +2,11 @@
 // (a wrong result, a fault, a hang) is reported and the caller goes on.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <csignal>
 
 #include "core/cpu.h"
+#include "core/threads.h"
 
 using namespace kvad;
 
@@ -23,6 +25,21 @@ TEST(CpuFirstRun, AFaultIsReportedAndThisProcessGoesOn) {
       10);
   EXPECT_NE(why.find("stopped with"), std::string::npos) << why;
   EXPECT_NE(why.find("Illegal instruction"), std::string::npos) << why;
+}
+
+TEST(CpuFirstRun, TheThreadPoolRunsInlineInTheChild) {
+  // The child has only the forking thread: a region waiting for the pool's workers would hang
+  // (the K-quant check's quantiser did, found through KVAD_AMX_EMULATE).
+  if (pool().size() < 2) set_threads(2);
+  EXPECT_EQ(first_run_failure(
+                [] {
+                  std::atomic<int64_t> sum{0};
+                  pool().parallel_for(1000, 1, [&](int64_t b, int64_t e) { sum += e - b; });
+                  pool().parallel_for_balanced(1000, 10, [&](int64_t b, int64_t e) { sum += e - b; });
+                  return sum == 2000;
+                },
+                10),
+            "");
 }
 
 TEST(CpuFirstRun, AHangIsCutOff) {

@@ -9,6 +9,8 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#include "core/threads.h"
+
 #if defined(__linux__)
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -87,13 +89,22 @@ static bool request_tile_permission() {
 #endif
 }
 
+bool amx_emulated() {
+  static const bool emulated = [] {
+    const char* v = std::getenv("KVAD_AMX_EMULATE");
+    return v && *v && std::strcmp(v, "0") != 0;
+  }();
+  return emulated;
+}
+
 bool amx_enabled() {
   static const bool enabled = [] {
     const CpuFeatures& f = cpu_features();
-    if (!f.amx_tile || best_isa() != Isa::Avx512) return false;
+    if (best_isa() != Isa::Avx512) return false;
     const char* env = std::getenv("KVAD_ISA");
     if (env && *env && std::strcmp(env, "amx") != 0) return false;  // asked for a lower ISA
-    return request_tile_permission();
+    if (amx_emulated()) return true;
+    return f.amx_tile && request_tile_permission();
   }();
   return enabled;
 }
@@ -102,6 +113,7 @@ std::string first_run_failure(bool (*check)(), int timeout_s) {
 #if defined(__linux__)
   const pid_t pid = fork();
   if (pid == 0) {
+    ThreadPool::run_inline_on_this_thread();  // the pool's workers stayed in the parent
     alarm((unsigned)timeout_s);
     _exit(check() ? 0 : 1);
   }
@@ -118,9 +130,14 @@ std::string first_run_failure(bool (*check)(), int timeout_s) {
 }
 
 bool amx_usable_for(bool feature, const char* products, bool (*agrees)()) {
-  if (!amx_enabled() || !feature) return false;
-  const std::string failure = first_run_failure(agrees, 10);
-  if (failure.empty()) return true;
+  if (!amx_enabled() || !(feature || amx_emulated())) return false;
+  const std::string failure = first_run_failure(agrees, amx_emulated() ? 60 : 10);
+  if (failure.empty()) {
+    if (amx_emulated())
+      std::fprintf(stderr, "kvad: note: %s products on a software model of the AMX tiles (KVAD_AMX_EMULATE: for tests, slow)\n",
+                   products);
+    return true;
+  }
   std::fprintf(stderr,
                "kvad: warning: the AMX tiles' %s products %s in their first-use check against the AVX-512 "
                "kernels on this CPU (%s); they stay on AVX-512. Please report it.\n",
@@ -143,7 +160,8 @@ std::string cpu_summary() {
   else if (f.avx2) s += " (avx2";
   else s += " (";
   if (f.avx512bf16) s += " bf16";
-  if (f.amx_tile) s += amx_enabled() ? " amx" : " amx unused";
+  if (amx_emulated() && amx_enabled()) s += " amx emulated";
+  else if (f.amx_tile) s += amx_enabled() ? " amx" : " amx unused";
   s += ")";
   return s;
 }

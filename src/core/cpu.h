@@ -26,6 +26,10 @@ Isa best_isa();
 // stay). Each kernel also needs its own feature (amx_int8, amx_bf16) and checks its results once
 // before taking the tiles (kernels/qmatmul.h, kernels/gemm.h).
 bool amx_enabled();
+// KVAD_AMX_EMULATE=1: on an AVX-512 CPU without tiles, amx_enabled() and the kernels run over the
+// software model of the tiles (kernels/amx_tiles.h), so a test can take every AMX path end to end
+// here (tests/cli_amx.cpp). Slow; prints a note per kernel family it takes.
+bool amx_emulated();
 // For a kernel's first use: amx_enabled(), the kernel's own `feature`, and `agrees()` (its tiles
 // reproduce its vector kernel on a small product). A disagreement prints a warning naming the
 // `products` and keeps the vector kernel. Call once, from a function-local static.
@@ -33,7 +37,7 @@ bool amx_usable_for(bool feature, const char* products, bool (*agrees)());
 // The tile kernels were written and tested on CPUs without tiles (over kernels/amx_tiles.h's
 // model), so amx_usable_for runs `check` in a child process (Linux): a fault or a hang there
 // costs the tiles, not the user's process. "" when it returned true, else what went wrong. The
-// child has only this thread: `check` must not use the thread pool.
+// child has only this thread: the pool's regions run inline there.
 std::string first_run_failure(bool (*check)(), int timeout_s);
 const char* isa_name(Isa isa);
 std::string cpu_summary();

@@ -19,6 +19,9 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return n_threads_; }
+  // Every region this thread starts runs inline from now on: for a child process after fork(),
+  // whose copy of the pool has no workers (core/cpu.cpp's first_run_failure).
+  static void run_inline_on_this_thread() { in_region_ = true; }
 
   // Calls fn(thread_index, n_threads) once on each thread and returns when all are done.
   template <typename F>

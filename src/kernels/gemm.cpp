@@ -111,7 +111,7 @@ static bool amx_bf16_gemm_agrees() {
   const PackedWeight w = PackedWeight::pack_bf16(wf.data(), m, k);
   const int64_t panels = (m + kPanel - 1) / kPanel;
   std::vector<float> tiles((size_t)(n * m)), vector((size_t)(n * m));
-  gemm_block_bf16_amx(a.data(), kp, w, 0, n, 0, panels, tiles.data());
+  (amx_emulated() ? gemm_block_bf16_amx_emulated : gemm_block_bf16_amx)(a.data(), kp, w, 0, n, 0, panels, tiles.data());
   gemm_block_bf16_avx512(a.data(), kp, w, 0, n, 0, panels, vector.data());
   for (size_t i = 0; i < tiles.size(); i++)
     if (!(std::fabs(tiles[i] - vector[i]) <= 1e-4f * (1 + std::fabs(vector[i])))) return false;
@@ -131,7 +131,8 @@ bool amx_bf16_gemm_usable() {
 void gemm_packed_bf16(const uint16_t* a, int64_t n, int64_t kp, const PackedWeight& w, float* c, Isa isa) {
 #if defined(__x86_64__)
   if (isa == Isa::Avx512 && n >= kAmxGemmRows && amx_bf16_gemm_usable()) {
-    for_each_task(n, w, [&](int64_t r0, int64_t r1, int64_t q0, int64_t q1) { gemm_block_bf16_amx(a, kp, w, r0, r1, q0, q1, c); });
+    auto block = amx_emulated() ? gemm_block_bf16_amx_emulated : gemm_block_bf16_amx;
+    for_each_task(n, w, [&](int64_t r0, int64_t r1, int64_t q0, int64_t q1) { block(a, kp, w, r0, r1, q0, q1, c); });
     return;
   }
   if (isa == Isa::Avx512) {

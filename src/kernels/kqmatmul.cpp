@@ -125,7 +125,7 @@ static bool amx_kq_agree() {
   for (DType type : {DType::Q4_K, DType::Q6_K}) {
     const KQuantMatrix q = KQuantMatrix::quantize(type, w.data(), rows, cols);
     std::vector<float> tiles((size_t)(tokens * rows), 1.0f), vector((size_t)(tokens * rows), 2.0f);
-    kgroups_tiles_amx(acts, q, 0, (rows + 15) / 16, tiles.data());
+    (amx_emulated() ? kgroups_tiles_amx_emulated : kgroups_tiles_amx)(acts, q, 0, (rows + 15) / 16, tiles.data());
     kgroups_tiles_avx512(acts, q, 0, (rows + 15) / 16, vector.data());
     if (std::memcmp(tiles.data(), vector.data(), tiles.size() * sizeof(float)) != 0) return false;
   }
@@ -144,7 +144,8 @@ bool amx_kq_usable() {
 
 KGroupsFn kgroups_tiles_kernel(Isa isa, int64_t tokens) {
 #if defined(__x86_64__)
-  if (isa == Isa::Avx512 && tokens >= kAmxKqTokens && amx_kq_usable()) return kgroups_tiles_amx;
+  if (isa == Isa::Avx512 && tokens >= kAmxKqTokens && amx_kq_usable())
+    return amx_emulated() ? kgroups_tiles_amx_emulated : kgroups_tiles_amx;
   if (isa == Isa::Avx512) return kgroups_tiles_avx512;
   if (isa == Isa::Avx2) return kgroups_tiles_avx2;
 #endif

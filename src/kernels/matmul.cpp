@@ -50,7 +50,7 @@ static bool amx_bf16_rows_agree() {
   std::vector<uint16_t> w((size_t)(m * k));
   for (float& v : x) v = (float)(rng.uniform() * 2 - 1);
   for (uint16_t& v : w) v = f32_to_bf16((float)(rng.uniform() * 2 - 1));
-  rows_bf16_amx(x.data(), n, k, w.data(), m, 0, m, tiles.data());
+  (amx_emulated() ? rows_bf16_amx_emulated : rows_bf16_amx)(x.data(), n, k, w.data(), m, 0, m, tiles.data());
   rows_bf16_avx512(x.data(), n, k, w.data(), m, 0, m, vector.data());
   for (size_t i = 0; i < tiles.size(); i++)
     if (!(std::fabs(tiles[i] - vector[i]) <= 1e-5f * (1 + std::fabs(vector[i])))) return false;
@@ -70,7 +70,7 @@ bool amx_bf16_rows_usable() {
 RowsFn rows_kernel(WType wt, Isa isa, int64_t tokens) {
 #if defined(__x86_64__)
   if (wt == WType::BF16 && isa == Isa::Avx512 && tokens >= kAmxBf16Tokens && amx_bf16_rows_usable())
-    return rows_bf16_amx;
+    return amx_emulated() ? rows_bf16_amx_emulated : rows_bf16_amx;
   if (isa == Isa::Avx512) return wt == WType::F32 ? rows_f32_avx512 : rows_bf16_avx512;
   if (isa == Isa::Avx2) return wt == WType::F32 ? rows_f32_avx2 : rows_bf16_avx2;
 #endif

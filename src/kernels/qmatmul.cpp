@@ -48,6 +48,11 @@ void qgroups_scalar(const QuantActs& x, const QuantMatrix& w, int64_t g0, int64_
 }
 
 #if defined(__x86_64__)
+static QGroupsFn amx_qgroups(QKind kind) {
+  if (amx_emulated()) return kind == QKind::Q8 ? qgroups_q8_amx_emulated : qgroups_q4_amx_emulated;
+  return kind == QKind::Q8 ? qgroups_q8_amx : qgroups_q4_amx;
+}
+
 // The AMX kernels against the AVX-512 ones on a ragged product: 37 rows (a part group), 7 blocks
 // (an odd count), 21 tokens (a tail tile). Exact int32 sums, the same scaling: equal bit for bit.
 static bool amx_qgroups_agree() {
@@ -61,7 +66,7 @@ static bool amx_qgroups_agree() {
   for (QKind kind : {QKind::Q8, QKind::Q4}) {
     QuantMatrix q = QuantMatrix::quantize(kind, w.data(), rows, cols);
     std::vector<float> tiles((size_t)(tokens * rows), 1.0f), vector((size_t)(tokens * rows), 2.0f);
-    (kind == QKind::Q8 ? qgroups_q8_amx : qgroups_q4_amx)(acts, q, 0, q.groups(), tiles.data());
+    amx_qgroups(kind)(acts, q, 0, q.groups(), tiles.data());
     (kind == QKind::Q8 ? qgroups_q8_avx512 : qgroups_q4_avx512)(acts, q, 0, q.groups(), vector.data());
     if (std::memcmp(tiles.data(), vector.data(), tiles.size() * sizeof(float)) != 0) return false;
   }
@@ -80,8 +85,7 @@ bool amx_qgroups_usable() {
 
 QGroupsFn qgroups_kernel(QKind kind, Isa isa, int64_t tokens) {
 #if defined(__x86_64__)
-  if (isa == Isa::Avx512 && tokens >= kAmxTokens && amx_qgroups_usable())
-    return kind == QKind::Q8 ? qgroups_q8_amx : qgroups_q4_amx;
+  if (isa == Isa::Avx512 && tokens >= kAmxTokens && amx_qgroups_usable()) return amx_qgroups(kind);
   if (isa == Isa::Avx512) return kind == QKind::Q8 ? qgroups_q8_avx512 : qgroups_q4_avx512;
   if (isa == Isa::Avx2) return kind == QKind::Q8 ? qgroups_q8_avx2 : qgroups_q4_avx2;
 #endif

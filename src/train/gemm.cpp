@@ -263,7 +263,7 @@ static bool amx_bf16_train_agrees() {
   for (float& v : b) v = (float)(rng.uniform() * 2 - 1);
   GemmShape g{M, N, K, a.data(), K, false, b.data(), N, false, tiles.data(), N, false, nullptr};
   g.bf16 = true;
-  gemm_with(g, micro_kernel_amx(), false);
+  gemm_with(g, amx_emulated() ? micro_kernel_amx_emulated() : micro_kernel_amx(), false);
   g.C = vector.data();
   gemm_with(g, micro_kernel_avx512(), false);
   for (size_t i = 0; i < tiles.size(); i++)
@@ -274,7 +274,7 @@ static bool amx_bf16_train_agrees() {
 
 bool amx_bf16_train_usable() {
 #if defined(__x86_64__)
-  static const bool usable = amx_usable_for(cpu_features().amx_bf16 && cpu_features().avx512bf16, "training bf16",
+  static const bool usable = amx_usable_for(cpu_features().avx512bf16 && (cpu_features().amx_bf16 || amx_emulated()), "training bf16",
                                             amx_bf16_train_agrees);
   return usable;
 #else
@@ -284,7 +284,7 @@ bool amx_bf16_train_usable() {
 
 MicroKernel bf16_micro_kernel(Isa isa) {
 #if defined(__x86_64__)
-  if (isa == Isa::Avx512 && amx_bf16_train_usable()) return micro_kernel_amx();
+  if (isa == Isa::Avx512 && amx_bf16_train_usable()) return amx_emulated() ? micro_kernel_amx_emulated() : micro_kernel_amx();
 #endif
   return micro_kernel(isa);
 }
