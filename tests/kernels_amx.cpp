@@ -184,7 +184,8 @@ using RowsKernel = void (*)(const float*, int64_t, int64_t, const void*, int64_t
 // scalar f32 kernel's (three parts sum 3k products, not k; two parts would be ~2^7 times worse).
 void expect_bf16_rows_as_accurate_as_f32(RowsKernel tiles, const char* label) {
   Rng rng(22);
-  const int64_t shapes[][3] = {{16, 32, 32}, {21, 83, 45}, {17, 896, 70}, {48, 64, 33}, {40, 1000, 20}, {33, 2, 3}};
+  const int64_t shapes[][3] = {{16, 32, 32}, {21, 83, 45}, {17, 896, 70}, {48, 64, 33}, {40, 1000, 20}, {33, 2, 3},
+                               {40, 4864, 37}};  // the last: three blocks of tokens (16 a block at 4864 inputs)
   for (auto& s : shapes) {
     const int64_t n = s[0], k = s[1], m = s[2];
     std::vector<float> x = randn(rng, (size_t)(n * k), 3), wf = randn(rng, (size_t)(m * k));

@@ -6,10 +6,11 @@
 #include <cstring>
 #include <thread>
 
+#include "core/threads.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
-#include "core/threads.h"
 
 #if defined(__linux__)
 #include <sys/syscall.h>

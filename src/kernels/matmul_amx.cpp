@@ -97,25 +97,31 @@ void rows_amx(const float* x, int64_t n, int64_t k, const void* wv, int64_t m, i
   const uint16_t* w = static_cast<const uint16_t*>(wv);
   thread_local PackedActs acts;
   thread_local std::vector<uint16_t> rows_copy;  // a last tile of < 32 rows, zero below
-  pack_acts(x, n, k, acts);
   const int64_t full_steps = k / 32, tail = k - full_steps * 32;
   alignas(64) uint16_t w_tail[32 * 32];
   Tiles::configure(all_16x64());
-  for (int64_t r = rb; r < re; r += 32) {
-    const int rows = (int)std::min<int64_t>(32, re - r);
-    const uint16_t* w32 = w + r * k;
-    if (rows < 32) {
-      rows_copy.assign((size_t)(32 * k), 0);
-      std::memcpy(rows_copy.data(), w32, (size_t)(rows * k) * 2);
-      w32 = rows_copy.data();
+  // Blocks of tokens whose packed activations (6 bytes an input) stay in L2 while every row tile
+  // of this thread's W passes over them: all n at once re-read them from memory per 32 rows.
+  const int64_t block = std::max<int64_t>(16, (512 * 1024) / (k * 2 * kParts) / 16 * 16);
+  for (int64_t t0 = 0; t0 < n; t0 += block) {
+    const int64_t count = std::min(block, n - t0);
+    pack_acts(x + t0 * k, count, k, acts);
+    for (int64_t r = rb; r < re; r += 32) {
+      const int rows = (int)std::min<int64_t>(32, re - r);
+      const uint16_t* w32 = w + r * k;
+      if (rows < 32) {
+        rows_copy.assign((size_t)(32 * k), 0);
+        std::memcpy(rows_copy.data(), w32, (size_t)(rows * k) * 2);
+        w32 = rows_copy.data();
+      }
+      if (tail) {
+        std::memset(w_tail, 0, sizeof w_tail);
+        for (int i = 0; i < 32; i++) std::memcpy(w_tail + i * 32, w32 + i * k + full_steps * 32, (size_t)tail * 2);
+      }
+      for (int64_t tt = 0; tt < acts.tiles; tt++)
+        tile_32x16<Tiles>(w32, k, full_steps, tail ? w_tail : nullptr, acts, tt,
+                          (int)std::min<int64_t>(16, count - tt * 16), rows, y + t0 * m + r, m);
     }
-    if (tail) {
-      std::memset(w_tail, 0, sizeof w_tail);
-      for (int i = 0; i < 32; i++) std::memcpy(w_tail + i * 32, w32 + i * k + full_steps * 32, (size_t)tail * 2);
-    }
-    for (int64_t tt = 0; tt < acts.tiles; tt++)
-      tile_32x16<Tiles>(w32, k, full_steps, tail ? w_tail : nullptr, acts, tt, (int)std::min<int64_t>(16, n - tt * 16),
-                        rows, y + r, m);
   }
   Tiles::release();
 }

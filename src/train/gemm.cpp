@@ -2,11 +2,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-
-#include <cmath>
 #include <vector>
 
 #include "core/error.h"
@@ -253,6 +252,8 @@ bool linear_bf16() { return g_linear_bf16; }
 bool bf16_gemm_supported() { return micro_kernel(best_isa()).run_bf16 != nullptr; }
 
 #if defined(__x86_64__)
+static MicroKernel amx_micro_kernel() { return amx_emulated() ? micro_kernel_amx_emulated() : micro_kernel_amx(); }
+
 // The tiles against vdpbf16ps on a ragged product (45 x 70 x 83: part tiles, an odd k, a part
 // step); both sum bf16 products in f32, in different orders.
 static bool amx_bf16_train_agrees() {
@@ -263,7 +264,7 @@ static bool amx_bf16_train_agrees() {
   for (float& v : b) v = (float)(rng.uniform() * 2 - 1);
   GemmShape g{M, N, K, a.data(), K, false, b.data(), N, false, tiles.data(), N, false, nullptr};
   g.bf16 = true;
-  gemm_with(g, amx_emulated() ? micro_kernel_amx_emulated() : micro_kernel_amx(), false);
+  gemm_with(g, amx_micro_kernel(), false);
   g.C = vector.data();
   gemm_with(g, micro_kernel_avx512(), false);
   for (size_t i = 0; i < tiles.size(); i++)
@@ -274,8 +275,7 @@ static bool amx_bf16_train_agrees() {
 
 bool amx_bf16_train_usable() {
 #if defined(__x86_64__)
-  static const bool usable = amx_usable_for(cpu_features().avx512bf16 && (cpu_features().amx_bf16 || amx_emulated()), "training bf16",
-                                            amx_bf16_train_agrees);
+  static const bool usable = amx_usable_for(cpu_features().amx_bf16, "training bf16", amx_bf16_train_agrees);
   return usable;
 #else
   return false;
@@ -284,7 +284,7 @@ bool amx_bf16_train_usable() {
 
 MicroKernel bf16_micro_kernel(Isa isa) {
 #if defined(__x86_64__)
-  if (isa == Isa::Avx512 && amx_bf16_train_usable()) return amx_emulated() ? micro_kernel_amx_emulated() : micro_kernel_amx();
+  if (isa == Isa::Avx512 && amx_bf16_train_usable()) return amx_micro_kernel();
 #endif
   return micro_kernel(isa);
 }
