@@ -11,6 +11,7 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/cpu.h"
@@ -43,10 +44,31 @@ std::vector<float> randn(size_t n, uint64_t seed) {
 }
 
 // args: n tokens, k inputs, m outputs, isa
+// The products' isa argument: 0-2 an Isa (2: AVX-512's vector kernels alone), 3: AVX-512 with
+// the AMX tiles, where amx_enabled(), so one process compares the two interleaved.
+struct IsaArg {
+  Isa isa = Isa::Scalar;
+  bool ok = false;
+  std::string label;
+  IsaArg(benchmark::State& st, int64_t arg) {
+    const bool tiles = arg == 3;
+    isa = tiles ? Isa::Avx512 : (Isa)arg;
+    if (isa > best_isa() || (tiles && !amx_enabled())) {
+      st.SkipWithError(tiles ? "no AMX tiles here (or KVAD_ISA asks for less)" : "ISA not available");
+      return;
+    }
+    set_amx_allowed(tiles);
+    ok = true;
+    label = std::string(isa_name(isa)) + (tiles ? "+amx" : "");
+  }
+  ~IsaArg() { set_amx_allowed(true); }
+};
+
 void BM_qmatmul(benchmark::State& st, QKind kind) {
   int64_t n = st.range(0), k = st.range(1), m = st.range(2);
-  Isa isa = (Isa)st.range(3);
-  if (isa > best_isa()) return st.SkipWithError("ISA not available");
+  const IsaArg arg(st, st.range(3));
+  if (!arg.ok) return;
+  const Isa isa = arg.isa;
   std::vector<float> w = randn((size_t)(m * k), 1), x = randn((size_t)(n * k), 2), y((size_t)(n * m));
   QuantMatrix q = QuantMatrix::quantize(kind, w.data(), m, k);
   QuantActs a;
@@ -57,15 +79,16 @@ void BM_qmatmul(benchmark::State& st, QKind kind) {
   }
   st.SetItemsProcessed(st.iterations() * n * k * m);
   st.SetBytesProcessed(st.iterations() * (int64_t)q.bytes());
-  st.SetLabel(std::string(qkind_name(kind)) + " " + isa_name(isa));
+  st.SetLabel(std::string(qkind_name(kind)) + " " + arg.label);
 }
 
 // GGUF K-quant rows (kernels/kqmatmul) against Q8_K activations; args as BM_qmatmul. kvad's
 // quantiser writes the same block layout llama.cpp's does (Q5_K: none, so Q4_K and Q6_K).
 void BM_kqmatmul(benchmark::State& st, DType type) {
   int64_t n = st.range(0), k = st.range(1), m = st.range(2);
-  Isa isa = (Isa)st.range(3);
-  if (isa > best_isa()) return st.SkipWithError("ISA not available");
+  const IsaArg arg(st, st.range(3));
+  if (!arg.ok) return;
+  const Isa isa = arg.isa;
   std::vector<float> w = randn((size_t)(m * k), 1), x = randn((size_t)(n * k), 2), y((size_t)(n * m));
   KQuantMatrix q = KQuantMatrix::quantize(type, w.data(), m, k);
   KActs a;
@@ -76,13 +99,14 @@ void BM_kqmatmul(benchmark::State& st, DType type) {
   }
   st.SetItemsProcessed(st.iterations() * n * k * m);
   st.SetBytesProcessed(st.iterations() * (int64_t)q.bytes());
-  st.SetLabel(std::string(dtype_name(type)) + " " + isa_name(isa));
+  st.SetLabel(std::string(dtype_name(type)) + " " + arg.label);
 }
 
 void BM_matmul(benchmark::State& st, kernels::WType wt) {
   int64_t n = st.range(0), k = st.range(1), m = st.range(2);
-  Isa isa = (Isa)st.range(3);
-  if (isa > best_isa()) return st.SkipWithError("ISA not available");
+  const IsaArg arg(st, st.range(3));
+  if (!arg.ok) return;
+  const Isa isa = arg.isa;
   std::vector<float> w = randn((size_t)(m * k), 1), x = randn((size_t)(n * k), 2), y((size_t)(n * m));
   std::vector<uint16_t> wb(w.size());
   for (size_t i = 0; i < w.size(); i++) wb[i] = f32_to_bf16(w[i]);
@@ -93,7 +117,7 @@ void BM_matmul(benchmark::State& st, kernels::WType wt) {
   }
   st.SetItemsProcessed(st.iterations() * n * k * m);
   st.SetBytesProcessed(st.iterations() * m * k * (wt == kernels::WType::F32 ? 4 : 2));
-  st.SetLabel(std::string(wt == kernels::WType::F32 ? "f32 " : "bf16 ") + isa_name(isa));
+  st.SetLabel(std::string(wt == kernels::WType::F32 ? "f32 " : "bf16 ") + arg.label);
 }
 
 // A decode step's matrix reads without the rest of the step: Qwen2.5-0.5B's 24 layers of
@@ -306,12 +330,13 @@ void BM_attention(benchmark::State& st) {
 }
 
 // gemm.h's packed product at an SD 1.5 UNet convolution's shape (im2col of 320 channels x 3 x 3
-// against 320 outputs over 64 x 64 pixels): args bf16 (0/1), ISA (1 AVX2, 2 AVX-512).
+// against 320 outputs over 64 x 64 pixels): args bf16 (0/1), ISA (1 AVX2, 2 AVX-512, 3 AMX).
 void BM_gemm_packed(benchmark::State& st) {
   const int64_t n = 4096, k = 2880, m = 320;
   const bool bf16 = st.range(0) != 0;
-  const Isa isa = (Isa)st.range(1);
-  if (isa > best_isa()) return st.SkipWithError("ISA not available");
+  const IsaArg arg(st, st.range(1));
+  if (!arg.ok) return;
+  const Isa isa = arg.isa;
   std::vector<float> a = randn((size_t)(n * k), 31), w = randn((size_t)(m * k), 32), c((size_t)(n * m));
   const kernels::PackedWeight pw = bf16 ? kernels::PackedWeight::pack_bf16(w.data(), m, k) : kernels::PackedWeight::pack_f32(w.data(), m, k);
   for (auto _ : st) {
@@ -319,7 +344,7 @@ void BM_gemm_packed(benchmark::State& st) {
     benchmark::DoNotOptimize(c.data());
   }
   st.SetItemsProcessed(st.iterations() * n * k * m);
-  st.SetLabel(std::string(bf16 ? "bf16 " : "f32 ") + isa_name(isa));
+  st.SetLabel(std::string(bf16 ? "bf16 " : "f32 ") + arg.label);
 }
 
 // BM_attention's decode query as a decode step meets it: the layer's cache last touched a token
@@ -425,20 +450,22 @@ void BM_sample(benchmark::State& st) {
 
 // Qwen2.5-0.5B: hidden 896, MLP 4864, vocab 151936; decode (1 token) and prefill (128 tokens).
 void shapes(benchmark::internal::Benchmark* b) {
-  for (int isa = 0; isa <= 2; isa++)
+  for (int isa = 0; isa <= 3; isa++)
     for (int64_t n : {1, 8, 128})
-      for (auto km : {std::pair<int64_t, int64_t>{896, 896}, {896, 4864}, {4864, 896}}) b->Args({n, km.first, km.second, isa});
+      for (auto km : {std::pair<int64_t, int64_t>{896, 896}, {896, 4864}, {4864, 896}})
+        if (isa < 3 || n >= 16) b->Args({n, km.first, km.second, isa});  // the tiles are for prefill
   for (int64_t n : {1, 4, 8, 16}) b->Args({n, 896, 151936, 2});  // the vocabulary projection: 136 MB at q8, past L3
   b->UseRealTime();
 }
 
 // Qwen3-0.6B's shapes (K-quants need inputs in multiples of 256), its tied Q6_K head past L3.
 void kshapes(benchmark::internal::Benchmark* b) {
-  for (int isa = 0; isa <= 2; isa++)
+  for (int isa = 0; isa <= 3; isa++)
     for (int64_t n : {1, 8, 16, 32, 128})
-      for (auto km : {std::pair<int64_t, int64_t>{1024, 1024}, {1024, 3072}, {3072, 1024}}) b->Args({n, km.first, km.second, isa});
+      for (auto km : {std::pair<int64_t, int64_t>{1024, 1024}, {1024, 3072}, {3072, 1024}})
+        if (isa < 3 || n >= 16) b->Args({n, km.first, km.second, isa});
   for (int64_t n : {1, 4}) b->Args({n, 1024, 151936, 2});
-  for (int64_t isa : {1, 2})
+  for (int64_t isa : {1, 2, 3})
     for (auto km : {std::pair<int64_t, int64_t>{1024, 3072}, {3072, 1024}}) b->Args({512, km.first, km.second, isa});  // prefill 512
   b->UseRealTime();
 }
@@ -459,7 +486,7 @@ BENCHMARK(BM_image_attention)->ArgsProduct({{4096}, {4096}, {8}, {40}, {0, 1}})-
     ->ArgsProduct({{4096}, {77}, {8}, {40}, {0, 1}})->ArgsProduct({{4096}, {4096}, {1}, {512}, {0, 1}})->UseRealTime();
 BENCHMARK(BM_quantize_acts)->Args({1, 896})->Args({128, 896})->Args({128, 4864})->UseRealTime();
 BENCHMARK(BM_empty_parallel_region)->UseRealTime();
-BENCHMARK(BM_gemm_packed)->ArgsProduct({{0, 1}, {1, 2}})->UseRealTime();
+BENCHMARK(BM_gemm_packed)->ArgsProduct({{0, 1}, {1, 2, 3}})->UseRealTime();
 BENCHMARK(BM_sample)->DenseRange(0, 4)->UseRealTime();
 BENCHMARK(BM_attention)->ArgsProduct({{1}, {512, 4096}, {4, 16, 64, 256, 4096}, {0}})->Args({1, 80, 16, 0})->Args({128, 128, 16, 0})->Args({512, 512, 16, 0})
     ->ArgsProduct({{1}, {1024, 4096}, {16}, {0, 1, 2}})

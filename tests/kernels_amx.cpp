@@ -73,6 +73,9 @@ TEST(AmxTiles, HardwareKernelsEqualAvx512BitForBit) {
   EXPECT_TRUE(amx_qgroups_usable()) << "the start-up check refused the tiles the test above accepted";
   EXPECT_EQ(qgroups_kernel(QKind::Q4, Isa::Avx512, kAmxTokens), qgroups_q4_amx) << "prefill does not take the tiles";
   EXPECT_EQ(qgroups_kernel(QKind::Q4, Isa::Avx512, 1), qgroups_q4_avx512) << "decode must stay on the vector kernel";
+  set_amx_allowed(false);  // what bench/micro.cpp's comparisons do
+  EXPECT_EQ(qgroups_kernel(QKind::Q4, Isa::Avx512, kAmxTokens), qgroups_q4_avx512) << "the tiles were not turned off";
+  set_amx_allowed(true);
 }
 
 TEST(AmxTiles, ModelMultipliesSignedByUnsignedBytes) {

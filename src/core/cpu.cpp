@@ -1,5 +1,6 @@
 #include "core/cpu.h"
 
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -109,6 +110,10 @@ bool amx_enabled() {
   }();
   return enabled;
 }
+
+static std::atomic<bool> g_amx_allowed{true};
+void set_amx_allowed(bool allowed) { g_amx_allowed.store(allowed, std::memory_order_relaxed); }
+bool amx_allowed() { return g_amx_allowed.load(std::memory_order_relaxed); }
 
 std::string first_run_failure(bool (*check)(), int timeout_s) {
 #if defined(__linux__)

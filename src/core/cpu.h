@@ -26,6 +26,11 @@ Isa best_isa();
 // stay). Each kernel also needs its own feature (amx_int8, amx_bf16) and checks its results once
 // before taking the tiles (kernels/qmatmul.h, kernels/gemm.h).
 bool amx_enabled();
+// Whether the kernels may take the tiles now (default yes; amx_enabled() still decides): off, the
+// same process runs AVX-512's vector kernels, for benchmarks that compare the two side by side
+// (bench/micro.cpp, isa argument 3).
+void set_amx_allowed(bool allowed);
+bool amx_allowed();
 // KVAD_AMX_EMULATE=1: on an AVX-512 CPU without tiles, amx_enabled() and the kernels run over the
 // software model of the tiles (kernels/amx_tiles.h), so a test can take every AMX path end to end
 // here (tests/cli_amx.cpp). Slow; prints a note per kernel family it takes.

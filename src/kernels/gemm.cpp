@@ -121,6 +121,7 @@ static bool amx_bf16_gemm_agrees() {
 
 bool amx_bf16_gemm_usable() {
 #if defined(__x86_64__)
+  if (!amx_allowed()) return false;  // checked first: the first-use check waits for an allowed call
   static const bool usable = amx_usable_for(cpu_features().amx_bf16, "bf16", amx_bf16_gemm_agrees);
   return usable;
 #else

@@ -60,7 +60,7 @@ void gemm_block_bf16_amx(const uint16_t* a, int64_t kp, const PackedWeight& w, i
 void gemm_block_bf16_amx_emulated(const uint16_t* a, int64_t kp, const PackedWeight& w, int64_t r0, int64_t r1,
                                   int64_t p0, int64_t p1, float* c);
 // amx_enabled() and amx_bf16 (core/cpu.h), and the tiles reproduced the AVX-512 bf16 kernel on a
-// small ragged product (to f32 rounding: the sums' order differs) at first use.
+// small ragged product (to f32 rounding: the sums' order differs) at first use, and amx_allowed().
 bool amx_bf16_gemm_usable();
 // From one whole tile of rows: fewer would be padded copies, multiplied for nothing.
 constexpr int64_t kAmxGemmRows = 32;

@@ -135,6 +135,7 @@ static bool amx_kq_agree() {
 
 bool amx_kq_usable() {
 #if defined(__x86_64__)
+  if (!amx_allowed()) return false;  // checked first: the first-use check waits for an allowed call
   static const bool usable = amx_usable_for(cpu_features().amx_int8, "K-quant", amx_kq_agree);
   return usable;
 #else

@@ -57,7 +57,7 @@ inline constexpr int64_t kAmxKqTokens = 16;
 void kgroups_tiles_amx(const KActs& x, const KQuantMatrix& w, int64_t g0, int64_t g1, float* y);
 void kgroups_tiles_amx_emulated(const KActs& x, const KQuantMatrix& w, int64_t g0, int64_t g1, float* y);
 // amx_enabled() and amx_int8 (core/cpu.h), and the tiles equalled the AVX-512 ones on a small
-// ragged product at first use.
+// ragged product at first use, and amx_allowed().
 bool amx_kq_usable();
 
 }  // namespace kvad::kernels

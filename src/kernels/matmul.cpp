@@ -60,6 +60,7 @@ static bool amx_bf16_rows_agree() {
 
 bool amx_bf16_rows_usable() {
 #if defined(__x86_64__)
+  if (!amx_allowed()) return false;  // checked first: the first-use check waits for an allowed call
   static const bool usable = amx_usable_for(cpu_features().amx_bf16, "bf16 weights'", amx_bf16_rows_agree);
   return usable;
 #else

@@ -26,7 +26,7 @@ using RowsFn = void (*)(const float* x, int64_t n, int64_t k, const void* w, int
 RowsFn rows_kernel(WType wt, Isa isa, int64_t tokens = 1);
 constexpr int64_t kAmxBf16Tokens = 16;
 // amx_enabled() and amx_bf16 (core/cpu.h), and the tiles agreed with the AVX-512 kernel on a small
-// ragged product at first use.
+// ragged product at first use, and amx_allowed().
 bool amx_bf16_rows_usable();
 
 // y[n, m] = x[n, k] * B[k, m] with B row-major [k, m] (m contiguous), single-threaded: for a short

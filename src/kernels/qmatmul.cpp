@@ -76,6 +76,7 @@ static bool amx_qgroups_agree() {
 
 bool amx_qgroups_usable() {
 #if defined(__x86_64__)
+  if (!amx_allowed()) return false;  // checked first: the first-use check waits for an allowed call
   static const bool usable = amx_usable_for(cpu_features().amx_int8, "q8/q4", amx_qgroups_agree);
   return usable;
 #else

@@ -25,7 +25,7 @@ QGroupsFn qgroups_kernel(QKind kind, Isa isa, int64_t tokens = 1);
 // Prefill only: a tile is 16 tokens, and decode reads each weight once whatever multiplies it.
 constexpr int64_t kAmxTokens = 16;
 // amx_enabled() and amx_int8 (core/cpu.h), and the AMX kernels reproduced the AVX-512 ones bit for bit on a
-// small ragged product at first use; a CPU where they do not gets a warning and the vector kernels.
+// small ragged product at first use, and amx_allowed(); a CPU where they do not gets a warning and the vector kernels.
 bool amx_qgroups_usable();
 
 void qgroups_scalar(const QuantActs&, const QuantMatrix&, int64_t, int64_t, float*);

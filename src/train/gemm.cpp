@@ -275,6 +275,7 @@ static bool amx_bf16_train_agrees() {
 
 bool amx_bf16_train_usable() {
 #if defined(__x86_64__)
+  if (!amx_allowed()) return false;  // checked first: the first-use check waits for an allowed call
   static const bool usable = amx_usable_for(cpu_features().amx_bf16, "training bf16", amx_bf16_train_agrees);
   return usable;
 #else

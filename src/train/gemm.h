@@ -90,7 +90,7 @@ MicroKernel bf16_micro_kernel(Isa isa);
 MicroKernel micro_kernel_amx();
 MicroKernel micro_kernel_amx_emulated();
 // amx_enabled() and amx_bf16 (core/cpu.h), and the tiles' products agreed with vdpbf16ps's on a
-// small ragged product at first use.
+// small ragged product at first use, and amx_allowed().
 bool amx_bf16_train_usable();
 // gemm() with a given micro-kernel (tests: the emulated AMX one).
 void gemm_with(const GemmShape& g, const MicroKernel& uk, bool parallel = true);
