@@ -19,6 +19,13 @@ struct alignas(64) TileConfig {
 };
 static_assert(sizeof(TileConfig) == 64);
 
+// Every tile 16 rows x 64 bytes: the bf16 kernels' shape for A, B and C alike.
+inline TileConfig full_tiles() {
+  TileConfig c;
+  for (int t = 0; t < 8; t++) c.rows[t] = 16, c.colsb[t] = 64;
+  return c;
+}
+
 // Every asm statement clobbers memory: the tiles read buffers that plain stores just wrote (and
 // GCC 12's own _tile_loadd / _tile_loadconfig do not say they read memory).
 // configure() skips LDTILECFG when this thread's tiles already hold that configuration: a

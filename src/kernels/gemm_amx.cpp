@@ -20,12 +20,6 @@ namespace {
 constexpr int64_t kPanel = 32, kStep = 16;  // outputs a panel, pairs a tile step
 constexpr int kA0 = 0, kA1 = 1, kB0 = 2, kB1 = 3;
 
-TileConfig bf16_config() {
-  TileConfig c;
-  for (int t = 0; t < 8; t++) c.rows[t] = 16, c.colsb[t] = 64;
-  return c;
-}
-
 // C[32][32] (row stride ldc floats) = rows of a (stride lda bf16) . panel b over `steps` full
 // steps, then the tail step from the zero-padded copies when there is one.
 template <class Tiles>
@@ -58,7 +52,7 @@ void block(const uint16_t* a, int64_t kp, const PackedWeight& w, int64_t r0, int
   thread_local std::vector<uint16_t> rows_copy;  // a last tile of < 32 rows, zero below
   alignas(64) uint16_t a_tail[32 * kStep * 2], b_tail[kStep * kPanel * 2];
   alignas(64) float out[32 * 32];
-  Tiles::configure(bf16_config());
+  Tiles::configure(full_tiles());
   for (int64_t r = r0; r < r1; r += 32) {
     const int64_t rows = std::min<int64_t>(32, r1 - r);
     const uint16_t* ar = a + r * kp;

@@ -30,12 +30,6 @@ TileConfig config_for(int rows) {
   return c;
 }
 
-inline __m512i bcast4(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
-
 // Tokens t0..t0+M-1 (M = 0: t0..t0+m-1, a tail) against unpacked group g: y = xd * sum over
 // super-blocks of (sum_j (d sc_j) * dot_j - corr * pairs . sums), the arithmetic of
 // kqmatmul_tiles_avx512.cpp.
@@ -77,10 +71,12 @@ void token_tile(const KActs& x, const Unpacked& u, int64_t g, int64_t rows, int6
     const __m512 corr = _mm512_load_ps(u.corr + b * 16);
     #pragma GCC unroll 16
     for (int t = 0; t < count; t++) {
-      const int16_t* sums = KIND == K::Q6 ? x.bsums.data() + ((t0 + t) * nb + b) * 16 : x.sums32.data() + ((t0 + t) * nb + b) * 8;
+      const int16_t* sums = KIND == K::Q6 ? x.bsums.data() + ((t0 + t) * nb + b) * 16
+                                          : x.sums32.data() + ((t0 + t) * nb + b) * 8;
       __m512i c = _mm512_setzero_si512();
       #pragma GCC unroll 8
-      for (int p = 0; p < Sh::P; p++) c = _mm512_dpwssd_epi32(c, _mm512_load_si512(u.pairs + (b * Sh::P + p) * 16), bcast4(sums + 2 * p));
+      for (int p = 0; p < Sh::P; p++)
+        c = _mm512_dpwssd_epi32(c, _mm512_load_si512(u.pairs + (b * Sh::P + p) * 16), bcast4(sums + 2 * p));
       const __m512 v = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(c), corr, f[t]);
       out[t] = _mm512_fmadd_ps(v, _mm512_set1_ps(x.d[(size_t)((t0 + t) * nb + b)]), out[t]);
     }

@@ -34,12 +34,6 @@ __attribute__((always_inline)) inline void zero(V (&a)[T][G]) {
     for (int g = 0; g < G; g++) a[t][g] = V{};
 }
 
-inline __m512i bcast4(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
-
 // T tokens from t0 against G unpacked groups (rows 16 * gi[g] ...):
 // y = xd * sum over super-blocks of (sum_j (d sc_j) * dot_j  -  corr * pairs . sums),
 // where the sums are the activations' 32-value sums (Q4/Q5 mins) or 16-value sums (Q6's -32).

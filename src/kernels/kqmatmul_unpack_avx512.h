@@ -17,6 +17,13 @@
 namespace kvad::kernels {
 namespace {
 
+// Four activation codes (one slot) in every lane, for vpdpbusd / vpdpwssd against a slot's rows.
+inline __m512i bcast4(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
 // One group of 16 rows, all super-blocks, in the tile's layout. Rows past the matrix's end repeat
 // its last row (their outputs are never stored).
 struct Unpacked {

@@ -25,12 +25,6 @@ namespace {
 constexpr int64_t kStep = 16;  // pairs a tile step (32 inputs)
 constexpr int kParts = 3;      // hi, mid, lo
 
-TileConfig all_16x64() {
-  TileConfig c;
-  for (int t = 0; t < 8; t++) c.rows[t] = 16, c.colsb[t] = 64;
-  return c;
-}
-
 // x [n, k] as B tiles: [token tile][part][pair][16 tokens] of u32 pairs, zero past n and k.
 struct PackedActs {
   int64_t tiles = 0, steps = 0;
@@ -99,7 +93,7 @@ void rows_amx(const float* x, int64_t n, int64_t k, const void* wv, int64_t m, i
   thread_local std::vector<uint16_t> rows_copy;  // a last tile of < 32 rows, zero below
   const int64_t full_steps = k / 32, tail = k - full_steps * 32;
   alignas(64) uint16_t w_tail[32 * 32];
-  Tiles::configure(all_16x64());
+  Tiles::configure(full_tiles());
   // Blocks of tokens whose packed activations (6 bytes an input) stay in L2 while every row tile
   // of this thread's W passes over them: all n at once re-read them from memory per 32 rows.
   const int64_t block = std::max<int64_t>(16, (512 * 1024) / (k * 2 * kParts) / 16 * 16);

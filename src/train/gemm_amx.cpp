@@ -17,15 +17,9 @@ namespace {
 
 using kernels::EmulatedTiles;
 using kernels::HardwareTiles;
-using kernels::TileConfig;
+using kernels::full_tiles;
 
 constexpr int MR = 32, NR = 32, kStep = 16;  // kStep: pairs per tile step
-
-TileConfig all_16x64() {
-  TileConfig c;
-  for (int t = 0; t < 8; t++) c.rows[t] = 16, c.colsb[t] = 64;
-  return c;
-}
 
 // A packed f32 panel [kc][width] as rows of bf16 pairs [width][kpa]: row r, pair p holds (k = 2p,
 // 2p + 1) of row r, rounded to nearest even; pairs past kc are zero.
@@ -43,7 +37,7 @@ void to_pair_rows(const float* src, int64_t kc, int width, int64_t kpa, uint32_t
 template <class Tiles>
 void tile_bf16(int64_t kpa, const uint32_t* A, const uint32_t* B, float* C, int64_t ldc, int mr, int nr, bool add_c,
                const float* bias) {
-  Tiles::configure(all_16x64());
+  Tiles::configure(full_tiles());
   alignas(64) float buf[MR * NR];
   const bool direct = mr == MR && nr == NR && !bias;  // the tiles load and store C in place
   float* out = direct ? C : buf;
