@@ -24,6 +24,7 @@
 #include "kernels/kqmatmul.h"
 #include "kernels/latent_attention.h"
 #include "kernels/matmul.h"
+#include "kernels/ops.h"
 #include "kernels/qmatmul.h"
 #include "kernels/stream.h"
 #include "image/nn.h"
@@ -31,6 +32,7 @@
 #include "quant/kquant.h"
 #include "quant/packed.h"
 #include "runtime/sampler.h"
+#include "train/gemm.h"
 
 using namespace kvad;
 
@@ -291,6 +293,21 @@ void BM_image_attention(benchmark::State& st) {
   st.SetLabel(bf16 ? "bf16" : "f32");
 }
 
+void BM_silu_mul(benchmark::State& st) {
+  const int64_t n = st.range(0);
+  std::vector<float> g = randn((size_t)n, 51), u = randn((size_t)n, 52), g0 = g;
+  for (auto _ : st) {
+    kernels::silu_mul(g.data(), u.data(), n);
+    benchmark::DoNotOptimize(g.data());
+    st.PauseTiming();
+    std::copy(g0.begin(), g0.end(), g.begin());
+    st.ResumeTiming();
+  }
+  st.SetItemsProcessed(st.iterations() * n);
+  st.SetBytesProcessed(st.iterations() * n * 12);
+}
+BENCHMARK(BM_silu_mul)->Arg(64 * 4864)->Arg(512 * 4864);
+
 void BM_quantize_acts(benchmark::State& st) {
   int64_t n = st.range(0), k = st.range(1);
   std::vector<float> x = randn((size_t)(n * k), 3);
@@ -346,6 +363,30 @@ void BM_gemm_packed(benchmark::State& st) {
   st.SetItemsProcessed(st.iterations() * n * k * m);
   st.SetLabel(std::string(bf16 ? "bf16 " : "f32 ") + arg.label);
 }
+
+// The trainer's product (train/gemm.h) at training config c's MLP shapes (bench/train/run.sh c:
+// 8 x 256 = 2,048 tokens, 384 -> 1,536): arg 0 the forward Y = X W^T, 1 the input gradient
+// dX = dY W, 2 the weight gradient dW += dY^T X; arg 1 bf16 (0/1). FLOPs as items.
+void BM_train_gemm(benchmark::State& st) {
+  const int64_t n = 2048, in = 384, out = 1536;
+  const int which = (int)st.range(0);
+  const bool bf16 = st.range(1) != 0;
+  if (bf16 && !train::bf16_gemm_supported()) return st.SkipWithError("no AVX512-BF16");
+  std::vector<float> x = randn((size_t)(n * in), 41), w = randn((size_t)(out * in), 42), dy = randn((size_t)(n * out), 43),
+                     y((size_t)(n * out)), dx((size_t)(n * in)), dw((size_t)(out * in));
+  train::GemmShape g{};
+  if (which == 0) g = {n, out, in, x.data(), in, false, w.data(), in, true, y.data(), out, false, nullptr};
+  if (which == 1) g = {n, in, out, dy.data(), out, false, w.data(), in, false, dx.data(), in, false, nullptr};
+  if (which == 2) g = {out, in, n, dy.data(), out, true, x.data(), in, false, dw.data(), in, true, nullptr};
+  g.bf16 = bf16;
+  for (auto _ : st) {
+    train::gemm(g);
+    benchmark::DoNotOptimize(g.C);
+  }
+  st.SetItemsProcessed(st.iterations() * 2 * n * in * out);
+  st.SetLabel(std::string(which == 0 ? "Y = X W^T" : which == 1 ? "dX = dY W" : "dW += dY^T X") + (bf16 ? " bf16" : " f32"));
+}
+BENCHMARK(BM_train_gemm)->ArgsProduct({{0, 1, 2}, {0, 1}})->UseRealTime();
 
 // BM_attention's decode query as a decode step meets it: the layer's cache last touched a token
 // ago, with the whole model's weights read since, so it comes from memory. Each iteration is the
