@@ -43,21 +43,26 @@ class CpuBackend final : public Backend {
 
   void embed(const Weight& table, const Batch& batch, Tensor out) override {
     need(out.rows == batch.size() && out.cols == table.cols(), "embed", out, "shape differs from [rows, table width]");
-    for (int64_t r = 0; r < out.rows; r++) {
+    for (int64_t r = 0; r < out.rows; r++) {  // checked first: a failure is not thrown on a pool thread
       int32_t id = batch.rows()[(size_t)r].token;
       if (id < 0 || id >= table.rows())
         fail("token id {} is out of range for this model's vocabulary of {}", id, table.rows());
-      table.row(id, out.data + r * out.stride);
     }
+    kernels::rows_on_pool(out.rows, out.cols, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; r++) table.row(batch.rows()[(size_t)r].token, out.data + r * out.stride);
+    });
   }
 
   void add_position_rows(Tensor x, const std::vector<float>& table, const Batch& batch) override {
     int64_t positions = (int64_t)table.size() / x.cols;
-    for (int64_t r = 0; r < x.rows; r++) {
+    for (int64_t r = 0; r < x.rows; r++) {  // checked first: a failure is not thrown on a pool thread
       int64_t p = batch.rows()[(size_t)r].pos;
       if (p < 0 || p >= positions) fail("position {} is beyond the model's {} positions", p, positions);
-      kernels::add(x.data + r * x.stride, table.data() + p * x.cols, x.cols);
     }
+    kernels::rows_on_pool(x.rows, x.cols, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; r++)
+        kernels::add(x.data + r * x.stride, table.data() + batch.rows()[(size_t)r].pos * x.cols, x.cols);
+    });
   }
 
   const float* dense_input(Tensor x) {  // the matmul kernels read [n, cols] contiguous
@@ -103,13 +108,17 @@ class CpuBackend final : public Backend {
 
   void add_bias(Tensor y, const std::vector<float>& b) override {
     need((int64_t)b.size() == y.cols, "add_bias", y, "bias length differs from the width");
-    for (int64_t r = 0; r < y.rows; r++) kernels::add(y.data + r * y.stride, b.data(), y.cols);
+    kernels::rows_on_pool(y.rows, y.cols, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; r++) kernels::add(y.data + r * y.stride, b.data(), y.cols);
+    });
   }
 
   void add(Tensor y, Tensor x) override {
     need(x.rows == y.rows && x.cols == y.cols, "add", x, "shapes differ");
     if (x.contiguous() && y.contiguous()) return kernels::add(y.data, x.data, y.rows * y.cols);
-    for (int64_t r = 0; r < y.rows; r++) kernels::add(y.data + r * y.stride, x.data + r * x.stride, y.cols);
+    kernels::rows_on_pool(y.rows, y.cols, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; r++) kernels::add(y.data + r * y.stride, x.data + r * x.stride, y.cols);
+    });
   }
 
   void rmsnorm(Tensor x, const std::vector<float>& w, float eps, Tensor out) override {
@@ -120,8 +129,10 @@ class CpuBackend final : public Backend {
   void layernorm(Tensor x, const std::vector<float>& w, const std::vector<float>& b, float eps, Tensor out) override {
     need((int64_t)w.size() == x.cols && (int64_t)b.size() == x.cols && out.rows == x.rows && out.cols == x.cols,
          "layernorm", x, "weight/bias/output shape");
-    for (int64_t r = 0; r < x.rows; r++)
-      kernels::layernorm(x.data + r * x.stride, w.data(), b.data(), eps, x.cols, out.data + r * out.stride);
+    kernels::rows_on_pool(x.rows, x.cols, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; r++)
+        kernels::layernorm(x.data + r * x.stride, w.data(), b.data(), eps, x.cols, out.data + r * out.stride);
+    });
   }
 
   void silu_mul(Tensor gate, Tensor up) override {
@@ -133,16 +144,18 @@ class CpuBackend final : public Backend {
   void sigmoid_gate(Tensor y, Tensor gate) override {
     need(gate.rows == y.rows && (gate.cols == y.cols || gate.cols == 1), "sigmoid_gate", gate,
          "gate is not y's shape or one column");
-    for (int64_t r = 0; r < y.rows; r++) {
-      float* yr = y.data + r * y.stride;
-      const float* g = gate.data + r * gate.stride;
-      if (gate.cols == 1) {
-        const float s = 1.0f / (1.0f + std::exp(-g[0]));
-        for (int64_t c = 0; c < y.cols; c++) yr[c] *= s;
-      } else {
-        for (int64_t c = 0; c < y.cols; c++) yr[c] *= 1.0f / (1.0f + std::exp(-g[c]));
+    kernels::rows_on_pool(y.rows, y.cols, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; r++) {
+        float* yr = y.data + r * y.stride;
+        const float* g = gate.data + r * gate.stride;
+        if (gate.cols == 1) {
+          const float s = 1.0f / (1.0f + std::exp(-g[0]));
+          for (int64_t c = 0; c < y.cols; c++) yr[c] *= s;
+        } else {
+          for (int64_t c = 0; c < y.cols; c++) yr[c] *= 1.0f / (1.0f + std::exp(-g[c]));
+        }
       }
-    }
+    });
   }
 
   void gelu_tanh(Tensor x) override {
@@ -153,24 +166,28 @@ class CpuBackend final : public Backend {
   void rope_table(const Batch& batch, const std::vector<double>& inv_freq, Tensor table, double magnitude) override {
     const int64_t half = (int64_t)inv_freq.size();
     need(table.rows == batch.size() && table.cols == 2 * half, "rope_table", table, "not [rows, 2 * frequencies]");
-    for (int64_t r = 0; r < table.rows; r++) {
-      float* t = table.data + r * table.stride;
-      double pos = (double)batch.rows()[(size_t)r].pos;
-      for (int64_t i = 0; i < half; i++) {
-        double a = pos * inv_freq[(size_t)i];  // in double, rounded to float once
-        t[i] = (float)(std::cos(a) * magnitude);
-        t[half + i] = (float)(std::sin(a) * magnitude);
+    kernels::rows_on_pool(table.rows, 2 * half, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; r++) {
+        float* t = table.data + r * table.stride;
+        double pos = (double)batch.rows()[(size_t)r].pos;
+        for (int64_t i = 0; i < half; i++) {
+          double a = pos * inv_freq[(size_t)i];  // in double, rounded to float once
+          t[i] = (float)(std::cos(a) * magnitude);
+          t[half + i] = (float)(std::sin(a) * magnitude);
+        }
       }
-    }
+    });
   }
 
   void rope(Tensor x, int64_t heads, Tensor table) override {
     int64_t hd = x.cols / heads;
     need(x.cols == heads * hd && table.rows == x.rows && table.cols == hd, "rope", x, "not [rows, heads * head_dim]");
-    for (int64_t r = 0; r < x.rows; r++) {
-      const float* t = table.data + r * table.stride;
-      kernels::rope_neox(x.data + r * x.stride, (int)heads, (int)hd, t, t + hd / 2);
-    }
+    kernels::rows_on_pool(x.rows, x.cols, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; r++) {
+        const float* t = table.data + r * table.stride;
+        kernels::rope_neox(x.data + r * x.stride, (int)heads, (int)hd, t, t + hd / 2);
+      }
+    });
   }
 
   void rope_part(Tensor x, int64_t heads, int64_t first, int64_t dims, RopePairs pairs, Tensor table) override {
@@ -178,15 +195,17 @@ class CpuBackend final : public Backend {
     need(x.cols == heads * hw && first >= 0 && first + dims <= hw && dims % 2 == 0 && table.rows == x.rows &&
              table.cols == dims,
          "rope_part", x, "not [rows, heads * head width] with an even part of the table's width inside each head");
-    for (int64_t r = 0; r < x.rows; r++) {
-      const float* t = table.data + r * table.stride;
-      float* row = x.data + r * x.stride;
-      if (pairs == RopePairs::Adjacent) {
-        kernels::rope_pairs(row + first, (int)heads, (int)hw, (int)dims, t, t + dims / 2);
-      } else {
-        for (int64_t h = 0; h < heads; h++) kernels::rope_neox(row + h * hw + first, 1, (int)dims, t, t + dims / 2);
+    kernels::rows_on_pool(x.rows, heads * dims, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; r++) {
+        const float* t = table.data + r * table.stride;
+        float* row = x.data + r * x.stride;
+        if (pairs == RopePairs::Adjacent) {
+          kernels::rope_pairs(row + first, (int)heads, (int)hw, (int)dims, t, t + dims / 2);
+        } else {
+          for (int64_t h = 0; h < heads; h++) kernels::rope_neox(row + h * hw + first, 1, (int)dims, t, t + dims / 2);
+        }
       }
-    }
+    });
   }
 
   void latent_attention(const Memory& memory, int64_t layer, const Batch& batch, const kernels::LatentShape& s,
@@ -296,14 +315,18 @@ class CpuBackend final : public Backend {
     Weight::matmul_jobs(jobs_.data(), (int)jobs_.size());
 
     // out[row] = sum of weight x expert output, added in expert order (the reference's order).
-    std::memset(out.data, 0, (size_t)(n * H) * sizeof(float));
-    for (int64_t s = 0; s < n * k; s++) {
-      const int64_t p = pair_of[s];
-      const float w = weights.data[p];
-      float* o = out.data + (p / k) * H;
-      const float* ys = y.data + s * H;
-      for (int64_t i = 0; i < H; i++) o[i] += w * ys[i];
-    }
+    // Each thread sums its own rows, walking every slot in the same order.
+    kernels::rows_on_pool(n, k * H, [&](int64_t r0, int64_t r1) {
+      std::memset(out.data + r0 * H, 0, (size_t)((r1 - r0) * H) * sizeof(float));
+      for (int64_t s = 0; s < n * k; s++) {
+        const int64_t p = pair_of[s], row = p / k;
+        if (row < r0 || row >= r1) continue;
+        const float w = weights.data[p];
+        float* o = out.data + row * H;
+        const float* ys = y.data + s * H;
+        for (int64_t i = 0; i < H; i++) o[i] += w * ys[i];
+      }
+    });
   }
 
   void logit_rows(Tensor x, const Batch& batch, Tensor out) override {

@@ -121,9 +121,6 @@ void channel_affine(float* x, int64_t rows, int64_t c, const float* scale, const
     }
 }
 
-// Values from which row-wise and element-wise work is split over the pool: below, waking it costs
-// more than it saves.
-static constexpr int64_t kPoolFrom = 32 * 1024;
 
 void rmsnorm_avx512(const float* x, const float* w, float eps, int64_t n, float* out);
 void rmsnorm_avx2(const float* x, const float* w, float eps, int64_t n, float* out);
@@ -188,7 +185,9 @@ void gelu_tanh(float* x, int64_t n, Isa isa) {
 }
 
 void add(float* y, const float* x, int64_t n) {
-  for (int64_t i = 0; i < n; i++) y[i] += x[i];
+  elementwise(n, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; i++) y[i] += x[i];
+  });
 }
 
 void lowrank_add_avx512(float* y, const float* coef, const float* rows, int64_t r, int64_t n, int64_t stride);
@@ -234,8 +233,10 @@ void lowrank_add_bf16(float* y, const float* coef, const uint16_t* rows, int64_t
 }
 
 void add_bias(float* y, const float* b, int64_t n, int64_t m) {
-  for (int64_t t = 0; t < n; t++)
-    for (int64_t i = 0; i < m; i++) y[t * m + i] += b[i];
+  rows_on_pool(n, m, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; t++)
+      for (int64_t i = 0; i < m; i++) y[t * m + i] += b[i];
+  });
 }
 
 void rope_neox(float* x, int n_heads, int head_dim, const float* cos, const float* sin) {

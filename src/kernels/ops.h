@@ -5,8 +5,22 @@
 #include <cstdint>
 
 #include "core/cpu.h"
+#include "core/threads.h"
 
 namespace kvad::kernels {
+
+// Values from which row-wise and element-wise work is split over the pool: below (a decode
+// step's rows), waking it costs more than it saves.
+inline constexpr int64_t kPoolFrom = 32 * 1024;
+// fn(b, e) over rows [0, rows) of `cols` values each: on the pool, a contiguous share of rows
+// per thread, when the rows hold kPoolFrom values or more (a prefill's); else on this thread.
+// A prefill's residual adds, biases and rotations were one thread's loops while the products
+// around them ran on every core (docs/kernels.md, "Prefill's row-wise operations").
+template <typename F>
+void rows_on_pool(int64_t rows, int64_t cols, F&& fn) {
+  if (rows < 2 || rows * cols < kPoolFrom) return fn(int64_t{0}, rows);
+  pool().parallel_for(rows, 1, fn);
+}
 
 // out = x / rms(x) * w   (RMSNorm, Llama/Qwen). out may alias x. The mean of squares in double.
 void rmsnorm(const float* x, const float* w, float eps, int64_t n, float* out);
@@ -48,7 +62,7 @@ void channel_affine(float* x, int64_t rows, int64_t c, const float* scale, const
                     Isa isa = best_isa());
 // x = gelu_tanh(x)   (GPT-2's "gelu_new")
 void gelu_tanh(float* x, int64_t n, Isa isa = best_isa());
-// y += x
+// y += x (on the pool from kPoolFrom values)
 void add(float* y, const float* x, int64_t n);
 // y[i] += sum_j coef[j] * rows[j * stride + i], i < n, j < r: a rank-r update of one row (the LoRA
 // side path's t B^T, with B^T as `rows` [r, stride]; n < stride updates a slice of the row, with
