@@ -1,12 +1,24 @@
 #include "kernels/gated_delta.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/error.h"
 #include "core/threads.h"
+#include "kernels/ops.h"
 
 namespace kvad::kernels {
+
+void delta_decay_project_avx512(float* S, int64_t dk, int64_t dv, float decay, const float* k, float* mem);
+void delta_update_read_avx512(float* S, int64_t dk, int64_t dv, const float* k, const float* delta, const float* q, float* o);
+void delta_silu_avx512(float* x, int64_t n);
+void delta_gate_avx512(float* o, const float* z, const float* norm, float inv, int64_t n);
+void delta_decay_project_avx2(float* S, int64_t dk, int64_t dv, float decay, const float* k, float* mem);
+void delta_update_read_avx2(float* S, int64_t dk, int64_t dv, const float* k, const float* delta, const float* q, float* o);
+void delta_silu_avx2(float* x, int64_t n);
+void delta_gate_avx2(float* o, const float* z, const float* norm, float inv, int64_t n);
 
 namespace {
 
@@ -32,44 +44,109 @@ void gather_channels(const float* qkvz, const DeltaNetShape& s, float* x) {
   }
 }
 
-// One span through the causal depthwise conv + SiLU, token by token, advancing its window; then
-// q and k l2-normalised per key head (q scaled by key_dim^-0.5). Writes scratch's rows.
-void conv_span(const float* qkvz, int64_t qkvz_stride, const DeltaNetSpan& sp, const DeltaNetShape& s,
-               const float* conv, float* scratch) {
-  const int64_t C = s.conv_channels(), K = s.conv_kernel, nk = s.key_heads, dk = s.key_dim;
+// The row loops, per ISA (gated_delta_<isa>.cpp); the scalar ones here are their references.
+//   decay_project  S *= decay, then mem = S^T k                   (S: [dk, dv] row-major)
+//   update_read    S += k delta^T, then o = S^T q
+//   silu           x = silu(x)
+//   gate           o = o * inv * norm * silu(z)
+struct DeltaLoops {
+  void (*decay_project)(float* S, int64_t dk, int64_t dv, float decay, const float* k, float* mem);
+  void (*update_read)(float* S, int64_t dk, int64_t dv, const float* k, const float* delta, const float* q, float* o);
+  void (*silu_rows)(float* x, int64_t n);
+  void (*gate)(float* o, const float* z, const float* norm, float inv, int64_t n);
+};
+
+void decay_project_scalar(float* S, int64_t dk, int64_t dv, float decay, const float* k, float* mem) {
+  for (int64_t c = 0; c < dv; c++) mem[c] = 0;
+  for (int64_t a = 0; a < dk; a++) {
+    float* Sa = S + a * dv;
+    const float ka = k[a];
+    for (int64_t c = 0; c < dv; c++) {
+      Sa[c] *= decay;
+      mem[c] += Sa[c] * ka;
+    }
+  }
+}
+
+void update_read_scalar(float* S, int64_t dk, int64_t dv, const float* k, const float* delta, const float* q, float* o) {
+  for (int64_t c = 0; c < dv; c++) o[c] = 0;
+  for (int64_t a = 0; a < dk; a++) {
+    float* Sa = S + a * dv;
+    const float ka = k[a], qa = q[a];
+    for (int64_t c = 0; c < dv; c++) {
+      Sa[c] += ka * delta[c];
+      o[c] += Sa[c] * qa;
+    }
+  }
+}
+
+void silu_scalar(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) x[i] = silu(x[i]);
+}
+
+void gate_scalar(float* o, const float* z, const float* norm, float inv, int64_t n) {
+  for (int64_t c = 0; c < n; c++) o[c] = o[c] * inv * norm[c] * silu(z[c]);
+}
+
+DeltaLoops delta_loops(Isa isa) {
+#if defined(__x86_64__)
+  if (isa == Isa::Avx512) return {delta_decay_project_avx512, delta_update_read_avx512, delta_silu_avx512, delta_gate_avx512};
+  if (isa == Isa::Avx2) return {delta_decay_project_avx2, delta_update_read_avx2, delta_silu_avx2, delta_gate_avx2};
+#endif
+  (void)isa;
+  return {decay_project_scalar, update_read_scalar, silu_scalar, gate_scalar};
+}
+
+// Splits [0, n) over the pool (in multiples of grain) when `work` values make it pay.
+template <typename F>
+void on_pool(int64_t n, int64_t grain, int64_t work, F&& fn) {
+  if (work < kPoolFrom) return fn(int64_t{0}, n);
+  pool().parallel_for(n, grain, fn);
+}
+
+// Channels [c0, c1) of one span through the causal depthwise conv + SiLU, token by token,
+// advancing their part of the window (each channel's window is its own, so threads take channel
+// ranges); the window's snapshots get the same columns.
+void conv_channels(const DeltaNetSpan& sp, const DeltaNetShape& s, const float* conv, int64_t c0, int64_t c1,
+                   const DeltaLoops& loops, float* scratch) {
+  const int64_t C = s.conv_channels(), K = s.conv_kernel;
   float* window = sp.state;  // [K-1, C]: the inputs of the K-1 positions before this one, oldest first
   for (int64_t t = 0; t < sp.n; t++) {
-    const int64_t row = sp.row0 + t;
-    float* x = scratch + row * C;
-    gather_channels(qkvz + row * qkvz_stride, s, x);
-    for (int64_t c = 0; c < C; c++) {
+    float* x = scratch + (sp.row0 + t) * C;
+    for (int64_t c = c0; c < c1; c++) {
       const float* wc = conv + c * K;
       float acc = wc[K - 1] * x[c];
       for (int64_t j = 0; j < K - 1; j++) acc += wc[j] * window[j * C + c];
       for (int64_t j = 0; j + 1 < K - 1; j++) window[j * C + c] = window[(j + 1) * C + c];
       if (K > 1) window[(K - 2) * C + c] = x[c];
-      x[c] = silu(acc);
+      x[c] = acc;
     }
+    loops.silu_rows(x + c0, c1 - c0);
     if (float* snap = snapshot_after(sp, sp.pos0 + t, s.state_floats()))
-      std::memcpy(snap, window, (size_t)s.conv_state_floats() * 4);
-    const float q_scale = 1.0f / std::sqrt((float)dk);
-    for (int64_t h = 0; h < 2 * nk; h++) {  // the q heads, then the k heads
-      float* v = x + h * dk;
-      double ss = 0;
-      for (int64_t i = 0; i < dk; i++) ss += (double)v[i] * v[i];
-      const float inv = (float)(1.0 / std::sqrt(ss + 1e-6)) * (h < nk ? q_scale : 1.0f);
-      for (int64_t i = 0; i < dk; i++) v[i] *= inv;
-    }
+      for (int64_t j = 0; j < K - 1; j++) std::memcpy(snap + j * C + c0, window + j * C + c0, (size_t)(c1 - c0) * 4);
+  }
+}
+
+// q and k of one row l2-normalised per key head (q also scaled by key_dim^-0.5).
+void normalize_qk(const DeltaNetShape& s, float* x) {
+  const int64_t nk = s.key_heads, dk = s.key_dim;
+  const float q_scale = 1.0f / std::sqrt((float)dk);
+  for (int64_t h = 0; h < 2 * nk; h++) {  // the q heads, then the k heads
+    float* v = x + h * dk;
+    double ss = 0;
+    for (int64_t i = 0; i < dk; i++) ss += (double)v[i] * v[i];
+    const float inv = (float)(1.0 / std::sqrt(ss + 1e-6)) * (h < nk ? q_scale : 1.0f);
+    for (int64_t i = 0; i < dk; i++) v[i] *= inv;
   }
 }
 
 // The delta rule of value head j over one span's rows (its S advanced in place); raw o into out.
 void delta_rule(const float* ba, int64_t ba_stride, const DeltaNetSpan& sp, int64_t j, const DeltaNetShape& s,
-                const DeltaNetWeights& w, const float* scratch, float* out, int64_t out_stride) {
+                const DeltaNetWeights& w, const DeltaLoops& loops, const float* scratch, float* out, int64_t out_stride) {
   const int64_t C = s.conv_channels(), nk = s.key_heads, dk = s.key_dim, dv = s.value_dim, r = s.ratio(), h = j / r;
   const int64_t S_offset = s.conv_state_floats() + j * dk * dv;
   float* S = sp.state + S_offset;  // [dk, dv]
-  float mem[kMaxDeltaValueDim], delta[kMaxDeltaValueDim], o[kMaxDeltaValueDim];
+  float mem[kMaxDeltaValueDim], delta[kMaxDeltaValueDim];
   for (int64_t t = 0; t < sp.n; t++) {
     const int64_t row = sp.row0 + t;
     const float* x = scratch + row * C;
@@ -77,31 +154,15 @@ void delta_rule(const float* ba, int64_t ba_stride, const DeltaNetSpan& sp, int6
     const float* bar = ba + row * ba_stride + h * 2 * r;
     const float beta = sigmoid(bar[j % r]);
     const float decay = std::exp(w.decay[j] * softplus(bar[r + j % r] + w.dt_bias[j]));
-    for (int64_t c = 0; c < dv; c++) mem[c] = 0;
-    for (int64_t a = 0; a < dk; a++) {
-      float* Sa = S + a * dv;
-      const float ka = k[a];
-      for (int64_t c = 0; c < dv; c++) {
-        Sa[c] *= decay;
-        mem[c] += Sa[c] * ka;
-      }
-    }
-    for (int64_t c = 0; c < dv; c++) delta[c] = (v[c] - mem[c]) * beta, o[c] = 0;
-    for (int64_t a = 0; a < dk; a++) {
-      float* Sa = S + a * dv;
-      const float ka = k[a], qa = q[a];
-      for (int64_t c = 0; c < dv; c++) {
-        Sa[c] += ka * delta[c];
-        o[c] += Sa[c] * qa;
-      }
-    }
-    std::memcpy(out + row * out_stride + j * dv, o, (size_t)dv * 4);
+    loops.decay_project(S, dk, dv, decay, k, mem);
+    for (int64_t c = 0; c < dv; c++) delta[c] = (v[c] - mem[c]) * beta;
+    loops.update_read(S, dk, dv, k, delta, q, out + row * out_stride + j * dv);
     if (float* snap = snapshot_after(sp, sp.pos0 + t, s.state_floats())) std::memcpy(snap + S_offset, S, (size_t)(dk * dv) * 4);
   }
 }
 
 // out = rmsnorm(o) * norm * silu(z), per value head of one row.
-void gated_norm(const float* qkvz, const DeltaNetShape& s, const DeltaNetWeights& w, float* o) {
+void gated_norm(const float* qkvz, const DeltaNetShape& s, const DeltaNetWeights& w, const DeltaLoops& loops, float* o) {
   const int64_t dk = s.key_dim, dv = s.value_dim, r = s.ratio(), group = 2 * dk + 2 * r * dv;
   for (int64_t j = 0; j < s.value_heads; j++) {
     float* oj = o + j * dv;
@@ -109,7 +170,7 @@ void gated_norm(const float* qkvz, const DeltaNetShape& s, const DeltaNetWeights
     double ss = 0;
     for (int64_t c = 0; c < dv; c++) ss += (double)oj[c] * oj[c];
     const float inv = (float)(1.0 / std::sqrt(ss / (double)dv + (double)s.norm_eps));
-    for (int64_t c = 0; c < dv; c++) oj[c] = oj[c] * inv * w.norm[c] * silu(z[c]);
+    loops.gate(oj, z, w.norm, inv, dv);
   }
 }
 
@@ -117,21 +178,40 @@ void gated_norm(const float* qkvz, const DeltaNetShape& s, const DeltaNetWeights
 
 void gated_delta_net(const float* qkvz, int64_t qkvz_stride, const float* ba, int64_t ba_stride,
                      const DeltaNetSpan* spans, int64_t n_spans, const DeltaNetShape& s, const DeltaNetWeights& w,
-                     float* scratch, float* out, int64_t out_stride) {
+                     float* scratch, float* out, int64_t out_stride, Isa isa) {
   if (s.key_heads <= 0 || s.value_heads % s.key_heads || s.value_dim > kMaxDeltaValueDim || s.conv_kernel < 1)
     fail("gated_delta_net: unsupported shape ({} key heads, {} value heads, value dim {}, conv {})", s.key_heads,
          s.value_heads, s.value_dim, s.conv_kernel);
-  for (int64_t i = 0; i < n_spans; i++) conv_span(qkvz, qkvz_stride, spans[i], s, w.conv, scratch);
+  const DeltaLoops loops = delta_loops(isa);
+  const int64_t C = s.conv_channels();
+  thread_local std::vector<int64_t> row_list;  // every span's rows (reused: no allocation per step once grown)
+  row_list.clear();
+  for (int64_t i = 0; i < n_spans; i++)
+    for (int64_t t = 0; t < spans[i].n; t++) row_list.push_back(spans[i].row0 + t);
+  const std::vector<int64_t>& rows = row_list;  // this thread's list, for the pool's threads too
+  const int64_t n = (int64_t)rows.size();
+  // Every row's channels and then the conv by channel ranges (each channel's window is its own),
+  // then q and k normalised by rows: a prefill's rows on every thread, a decode's one on this one.
+  on_pool(n, 1, n * C, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; i++) gather_channels(qkvz + rows[(size_t)i] * qkvz_stride, s, scratch + rows[(size_t)i] * C);
+  });
+  on_pool(C, 64, n * C, [&](int64_t c0, int64_t c1) {
+    for (int64_t i = 0; i < n_spans; i++) conv_channels(spans[i], s, w.conv, c0, c1, loops, scratch);
+  });
+  on_pool(n, 1, n * C, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; i++) normalize_qk(s, scratch + rows[(size_t)i] * C);
+  });
   // Every (sequence, value head) is independent: one parallel region over all of them.
   const int64_t nv = s.value_heads;
   pool().parallel_for(n_spans * nv, 1, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; i++) delta_rule(ba, ba_stride, spans[i / nv], i % nv, s, w, scratch, out, out_stride);
+    for (int64_t i = b; i < e; i++) delta_rule(ba, ba_stride, spans[i / nv], i % nv, s, w, loops, scratch, out, out_stride);
   });
-  for (int64_t i = 0; i < n_spans; i++)
-    for (int64_t t = 0; t < spans[i].n; t++) {
-      const int64_t row = spans[i].row0 + t;
-      gated_norm(qkvz + row * qkvz_stride, s, w, out + row * out_stride);
+  on_pool(n, 1, n * s.out_width(), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; i++) {
+      const int64_t row = rows[(size_t)i];
+      gated_norm(qkvz + row * qkvz_stride, s, w, loops, out + row * out_stride);
     }
+  });
 }
 
 }  // namespace kvad::kernels

@@ -14,6 +14,8 @@
 #pragma once
 #include <cstdint>
 
+#include "core/cpu.h"
+
 namespace kvad::kernels {
 
 constexpr int kMaxDeltaValueDim = 1024;  // the kernel keeps a few rows of value_dim on the stack
@@ -53,9 +55,11 @@ struct DeltaNetSpan {
 };
 
 // qkvz [rows, qkvz_width], ba [rows, ba_width] (row strides given), out [rows, out_width].
-// scratch: rows x conv_channels floats.
+// scratch: rows x conv_channels floats. The spans must not share rows. A prefill's rows run on the
+// pool (the conv by channel ranges, the recurrence by value head); isa picks the row loops
+// (gated_delta_<isa>.cpp, each checked against the scalar ones).
 void gated_delta_net(const float* qkvz, int64_t qkvz_stride, const float* ba, int64_t ba_stride,
                      const DeltaNetSpan* spans, int64_t n_spans, const DeltaNetShape& shape, const DeltaNetWeights& w,
-                     float* scratch, float* out, int64_t out_stride);
+                     float* scratch, float* out, int64_t out_stride, Isa isa = best_isa());
 
 }  // namespace kvad::kernels
