@@ -293,8 +293,10 @@ class CpuBackend final : public Backend {
     // Each expert's input rows, contiguous (one token: every expert reads x itself, quantised once).
     Tensor gathered = n == 1 ? Tensor::wrap(const_cast<float*>(in), 1, H) : tensor(n * k, H);
     if (n > 1)
-      for (int64_t s = 0; s < n * k; s++)
-        std::memcpy(gathered.data + s * H, in + (pair_of[s] / k) * H, (size_t)H * sizeof(float));
+      kernels::rows_on_pool(n * k, H, [&](int64_t s0, int64_t s1) {
+        for (int64_t s = s0; s < s1; s++)
+          std::memcpy(gathered.data + s * H, in + (pair_of[s] / k) * H, (size_t)H * sizeof(float));
+      });
     auto input = [&](int64_t e) { return n == 1 ? in : gathered.data + first[e] * H; };
     Tensor g = tensor(n * k, I), u = tensor(n * k, I), y = tensor(n * k, H);
     jobs_.clear();

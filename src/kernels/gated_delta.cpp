@@ -13,11 +13,11 @@ namespace kvad::kernels {
 
 void delta_decay_project_avx512(float* S, int64_t dk, int64_t dv, float decay, const float* k, float* mem);
 void delta_update_read_avx512(float* S, int64_t dk, int64_t dv, const float* k, const float* delta, const float* q, float* o);
-void delta_silu_avx512(float* x, int64_t n);
+void delta_conv_step_avx512(const float* taps, int64_t K, int64_t nc, float* x, float* win, int64_t C);
 void delta_gate_avx512(float* o, const float* z, const float* norm, float inv, int64_t n);
 void delta_decay_project_avx2(float* S, int64_t dk, int64_t dv, float decay, const float* k, float* mem);
 void delta_update_read_avx2(float* S, int64_t dk, int64_t dv, const float* k, const float* delta, const float* q, float* o);
-void delta_silu_avx2(float* x, int64_t n);
+void delta_conv_step_avx2(const float* taps, int64_t K, int64_t nc, float* x, float* win, int64_t C);
 void delta_gate_avx2(float* o, const float* z, const float* norm, float inv, int64_t n);
 
 namespace {
@@ -47,12 +47,14 @@ void gather_channels(const float* qkvz, const DeltaNetShape& s, float* x) {
 // The row loops, per ISA (gated_delta_<isa>.cpp); the scalar ones here are their references.
 //   decay_project  S *= decay, then mem = S^T k                   (S: [dk, dv] row-major)
 //   update_read    S += k delta^T, then o = S^T q
-//   silu           x = silu(x)
+//   conv_step      one position of the causal conv over nc channels: x = silu(taps[K-1] x + sum_j
+//                  taps[j] win[j]) with the window rows (C apart) moved on by one and x's input
+//                  put in the last; taps [K, nc]
 //   gate           o = o * inv * norm * silu(z)
 struct DeltaLoops {
   void (*decay_project)(float* S, int64_t dk, int64_t dv, float decay, const float* k, float* mem);
   void (*update_read)(float* S, int64_t dk, int64_t dv, const float* k, const float* delta, const float* q, float* o);
-  void (*silu_rows)(float* x, int64_t n);
+  void (*conv_step)(const float* taps, int64_t K, int64_t nc, float* x, float* win, int64_t C);
   void (*gate)(float* o, const float* z, const float* norm, float inv, int64_t n);
 };
 
@@ -80,8 +82,14 @@ void update_read_scalar(float* S, int64_t dk, int64_t dv, const float* k, const 
   }
 }
 
-void silu_scalar(float* x, int64_t n) {
-  for (int64_t i = 0; i < n; i++) x[i] = silu(x[i]);
+void conv_step_scalar(const float* taps, int64_t K, int64_t nc, float* x, float* win, int64_t C) {
+  for (int64_t c = 0; c < nc; c++) {
+    float acc = taps[(K - 1) * nc + c] * x[c];
+    for (int64_t j = 0; j < K - 1; j++) acc += taps[j * nc + c] * win[j * C + c];
+    for (int64_t j = 0; j + 1 < K - 1; j++) win[j * C + c] = win[(j + 1) * C + c];
+    if (K > 1) win[(K - 2) * C + c] = x[c];
+    x[c] = silu(acc);
+  }
 }
 
 void gate_scalar(float* o, const float* z, const float* norm, float inv, int64_t n) {
@@ -90,11 +98,11 @@ void gate_scalar(float* o, const float* z, const float* norm, float inv, int64_t
 
 DeltaLoops delta_loops(Isa isa) {
 #if defined(__x86_64__)
-  if (isa == Isa::Avx512) return {delta_decay_project_avx512, delta_update_read_avx512, delta_silu_avx512, delta_gate_avx512};
-  if (isa == Isa::Avx2) return {delta_decay_project_avx2, delta_update_read_avx2, delta_silu_avx2, delta_gate_avx2};
+  if (isa == Isa::Avx512) return {delta_decay_project_avx512, delta_update_read_avx512, delta_conv_step_avx512, delta_gate_avx512};
+  if (isa == Isa::Avx2) return {delta_decay_project_avx2, delta_update_read_avx2, delta_conv_step_avx2, delta_gate_avx2};
 #endif
   (void)isa;
-  return {decay_project_scalar, update_read_scalar, silu_scalar, gate_scalar};
+  return {decay_project_scalar, update_read_scalar, conv_step_scalar, gate_scalar};
 }
 
 // Splits [0, n) over the pool (in multiples of grain) when `work` values make it pay.
@@ -109,21 +117,18 @@ void on_pool(int64_t n, int64_t grain, int64_t work, F&& fn) {
 // ranges); the window's snapshots get the same columns.
 void conv_channels(const DeltaNetSpan& sp, const DeltaNetShape& s, const float* conv, int64_t c0, int64_t c1,
                    const DeltaLoops& loops, float* scratch) {
-  const int64_t C = s.conv_channels(), K = s.conv_kernel;
-  float* window = sp.state;  // [K-1, C]: the inputs of the K-1 positions before this one, oldest first
+  const int64_t C = s.conv_channels(), K = s.conv_kernel, nc = c1 - c0;
+  // The range's taps as [K, nc], so that each step reads every operand in channel order (the
+  // checkpoint's [channels, K] strided them K apart).
+  thread_local std::vector<float> taps;
+  if ((int64_t)taps.size() < K * nc) taps.resize((size_t)(K * nc));
+  for (int64_t c = 0; c < nc; c++)
+    for (int64_t j = 0; j < K; j++) taps[(size_t)(j * nc + c)] = conv[(c0 + c) * K + j];
+  float* win = sp.state + c0;  // the window [K-1, C]: the inputs of the K-1 positions before, oldest first
   for (int64_t t = 0; t < sp.n; t++) {
-    float* x = scratch + (sp.row0 + t) * C;
-    for (int64_t c = c0; c < c1; c++) {
-      const float* wc = conv + c * K;
-      float acc = wc[K - 1] * x[c];
-      for (int64_t j = 0; j < K - 1; j++) acc += wc[j] * window[j * C + c];
-      for (int64_t j = 0; j + 1 < K - 1; j++) window[j * C + c] = window[(j + 1) * C + c];
-      if (K > 1) window[(K - 2) * C + c] = x[c];
-      x[c] = acc;
-    }
-    loops.silu_rows(x + c0, c1 - c0);
+    loops.conv_step(taps.data(), K, nc, scratch + (sp.row0 + t) * C + c0, win, C);
     if (float* snap = snapshot_after(sp, sp.pos0 + t, s.state_floats()))
-      for (int64_t j = 0; j < K - 1; j++) std::memcpy(snap + j * C + c0, window + j * C + c0, (size_t)(c1 - c0) * 4);
+      for (int64_t j = 0; j < K - 1; j++) std::memcpy(snap + j * C + c0, win + j * C, (size_t)nc * 4);
   }
 }
 

@@ -59,10 +59,16 @@ void delta_update_read_avx2(float* S, int64_t dk, int64_t dv, const float* k, co
   }
 }
 
-void delta_silu_avx2(float* x, int64_t n) {
-  for (int64_t i = 0; i < n; i += 8) {
-    const __m256i m = lanes8(n - i);
-    _mm256_maskstore_ps(x + i, m, silu(_mm256_maskload_ps(x + i, m)));
+void delta_conv_step_avx2(const float* taps, int64_t K, int64_t nc, float* x, float* win, int64_t C) {
+  for (int64_t c = 0; c < nc; c += 8) {
+    const __m256i m = lanes8(nc - c);
+    const __m256 xv = _mm256_maskload_ps(x + c, m);
+    __m256 acc = _mm256_mul_ps(_mm256_maskload_ps(taps + (K - 1) * nc + c, m), xv);
+    for (int64_t j = 0; j < K - 1; j++)
+      acc = _mm256_fmadd_ps(_mm256_maskload_ps(taps + j * nc + c, m), _mm256_maskload_ps(win + j * C + c, m), acc);
+    for (int64_t j = 0; j + 1 < K - 1; j++) _mm256_maskstore_ps(win + j * C + c, m, _mm256_maskload_ps(win + (j + 1) * C + c, m));
+    if (K > 1) _mm256_maskstore_ps(win + (K - 2) * C + c, m, xv);
+    _mm256_maskstore_ps(x + c, m, silu(acc));
   }
 }
 

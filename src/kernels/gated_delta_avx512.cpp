@@ -61,10 +61,16 @@ void delta_update_read_avx512(float* S, int64_t dk, int64_t dv, const float* k, 
   }
 }
 
-void delta_silu_avx512(float* x, int64_t n) {
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = lanes16(n - i);
-    _mm512_mask_storeu_ps(x + i, m, silu(_mm512_maskz_loadu_ps(m, x + i)));
+void delta_conv_step_avx512(const float* taps, int64_t K, int64_t nc, float* x, float* win, int64_t C) {
+  for (int64_t c = 0; c < nc; c += 16) {
+    const __mmask16 m = lanes16(nc - c);
+    const __m512 xv = _mm512_maskz_loadu_ps(m, x + c);
+    __m512 acc = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, taps + (K - 1) * nc + c), xv);
+    for (int64_t j = 0; j < K - 1; j++)
+      acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, taps + j * nc + c), _mm512_maskz_loadu_ps(m, win + j * C + c), acc);
+    for (int64_t j = 0; j + 1 < K - 1; j++) _mm512_mask_storeu_ps(win + j * C + c, m, _mm512_maskz_loadu_ps(m, win + (j + 1) * C + c));
+    if (K > 1) _mm512_mask_storeu_ps(win + (K - 2) * C + c, m, xv);
+    _mm512_mask_storeu_ps(x + c, m, silu(acc));
   }
 }
 
