@@ -219,36 +219,40 @@ INSTANTIATE_TEST_SUITE_P(KvTypes, Attention, ::testing::Values(KvType::F32, KvTy
                          [](const auto& info) { return std::string(kv_type_name(info.param)); });
 
 TEST(LatentAttention, AbsorbAndExpandOnEveryIsaMatchFloat64) {
-  // 3 heads, nope 5, rope 4, kv_rank 19 (no multiple of a vector), v 6; 7 rows with padded strides.
-  const LatentShape s{3, 5, 4, 19, 6, 0.5f};
-  const int64_t n = 7, qs = s.n_heads * s.query_width() + 3, us = s.n_heads * s.kv_rank + 1;
-  Rng rng(9);
-  std::vector<float> kv_b = randn(rng, (size_t)(s.n_heads * (s.nope_dim + s.v_dim) * s.kv_rank)),
-                     q = randn(rng, (size_t)(n * qs)), u = randn(rng, (size_t)(n * us));
-  auto w = [&](int h, int row, int c) { return (double)kv_b[(size_t)(((h * (s.nope_dim + s.v_dim)) + row) * s.kv_rank + c)]; };
-  std::vector<Isa> isas = available_isas();
-  isas.push_back(Isa::Scalar);
-  for (Isa isa : isas) {
-    const int64_t lw = s.n_heads * s.latent_width(), ow = s.n_heads * s.v_dim;
-    std::vector<float> qa((size_t)(n * lw), NAN), out((size_t)(n * ow), NAN);
-    absorb_queries(q.data(), qs, n, s, kv_b.data(), qa.data(), lw, isa);
-    expand_values(u.data(), us, n, s, kv_b.data(), out.data(), ow, isa);
-    for (int64_t t = 0; t < n; t++)
-      for (int h = 0; h < s.n_heads; h++) {
-        const float* qh = q.data() + t * qs + h * s.query_width();
-        for (int c = 0; c < s.kv_rank; c++) {  // q_nope through W_UK_h: kv_b's first nope rows of the head
-          double ref = 0;
-          for (int d = 0; d < s.nope_dim; d++) ref += qh[d] * w(h, d, c);
-          ASSERT_NEAR(qa[(size_t)(t * lw + h * s.latent_width() + c)], ref, 1e-5) << isa_name(isa);
+  // 3 heads, nope 5, rope 4, kv_rank 19 (no multiple of a vector), v 6; rows with padded strides:
+  // 7 (a row at a time) and 40 (a prefill's: one packed product per head).
+  for (const int64_t n : {7, 40}) {
+    SCOPED_TRACE(n);
+    const LatentShape s{3, 5, 4, 19, 6, 0.5f};
+    const int64_t qs = s.n_heads * s.query_width() + 3, us = s.n_heads * s.kv_rank + 1;
+    Rng rng(9);
+    std::vector<float> kv_b = randn(rng, (size_t)(s.n_heads * (s.nope_dim + s.v_dim) * s.kv_rank)),
+                       q = randn(rng, (size_t)(n * qs)), u = randn(rng, (size_t)(n * us));
+    auto w = [&](int h, int row, int c) { return (double)kv_b[(size_t)(((h * (s.nope_dim + s.v_dim)) + row) * s.kv_rank + c)]; };
+    std::vector<Isa> isas = available_isas();
+    isas.push_back(Isa::Scalar);
+    for (Isa isa : isas) {
+      const int64_t lw = s.n_heads * s.latent_width(), ow = s.n_heads * s.v_dim;
+      std::vector<float> qa((size_t)(n * lw), NAN), out((size_t)(n * ow), NAN);
+      absorb_queries(q.data(), qs, n, s, kv_b.data(), qa.data(), lw, isa);
+      expand_values(u.data(), us, n, s, kv_b.data(), out.data(), ow, isa);
+      for (int64_t t = 0; t < n; t++)
+        for (int h = 0; h < s.n_heads; h++) {
+          const float* qh = q.data() + t * qs + h * s.query_width();
+          for (int c = 0; c < s.kv_rank; c++) {  // q_nope through W_UK_h: kv_b's first nope rows of the head
+            double ref = 0;
+            for (int d = 0; d < s.nope_dim; d++) ref += qh[d] * w(h, d, c);
+            ASSERT_NEAR(qa[(size_t)(t * lw + h * s.latent_width() + c)], ref, 1e-5) << isa_name(isa);
+          }
+          for (int d = 0; d < s.rope_dim; d++)  // q_pe passes through
+            ASSERT_EQ(qa[(size_t)(t * lw + h * s.latent_width() + s.kv_rank + d)], qh[s.nope_dim + d]);
+          for (int e = 0; e < s.v_dim; e++) {  // the weighted latent through W_UV_h: the next v rows
+            double ref = 0;
+            for (int c = 0; c < s.kv_rank; c++) ref += u[(size_t)(t * us + h * s.kv_rank + c)] * w(h, s.nope_dim + e, c);
+            ASSERT_NEAR(out[(size_t)(t * ow + h * s.v_dim + e)], ref, 1e-5) << isa_name(isa);
+          }
         }
-        for (int d = 0; d < s.rope_dim; d++)  // q_pe passes through
-          ASSERT_EQ(qa[(size_t)(t * lw + h * s.latent_width() + s.kv_rank + d)], qh[s.nope_dim + d]);
-        for (int e = 0; e < s.v_dim; e++) {  // the weighted latent through W_UV_h: the next v rows
-          double ref = 0;
-          for (int c = 0; c < s.kv_rank; c++) ref += u[(size_t)(t * us + h * s.kv_rank + c)] * w(h, s.nope_dim + e, c);
-          ASSERT_NEAR(out[(size_t)(t * ow + h * s.v_dim + e)], ref, 1e-5) << isa_name(isa);
-        }
-      }
+    }
   }
 }
 
