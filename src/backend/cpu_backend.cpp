@@ -323,10 +323,7 @@ class CpuBackend final : public Backend {
       for (int64_t s = 0; s < n * k; s++) {
         const int64_t p = pair_of[s], row = p / k;
         if (row < r0 || row >= r1) continue;
-        const float w = weights.data[p];
-        float* o = out.data + row * H;
-        const float* ys = y.data + s * H;
-        for (int64_t i = 0; i < H; i++) o[i] += w * ys[i];
+        kernels::lowrank_add(out.data + row * H, weights.data + p, y.data + s * H, 1, H, H);  // o += w ys, in SIMD
       }
     });
   }
