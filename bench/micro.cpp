@@ -293,6 +293,23 @@ void BM_image_attention(benchmark::State& st) {
   st.SetLabel(bf16 ? "bf16" : "f32");
 }
 
+// A bf16 decode's read rate: one token against 128 MB of bf16 rows in huge pages (past any
+// cache), arg: the width k (896: gate/up and the head, 4864: down). Beside BM_stream_read.
+void BM_bf16_decode(benchmark::State& st) {
+  const int64_t k = st.range(0), m = (int64_t{128} << 20) / (2 * k);
+  static std::map<int64_t, HugePageBuffer> bufs;
+  HugePageBuffer& b = bufs[k];
+  if (b.size() == 0) {
+    b = HugePageBuffer((size_t)(m * k * 2));
+    uint16_t* w = reinterpret_cast<uint16_t*>(b.data());
+    for (int64_t i = 0; i < m * k; i++) w[i] = (uint16_t)(0x3f80 + (i % 97));  // 1.0 .. 1.7 in bf16
+  }
+  std::vector<float> x = randn((size_t)k, 3), y((size_t)m);
+  for (auto _ : st) kernels::matmul(x.data(), 1, k, b.data(), kernels::WType::BF16, m, y.data());
+  st.SetBytesProcessed(st.iterations() * m * k * 2);
+}
+BENCHMARK(BM_bf16_decode)->Arg(896)->Arg(4864)->UseRealTime();
+
 void BM_silu_mul(benchmark::State& st) {
   const int64_t n = st.range(0);
   std::vector<float> g = randn((size_t)n, 51), u = randn((size_t)n, 52), g0 = g;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/matmul.h"
+#include "kernels/x86_helpers.h"
 
 namespace kvad::kernels {
 
@@ -92,11 +93,17 @@ void rows(const Rows& W, const float* x, int64_t n, int64_t k, int64_t m, int64_
 
 }  // namespace
 
+// Decode reads every row once, in order: a software prefetch this far ahead, as the quantised
+// decodes do (kernels/x86_helpers.h: with two threads the hardware prefetcher alone fell behind).
+constexpr int64_t kDecodeAhead = 4096;
+
 // Decode over f32 rows: as row_dot_bf16, one sequential stream.
 inline float row_dot_f32(const float* p, const float* x, int64_t k) {
   __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
   int64_t i = 0;
   for (; i + 64 <= k; i += 64) {
+#pragma GCC unroll 4
+    for (int l = 0; l < 4; l++) prefetch_weights(reinterpret_cast<const uint8_t*>(p + i) + kDecodeAhead + 64 * l);
     a0 = _mm512_fmadd_ps(_mm512_loadu_ps(p + i), _mm512_loadu_ps(x + i), a0);
     a1 = _mm512_fmadd_ps(_mm512_loadu_ps(p + i + 16), _mm512_loadu_ps(x + i + 16), a1);
     a2 = _mm512_fmadd_ps(_mm512_loadu_ps(p + i + 32), _mm512_loadu_ps(x + i + 32), a2);
@@ -149,38 +156,40 @@ inline void tile_bf16(const uint16_t* w, const float* xs, int64_t k, int64_t kp,
     for (int b = 0; b < T; b++) y[(t0 + b) * m + r0 + a] = _mm512_reduce_add_ps(acc[a][b]);
 }
 
-// Decode: one row at a time, so the whole matrix is one sequential stream (the prefetcher's best
-// case), with four accumulators so the FMA latency does not serialise the row.
-inline float row_dot_bf16(const uint16_t* p, const float* xs, int64_t k, int64_t kp) {
-  const __m512i hi = _mm512_set1_epi32((int)0xFFFF0000u);
+// Decode: one row at a time, so the whole matrix is one sequential stream, prefetched ahead, with
+// four accumulators so the FMA latency does not serialise the row. The bf16 values are widened 16
+// at a time against x as it is: the tiles' even/odd split (one 64-byte load for 32 values, x
+// rearranged to match) read a decode's weights at 37 GB/s where this reads 48-57 (kvad_micro
+// BM_bf16_decode, 128 MB, two threads; docs/kernels.md, "bf16 decode").
+inline float row_dot_bf16(const uint16_t* p, const float* x, int64_t k) {
   __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
   int64_t i = 0;
   for (; i + 64 <= k; i += 64) {
-    __m512i v0 = _mm512_loadu_si512(p + i), v1 = _mm512_loadu_si512(p + i + 32);
-    a0 = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(v0, 16)), _mm512_loadu_ps(xs + i), a0);
-    a1 = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(v0, hi)), _mm512_loadu_ps(xs + i + 16), a1);
-    a2 = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(v1, 16)), _mm512_loadu_ps(xs + i + 32), a2);
-    a3 = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(v1, hi)), _mm512_loadu_ps(xs + i + 48), a3);
+    prefetch_weights(reinterpret_cast<const uint8_t*>(p + i) + kDecodeAhead);
+    prefetch_weights(reinterpret_cast<const uint8_t*>(p + i) + kDecodeAhead + 64);
+    a0 = _mm512_fmadd_ps(Bf16Rows::widen(_mm256_loadu_si256((const __m256i*)(p + i))), _mm512_loadu_ps(x + i), a0);
+    a1 = _mm512_fmadd_ps(Bf16Rows::widen(_mm256_loadu_si256((const __m256i*)(p + i + 16))), _mm512_loadu_ps(x + i + 16), a1);
+    a2 = _mm512_fmadd_ps(Bf16Rows::widen(_mm256_loadu_si256((const __m256i*)(p + i + 32))), _mm512_loadu_ps(x + i + 32), a2);
+    a3 = _mm512_fmadd_ps(Bf16Rows::widen(_mm256_loadu_si256((const __m256i*)(p + i + 48))), _mm512_loadu_ps(x + i + 48), a3);
   }
-  for (; i < kp; i += 32) {
-    __m512i v = i + 32 <= k ? _mm512_loadu_si512(p + i) : _mm512_maskz_loadu_epi16((__mmask32)((1ull << (k - i)) - 1), p + i);
-    a0 = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), _mm512_loadu_ps(xs + i), a0);
-    a1 = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(v, hi)), _mm512_loadu_ps(xs + i + 16), a1);
+  for (; i < k; i += 16) {
+    __mmask16 m = k - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (k - i)) - 1);
+    a0 = _mm512_fmadd_ps(Bf16Rows::widen(_mm256_maskz_loadu_epi16(m, p + i)), _mm512_maskz_loadu_ps(m, x + i), a0);
   }
   return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
 }
 
 void rows_bf16_avx512(const float* x, int64_t n, int64_t k, const void* wv, int64_t m, int64_t rb, int64_t re, float* y) {
   const uint16_t* w = static_cast<const uint16_t*>(wv);
+  if (n == 1) {
+    for (int64_t r = rb; r < re; r++) y[r] = row_dot_bf16(w + r * k, x, k);
+    return;
+  }
   const int64_t kp = (k + 31) / 32 * 32;
   thread_local std::vector<float> xs;
   xs.assign((size_t)(n * kp), 0.0f);
   for (int64_t t = 0; t < n; t++)
     for (int64_t i = 0; i < k; i++) xs[(size_t)(t * kp + i / 32 * 32 + (i % 2) * 16 + (i % 32) / 2)] = x[t * k + i];
-  if (n == 1) {
-    for (int64_t r = rb; r < re; r++) y[r] = row_dot_bf16(w + r * k, xs.data(), k, kp);
-    return;
-  }
   for (int64_t b0 = rb; b0 < re; b0 += 32) {
     int64_t b1 = b0 + 32 < re ? b0 + 32 : re, t = 0;
     for (; t + 4 <= n; t += 4) {
