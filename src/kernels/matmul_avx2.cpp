@@ -76,14 +76,49 @@ void rows(const Rows& W, const float* x, int64_t n, int64_t k, int64_t m, int64_
   }
 }
 
+// Decode: one row at a time, one sequential stream with the quantised decodes' NTA prefetch 4 KB
+// ahead, four accumulators so the FMA latency does not serialise the row (the tiles keep one per
+// row and token, and no prefetch: docs/kernels.md, "bf16 decode").
+constexpr int64_t kDecodeAhead = 4096;
+
+template <typename Rows>
+inline float row_dot(const Rows& W, int64_t r, const float* x, int64_t k, int64_t row_bytes) {
+  const uint8_t* base = reinterpret_cast<const uint8_t*>(W.w) + r * row_bytes;
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  int64_t i = 0;
+  for (; i + 32 <= k; i += 32) {
+    // 32 values: 128 bytes of f32 (two lines, prefetched in two steps of 16) or 64 of bf16 (one)
+    prefetch_weights(base + i * (row_bytes / k) + kDecodeAhead);
+    if (row_bytes / k == 4) prefetch_weights(base + i * 4 + kDecodeAhead + 64);
+    a0 = _mm256_fmadd_ps(W.load(r, i), _mm256_loadu_ps(x + i), a0);
+    a1 = _mm256_fmadd_ps(W.load(r, i + 8), _mm256_loadu_ps(x + i + 8), a1);
+    a2 = _mm256_fmadd_ps(W.load(r, i + 16), _mm256_loadu_ps(x + i + 16), a2);
+    a3 = _mm256_fmadd_ps(W.load(r, i + 24), _mm256_loadu_ps(x + i + 24), a3);
+  }
+  for (; i + 8 <= k; i += 8) a0 = _mm256_fmadd_ps(W.load(r, i), _mm256_loadu_ps(x + i), a0);
+  float s = hsum256(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+  for (; i < k; i++) s += W.at(r, i) * x[i];
+  return s;
+}
+
 }  // namespace
 
 void rows_f32_avx2(const float* x, int64_t n, int64_t k, const void* w, int64_t m, int64_t rb, int64_t re, float* y) {
-  rows(F32Rows{static_cast<const float*>(w), k}, x, n, k, m, rb, re, y);
+  const F32Rows W{static_cast<const float*>(w), k};
+  if (n == 1) {
+    for (int64_t r = rb; r < re; r++) y[r] = row_dot(W, r, x, k, k * 4);
+    return;
+  }
+  rows(W, x, n, k, m, rb, re, y);
 }
 
 void rows_bf16_avx2(const float* x, int64_t n, int64_t k, const void* w, int64_t m, int64_t rb, int64_t re, float* y) {
-  rows(Bf16Rows{static_cast<const uint16_t*>(w), k}, x, n, k, m, rb, re, y);
+  const Bf16Rows W{static_cast<const uint16_t*>(w), k};
+  if (n == 1) {
+    for (int64_t r = rb; r < re; r++) y[r] = row_dot(W, r, x, k, k * 2);
+    return;
+  }
+  rows(W, x, n, k, m, rb, re, y);
 }
 
 }  // namespace kvad::kernels
