@@ -105,13 +105,6 @@ DeltaLoops delta_loops(Isa isa) {
   return {decay_project_scalar, update_read_scalar, conv_step_scalar, gate_scalar};
 }
 
-// Splits [0, n) over the pool (in multiples of grain) when `work` values make it pay.
-template <typename F>
-void on_pool(int64_t n, int64_t grain, int64_t work, F&& fn) {
-  if (work < kPoolFrom) return fn(int64_t{0}, n);
-  pool().parallel_for(n, grain, fn);
-}
-
 // Channels [c0, c1) of one span through the causal depthwise conv + SiLU, token by token,
 // advancing their part of the window (each channel's window is its own, so threads take channel
 // ranges); the window's snapshots get the same columns.
@@ -197,13 +190,13 @@ void gated_delta_net(const float* qkvz, int64_t qkvz_stride, const float* ba, in
   const int64_t n = (int64_t)rows.size();
   // Every row's channels and then the conv by channel ranges (each channel's window is its own),
   // then q and k normalised by rows: a prefill's rows on every thread, a decode's one on this one.
-  on_pool(n, 1, n * C, [&](int64_t b, int64_t e) {
+  rows_on_pool(n, C, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; i++) gather_channels(qkvz + rows[(size_t)i] * qkvz_stride, s, scratch + rows[(size_t)i] * C);
   });
-  on_pool(C, 64, n * C, [&](int64_t c0, int64_t c1) {
+  rows_on_pool(C, n, [&](int64_t c0, int64_t c1) {
     for (int64_t i = 0; i < n_spans; i++) conv_channels(spans[i], s, w.conv, c0, c1, loops, scratch);
   });
-  on_pool(n, 1, n * C, [&](int64_t b, int64_t e) {
+  rows_on_pool(n, C, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; i++) normalize_qk(s, scratch + rows[(size_t)i] * C);
   });
   // Every (sequence, value head) is independent: one parallel region over all of them.
@@ -211,7 +204,7 @@ void gated_delta_net(const float* qkvz, int64_t qkvz_stride, const float* ba, in
   pool().parallel_for(n_spans * nv, 1, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; i++) delta_rule(ba, ba_stride, spans[i / nv], i % nv, s, w, loops, scratch, out, out_stride);
   });
-  on_pool(n, 1, n * s.out_width(), [&](int64_t b, int64_t e) {
+  rows_on_pool(n, s.out_width(), [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; i++) {
       const int64_t row = rows[(size_t)i];
       gated_norm(qkvz + row * qkvz_stride, s, w, loops, out + row * out_stride);

@@ -82,14 +82,15 @@ void rows(const Rows& W, const float* x, int64_t n, int64_t k, int64_t m, int64_
 constexpr int64_t kDecodeAhead = 4096;
 
 template <typename Rows>
-inline float row_dot(const Rows& W, int64_t r, const float* x, int64_t k, int64_t row_bytes) {
-  const uint8_t* base = reinterpret_cast<const uint8_t*>(W.w) + r * row_bytes;
+inline float row_dot(const Rows& W, int64_t r, const float* x, int64_t k) {
+  constexpr int64_t bytes = sizeof(*W.w);  // of one value: 4 (f32) or 2 (bf16)
+  const uint8_t* base = reinterpret_cast<const uint8_t*>(W.w + r * k);
   __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
   int64_t i = 0;
   for (; i + 32 <= k; i += 32) {
-    // 32 values: 128 bytes of f32 (two lines, prefetched in two steps of 16) or 64 of bf16 (one)
-    prefetch_weights(base + i * (row_bytes / k) + kDecodeAhead);
-    if (row_bytes / k == 4) prefetch_weights(base + i * 4 + kDecodeAhead + 64);
+    // 32 values: 128 bytes of f32 (two lines) or 64 of bf16 (one)
+    prefetch_weights(base + i * bytes + kDecodeAhead);
+    if constexpr (bytes == 4) prefetch_weights(base + i * bytes + kDecodeAhead + 64);
     a0 = _mm256_fmadd_ps(W.load(r, i), _mm256_loadu_ps(x + i), a0);
     a1 = _mm256_fmadd_ps(W.load(r, i + 8), _mm256_loadu_ps(x + i + 8), a1);
     a2 = _mm256_fmadd_ps(W.load(r, i + 16), _mm256_loadu_ps(x + i + 16), a2);
@@ -106,7 +107,7 @@ inline float row_dot(const Rows& W, int64_t r, const float* x, int64_t k, int64_
 void rows_f32_avx2(const float* x, int64_t n, int64_t k, const void* w, int64_t m, int64_t rb, int64_t re, float* y) {
   const F32Rows W{static_cast<const float*>(w), k};
   if (n == 1) {
-    for (int64_t r = rb; r < re; r++) y[r] = row_dot(W, r, x, k, k * 4);
+    for (int64_t r = rb; r < re; r++) y[r] = row_dot(W, r, x, k);
     return;
   }
   rows(W, x, n, k, m, rb, re, y);
@@ -115,7 +116,7 @@ void rows_f32_avx2(const float* x, int64_t n, int64_t k, const void* w, int64_t 
 void rows_bf16_avx2(const float* x, int64_t n, int64_t k, const void* w, int64_t m, int64_t rb, int64_t re, float* y) {
   const Bf16Rows W{static_cast<const uint16_t*>(w), k};
   if (n == 1) {
-    for (int64_t r = rb; r < re; r++) y[r] = row_dot(W, r, x, k, k * 2);
+    for (int64_t r = rb; r < re; r++) y[r] = row_dot(W, r, x, k);
     return;
   }
   rows(W, x, n, k, m, rb, re, y);
