@@ -105,11 +105,13 @@ class Attention : public ::testing::TestWithParam<KvType> {};
 // queries take the decode path (dot products per key), many the prefill path (chunked matrix
 // products), every block boundary case is crossed; all against a float64 reference over the
 // values the cache type keeps. `latent`: K-only pages whose rows are also the values (their first
-// s.value_dim columns), as multi-head latent attention stores them.
+// s.value_dim columns), as multi-head latent attention stores them. `block_major`: the pages as the
+// engine's memory lays them out, each block holding K, V and other layers' rows (bytes no call
+// may read: NaN), so the kernels must step from block to block by KvPages::block_stride.
 static void check_paged_attention(KvType type, AttentionShape s, bool latent,
                                   std::vector<std::array<int64_t, 2>> cases = {{3, 4}, {5, 40}, {0, 70}, {90, 3},
                                                                                {0, 1}, {9, 1}, {14, 2}},
-                                  int64_t bs = 5) {
+                                  int64_t bs = 5, bool block_major = false) {
   Rng rng(5);
   const int64_t kvw = s.n_kv_heads * s.head_dim, qw = s.n_heads * s.head_dim, ow = s.n_heads * s.v_dim();
   const int64_t n_seqs = (int64_t)cases.size();  // {pos0, n} per sequence
@@ -121,6 +123,9 @@ static void check_paged_attention(KvType type, AttentionShape s, bool latent,
   const int64_t row_bytes = kv_row_bytes(type, s.head_dim);
   std::vector<uint8_t> kpool((size_t)(pool_blocks * s.n_kv_heads * bs * row_bytes)), vpool(latent ? 0 : kpool.size());
   KvPages pages{kpool.data(), latent ? kpool.data() : vpool.data(), bs, type};
+  const int64_t side = s.n_kv_heads * bs * row_bytes, stride = 2 * side + 192;  // 64 B of another layer, K, 128 B, V
+  std::vector<uint8_t> blocks(block_major ? (size_t)(pool_blocks * stride) : 0, 0xFF);
+  if (block_major) pages = {blocks.data() + 64, latent ? blocks.data() + 64 : blocks.data() + 192 + side, bs, type, stride};
   std::vector<AttentionSpan> spans;
   std::vector<std::vector<float>> keys, vals;  // per sequence: [len, kvw]
   std::vector<float> q = randn(rng, (size_t)(rows * qw));
@@ -198,6 +203,16 @@ TEST_P(Attention, DecodeRowsAtARealModelsShapeMatchFloat64) {
 // five chunks of 64 queries per KV head, so a thread's chunks go on from the keys it gathered for
 // the last one, and the values' product runs deeper than one of the packed GEMM's k blocks (256);
 // with a prefix (a second turn) beside it in the batch.
+// The engine's memory keeps each block's layers together (backend/memory.h): the same decode rows
+// and prefill chunks over such pages, where the layer's next block is a whole block of every layer
+// further on.
+TEST_P(Attention, BlockMajorPagesAreReadAndWrittenWhereTheyLie) {
+  check_paged_attention(GetParam(), AttentionShape{14, 2, 64, 0.125f}, false, {{0, 1}, {16, 1}, {47, 2}, {5, 40}}, 16, true);
+  AttentionShape latent{6, 1, 20, 0.3f};
+  latent.value_dim = 12;
+  check_paged_attention(GetParam(), latent, true, {{3, 4}, {37, 1}}, 5, true);
+}
+
 TEST_P(Attention, PrefillAtARealModelsShapeMatchesFloat64) {
   check_paged_attention(GetParam(), AttentionShape{4, 2, 128, 1.0f / std::sqrt(128.0f)}, false, {{0, 300}, {37, 70}}, 16);
 }

@@ -21,14 +21,16 @@ struct Pool {
   Memory mem{MemorySpec::attention(1, 1, 2), 8, 4};
   BlockManager bm{8, 4};
   // Writes position p's key as (tag, p) so copies can be checked.
+  float* key(const BlockTable& t, int64_t p) {
+    const kernels::KvPages kv = mem.pages(0);
+    return reinterpret_cast<float*>(kernels::kv_block_rows(kv.k, kv, t.blocks[(size_t)(p / 4)], 0, 1, 8)) + (p % 4) * 2;
+  }
   void write(const BlockTable& t, int64_t p, float tag) {
-    float* k = reinterpret_cast<float*>(mem.pages(0).k) + ((int64_t)t.blocks[(size_t)(p / 4)] * 4 + p % 4) * 2;
+    float* k = key(t, p);
     k[0] = tag;
     k[1] = (float)p;
   }
-  float tag(const BlockTable& t, int64_t p) {
-    return reinterpret_cast<const float*>(mem.pages(0).k)[((int64_t)t.blocks[(size_t)(p / 4)] * 4 + p % 4) * 2];
-  }
+  float tag(const BlockTable& t, int64_t p) { return key(t, p)[0]; }
 };
 
 }  // namespace

@@ -48,8 +48,9 @@ struct MemorySpec {
   std::string describe_per_token() const;
 };
 
-// The storage: per attention or latent layer, n_blocks pages of block_size positions; per recurrent
-// layer, n_states slots of its state. Both are reserved whole up front (untouched pages cost no
+// The storage: n_blocks blocks of block_size positions, each holding every attention and latent
+// layer's rows of its positions (block-major, in huge pages where the kernel gives them); per
+// recurrent layer, n_states slots of its state. Both are reserved whole up front (untouched pages cost no
 // physical memory until written), so block ids, slot ids and the pointers into them never move.
 class Memory {
  public:
@@ -87,9 +88,12 @@ class Memory {
   struct Free {
     void operator()(uint8_t* p) const;
   };
+  static constexpr size_t kNone = ~size_t{0};
   MemorySpec spec_;
   int64_t n_blocks_, block_size_, n_states_;
-  std::vector<std::unique_ptr<uint8_t[], Free>> k_, v_;  // per layer (v_ null for a latent layer)
+  std::unique_ptr<uint8_t[], Free> blocks_;  // n_blocks_ x block_bytes_, block-major (see the constructor)
+  size_t block_bytes_ = 0;
+  std::vector<size_t> k_off_, v_off_;  // per layer, within a block (kNone for a recurrent layer)
   std::vector<std::unique_ptr<uint8_t[], Free>> states_;  // per layer (null but for a recurrent one)
 };
 

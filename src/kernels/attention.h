@@ -36,14 +36,27 @@ KvType parse_kv_type(const std::string& name);
 int64_t kv_row_bytes(KvType t, int64_t head_dim);
 
 // One layer's K/V pages. Block b, KV head h holds `block_size` rows of kv_row_bytes(type,
-// head_dim) bytes at k + ((b * n_kv_heads + h) * block_size) * row_bytes (v alike): a head's keys
-// are contiguous within a block, so the decode loop streams through them.
+// head_dim) bytes at k + b * block_stride + h * block_size * row_bytes (v alike): a head's keys
+// are contiguous within a block, so the decode loop streams through them. block_stride 0 means
+// the layer's blocks follow each other (n_kv_heads * block_size * row_bytes); the engine's
+// memory keeps each block's layers together instead (backend/memory.h), so its stride is a
+// whole block of every layer.
 struct KvPages {
   uint8_t* k = nullptr;
   uint8_t* v = nullptr;
   int64_t block_size = 0;
   KvType type = KvType::F32;
+  int64_t block_stride = 0;
 };
+
+// Where block `block`'s rows of KV head h start on one side (kv.k or kv.v); Byte is uint8_t or
+// const uint8_t.
+template <typename Byte>
+Byte* kv_block_rows(Byte* side, const KvPages& kv, int64_t block, int64_t h, int64_t n_kv_heads,
+                              int64_t row_bytes) {
+  const int64_t head_bytes = kv.block_size * row_bytes;
+  return side + block * (kv.block_stride > 0 ? kv.block_stride : n_kv_heads * head_bytes) + h * head_bytes;
+}
 
 // One sequence's rows of the batch: rows row0 .. row0+n-1 are its positions pos0 .. pos0+n-1;
 // position p lives in block blocks[p / block_size].

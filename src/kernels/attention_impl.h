@@ -25,7 +25,7 @@ template <typename V>
 const float* kv_rows(const uint8_t* side, const KvPages& kv, int32_t block, int h, int nkv, int hd, int64_t cnt,
                      float* tile) {
   const int64_t rb = kv_row_bytes(kv.type, hd);
-  const uint8_t* p = side + (((int64_t)block * nkv + h) * kv.block_size) * rb;
+  const uint8_t* p = kv_block_rows(side, kv, block, h, nkv, rb);
   switch (kv.type) {
     case KvType::F32:
       return reinterpret_cast<const float*>(p);
@@ -49,7 +49,7 @@ const float* kv_rows(const uint8_t* side, const KvPages& kv, int32_t block, int 
 // without this the loads waited on memory (docs/kernels.md).
 inline void prefetch_block(const uint8_t* side, const KvPages& kv, int32_t block, int h, int nkv, int hd) {
   const int64_t rb = kv_row_bytes(kv.type, hd), bytes = kv.block_size * rb;
-  const uint8_t* p = side + (((int64_t)block * nkv + h) * kv.block_size) * rb;
+  const uint8_t* p = kv_block_rows(side, kv, block, h, nkv, rb);
   for (int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(p + i, 0, 3);
 }
 
