@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/memory.h"
 #include "core/cpu.h"
 #include "core/dtype.h"
 #include "core/huge_pages.h"
@@ -408,8 +409,9 @@ BENCHMARK(BM_train_gemm)->ArgsProduct({{0, 1, 2}, {0, 1}})->UseRealTime();
 // BM_attention's decode query as a decode step meets it: the layer's cache last touched a token
 // ago, with the whole model's weights read since, so it comes from memory. Each iteration is the
 // next of enough layers' caches to pass 64 MB (so none is in a cache). Args: ctx (blocks of 16,
-// f32, Qwen2.5-0.5B's heads); the caches in 4 KB pages, as Memory maps them (0), or in huge pages
-// (1: docs/kernels.md, "Tried and not kept").
+// f32, Qwen2.5-0.5B's heads); the layout: each layer's caches in 4 KB pages, as `Memory` mapped
+// them until 2026-12-05 (0), the same in one huge-page buffer (1), or the engine's `Memory` as it
+// is, block-major in huge pages (2: docs/kv-cache.md, "Block-major, in huge pages").
 void BM_attention_cold(benchmark::State& st) {
   const int64_t ctx = st.range(0), bs = 16, blocks = (ctx + bs - 1) / bs;
   const kernels::AttentionShape s{14, 2, 64, 0.125f};
@@ -419,21 +421,22 @@ void BM_attention_cold(benchmark::State& st) {
   for (int64_t i = 0; i < blocks; i++) table[(size_t)i] = (int32_t)i;
   std::vector<float> q = randn((size_t)(14 * 64), 4), k = randn((size_t)(ctx * 2 * 64), 5), v = randn(k.size(), 6),
                      out((size_t)(14 * 64));
-  const bool huge = st.range(1) != 0;
-  std::vector<uint8_t> small_pages((size_t)(huge ? 0 : 2 * layers * layer_bytes));
-  HugePageBuffer huge_pages(huge ? (size_t)(2 * layers * layer_bytes) : 0);
-  uint8_t* kb = huge ? huge_pages.data() : small_pages.data();
-  uint8_t* vb = kb + layers * layer_bytes;
+  const int64_t layout = st.range(1);
+  std::vector<uint8_t> small_pages((size_t)(layout == 0 ? 2 * layers * layer_bytes : 0));
+  HugePageBuffer huge_pages(layout == 1 ? (size_t)(2 * layers * layer_bytes) : 0);
+  std::unique_ptr<Memory> engine =
+      layout == 2 ? std::make_unique<Memory>(MemorySpec::attention(layers, 2, 64), blocks, bs) : nullptr;
+  uint8_t* kb = layout == 0 ? small_pages.data() : huge_pages.data();
+  auto pages_of = [&](int64_t l) {
+    if (engine) return engine->pages(l);
+    return kernels::KvPages{kb + l * layer_bytes, kb + (layers + l) * layer_bytes, bs, kernels::KvType::F32};
+  };
   kernels::AttentionSpan all{0, ctx, 0, table.data()};
-  for (int64_t l = 0; l < layers; l++) {
-    kernels::KvPages pages{kb + l * layer_bytes, vb + l * layer_bytes, bs, kernels::KvType::F32};
-    kernels::kv_store(k.data(), 2 * 64, v.data(), 2 * 64, &all, 1, 2, 64, pages);
-  }
+  for (int64_t l = 0; l < layers; l++) kernels::kv_store(k.data(), 2 * 64, v.data(), 2 * 64, &all, 1, 2, 64, pages_of(l));
   kernels::AttentionSpan span{0, 1, ctx - 1, table.data()};
   int64_t l = 0;
   for (auto _ : st) {
-    kernels::KvPages pages{kb + l * layer_bytes, vb + l * layer_bytes, bs, kernels::KvType::F32};
-    kernels::attention_paged(q.data(), 14 * 64, &span, 1, s, pages, out.data(), 14 * 64);
+    kernels::attention_paged(q.data(), 14 * 64, &span, 1, s, pages_of(l), out.data(), 14 * 64);
     benchmark::DoNotOptimize(out.data());
     l = (l + 1) % layers;
   }
@@ -549,7 +552,7 @@ BENCHMARK(BM_sample)->DenseRange(0, 4)->UseRealTime();
 BENCHMARK(BM_attention)->ArgsProduct({{1}, {512, 4096}, {4, 16, 64, 256, 4096}, {0}})->Args({1, 80, 16, 0})->Args({128, 128, 16, 0})->Args({512, 512, 16, 0})
     ->ArgsProduct({{1}, {1024, 4096}, {16}, {0, 1, 2}})
     ->Args({512, 512, 256, 0})->UseRealTime();
-BENCHMARK(BM_attention_cold)->ArgsProduct({{80, 512, 2048}, {0, 1}})->UseRealTime();
+BENCHMARK(BM_attention_cold)->ArgsProduct({{80, 512, 2048, 4096}, {0, 1, 2}})->UseRealTime();
 BENCHMARK(BM_latent_attention)->ArgsProduct({{512, 4096}, {0}, {0, 1, 2}})->ArgsProduct({{512, 4096}, {1}, {2}})->UseRealTime();
 
 int main(int argc, char** argv) {

@@ -170,3 +170,39 @@ TEST(BlockManager, ABlockDifferingInItsLastTokenDoesNotMatch) {
   EXPECT_EQ(p.bm.match_prefix(u, b, 4, p.mem), 0);
   p.bm.release(t);
 }
+
+// Every (layer, side, block, KV head) of the engine's memory is its own bytes inside the mapping,
+// for blocks smaller and larger than a huge page, with a recurrent layer's state between
+// attention layers: the kernels find them through KvPages alone (block-major: backend/memory.h).
+TEST(KvMemory, EveryLayersBlockIsItsOwnBytes) {
+  struct Shape {
+    int64_t layers, heads, dim, blocks, block_size;
+  };
+  for (Shape sh : {Shape{3, 2, 8, 11, 4}, Shape{2, 2, 64, 5, 2048}}) {  // 1.3 KB blocks; 4 MB ones
+    MemorySpec spec = MemorySpec::attention(sh.layers, sh.heads, sh.dim);
+    spec.layers.push_back(MemorySpec::recurrent_layer(16));  // a state between attention layers owns no block bytes
+    spec.layers.push_back(MemorySpec::attention_layer(1, 24));
+    Memory mem(spec, sh.blocks, sh.block_size, 2);
+    std::vector<std::pair<const uint8_t*, const uint8_t*>> spans;
+    for (int64_t l = 0; l < (int64_t)spec.layers.size(); l++) {
+      const LayerMemorySpec& ls = spec.layers[(size_t)l];
+      if (ls.kind == MemoryKind::Recurrent) {
+        EXPECT_THROW(mem.pages(l), Error);
+        continue;
+      }
+      const kernels::KvPages kv = mem.pages(l);
+      const int64_t row = kernels::kv_row_bytes(kv.type, ls.head_dim), bytes = sh.block_size * row;
+      for (const uint8_t* side : {kv.k, kv.v})
+        for (int64_t b = 0; b < sh.blocks; b++)
+          for (int64_t h = 0; h < ls.kv_heads; h++) {
+            const uint8_t* p = kernels::kv_block_rows(side, kv, b, h, ls.kv_heads, row);
+            spans.push_back({p, p + bytes});
+          }
+    }
+    std::sort(spans.begin(), spans.end());
+    for (size_t i = 1; i < spans.size(); i++) ASSERT_LE(spans[i - 1].second, spans[i].first) << "overlap at " << i;
+    // Written through at the last byte of each (the mapping holds them all) and read back.
+    for (size_t i = 0; i < spans.size(); i++) const_cast<uint8_t*>(spans[i].second)[-1] = (uint8_t)(i * 7 + 1);
+    for (size_t i = 0; i < spans.size(); i++) ASSERT_EQ(spans[i].second[-1], (uint8_t)(i * 7 + 1));
+  }
+}
