@@ -178,8 +178,8 @@ void Memory::copy_block(int32_t src, int32_t dst, int64_t positions) {
     const int64_t heads = rows_per_position(s), row = kernels::kv_row_bytes(spec_.kv_type, row_width(s));
     for (uint8_t* side : {kv.k, kv.v}) {
       for (int64_t h = 0; h < heads; h++)
-        std::memcpy(kernels::kv_block_rows(side, kv, dst, h, heads, row), kernels::kv_block_rows(side, kv, src, h, heads, row),
-                    (size_t)(positions * row));
+        std::memcpy(kernels::kv_block_rows(side, kv, dst, h, heads, row),
+                    kernels::kv_block_rows(side, kv, src, h, heads, row), (size_t)(positions * row));
       if (s.kind == MemoryKind::Latent) break;  // K only
     }
   }

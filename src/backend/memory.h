@@ -50,8 +50,9 @@ struct MemorySpec {
 
 // The storage: n_blocks blocks of block_size positions, each holding every attention and latent
 // layer's rows of its positions (block-major, in huge pages where the kernel gives them); per
-// recurrent layer, n_states slots of its state. Both are reserved whole up front (untouched pages cost no
-// physical memory until written), so block ids, slot ids and the pointers into them never move.
+// recurrent layer, n_states slots of its state. Both are reserved whole up front (untouched pages
+// cost no physical memory until written), so block ids, slot ids and the pointers into them never
+// move.
 class Memory {
  public:
   Memory(MemorySpec spec, int64_t n_blocks, int64_t block_size, int64_t n_states = 0);

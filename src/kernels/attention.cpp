@@ -123,8 +123,11 @@ void kv_store(const float* k, int64_t k_stride, const float* v, int64_t v_stride
       int64_t p = sp.pos0 + t, r = sp.row0 + t;
       for (int h = 0; h < n_kv_heads; h++) {
         const int64_t block = sp.blocks[p / bs], at = (p % bs) * rb;
-        store_row(k + r * k_stride + h * head_dim, head_dim, kv.type, kv_block_rows(kv.k, kv, block, h, n_kv_heads, rb) + at);
-        if (v) store_row(v + r * v_stride + h * head_dim, head_dim, kv.type, kv_block_rows(kv.v, kv, block, h, n_kv_heads, rb) + at);
+        store_row(k + r * k_stride + h * head_dim, head_dim, kv.type,
+                  kv_block_rows(kv.k, kv, block, h, n_kv_heads, rb) + at);
+        if (v)
+          store_row(v + r * v_stride + h * head_dim, head_dim, kv.type,
+                    kv_block_rows(kv.v, kv, block, h, n_kv_heads, rb) + at);
       }
     }
   }

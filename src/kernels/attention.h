@@ -52,8 +52,7 @@ struct KvPages {
 // Where block `block`'s rows of KV head h start on one side (kv.k or kv.v); Byte is uint8_t or
 // const uint8_t.
 template <typename Byte>
-Byte* kv_block_rows(Byte* side, const KvPages& kv, int64_t block, int64_t h, int64_t n_kv_heads,
-                              int64_t row_bytes) {
+Byte* kv_block_rows(Byte* side, const KvPages& kv, int64_t block, int64_t h, int64_t n_kv_heads, int64_t row_bytes) {
   const int64_t head_bytes = kv.block_size * row_bytes;
   return side + block * (kv.block_stride > 0 ? kv.block_stride : n_kv_heads * head_bytes) + h * head_bytes;
 }
