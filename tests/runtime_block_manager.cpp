@@ -20,11 +20,11 @@ std::vector<int32_t> seq(int32_t from, int n) {
 struct Pool {
   Memory mem{MemorySpec::attention(1, 1, 2), 8, 4};
   BlockManager bm{8, 4};
-  // Writes position p's key as (tag, p) so copies can be checked.
   float* key(const BlockTable& t, int64_t p) {
     const kernels::KvPages kv = mem.pages(0);
     return reinterpret_cast<float*>(kernels::kv_block_rows(kv.k, kv, t.blocks[(size_t)(p / 4)], 0, 1, 8)) + (p % 4) * 2;
   }
+  // Writes position p's key as (tag, p) so copies can be checked.
   void write(const BlockTable& t, int64_t p, float tag) {
     float* k = key(t, p);
     k[0] = tag;

@@ -90,30 +90,21 @@ std::string MemorySpec::describe_per_token() const {
 }
 
 void Memory::Free::operator()(uint8_t* p) const {
-  // The size is not known here; the mapping's start and length are recorded in front of the
-  // pointer handed out (see map_bytes).
-  const size_t* header = reinterpret_cast<const size_t*>(p - 64);
-  ::munmap(reinterpret_cast<void*>(header[1]), header[0]);
+  // The size is not known here; pages were mapped with the size recorded in the header in front
+  // (see map_bytes).
+  size_t* base = reinterpret_cast<size_t*>(p - 64);
+  ::munmap(base, base[0]);
 }
 
 namespace {
-constexpr size_t kHugePage = size_t{2} << 20;
-
 // Anonymous mapping: zero pages on first touch, so a pool sized for the whole budget costs only
-// what is written. 64 bytes in front hold the mapping's length and start for the deleter.
-// `huge`: the bytes start on a 2 MB boundary and are advised for huge pages, which the kernel
-// then gives a 2 MB region at a time, on its first write.
-uint8_t* map_bytes(size_t n, bool huge = false) {
-  const size_t align = huge ? kHugePage : 64, len = n + align + 64;
+// what is written. 64 bytes in front hold the mapping's length for the deleter.
+uint8_t* map_bytes(size_t n) {
+  size_t len = n + 64;
   void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
-  const uintptr_t start = reinterpret_cast<uintptr_t>(p);
-  uint8_t* data = reinterpret_cast<uint8_t*>((start + 64 + align - 1) / align * align);
-  if (huge) ::madvise(data, n, MADV_HUGEPAGE);  // advice: 4 KB pages still work where it is refused
-  size_t* header = reinterpret_cast<size_t*>(data - 64);
-  header[0] = len;
-  header[1] = (size_t)start;
-  return data;
+  static_cast<size_t*>(p)[0] = len;
+  return static_cast<uint8_t*>(p) + 64;
 }
 }  // namespace
 
@@ -159,13 +150,14 @@ Memory::Memory(MemorySpec spec, int64_t n_blocks, int64_t block_size, int64_t n_
     }
   }
   block_bytes_ = at;
-  if (block_bytes_ > 0) blocks_.reset(map_bytes(block_bytes_ * (size_t)n_blocks_, /*huge=*/true));
+  // Untouched blocks cost nothing; the kernel gives a 2 MB page at a block's first write.
+  blocks_ = HugePageBuffer(block_bytes_ * (size_t)n_blocks_, HugePageBuffer::Commit::OnTouch);
 }
 
 kernels::KvPages Memory::pages(int64_t layer) const {
-  if (!blocks_ || (size_t)layer >= k_off_.size() || k_off_[(size_t)layer] == kNone)
+  if (!blocks_.data() || (size_t)layer >= k_off_.size() || k_off_[(size_t)layer] == kNone)
     fail("KV memory: layer {} has no host pages (its pages live on a device, or it keeps a state)", layer);
-  uint8_t* base = blocks_.get();
+  uint8_t* base = blocks_.data();
   return {base + k_off_[(size_t)layer], base + v_off_[(size_t)layer], block_size_, spec_.kv_type,
           (int64_t)block_bytes_};
 }

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/huge_pages.h"
 #include "kernels/attention.h"
 
 namespace kvad {
@@ -92,7 +93,7 @@ class Memory {
   static constexpr size_t kNone = ~size_t{0};
   MemorySpec spec_;
   int64_t n_blocks_, block_size_, n_states_;
-  std::unique_ptr<uint8_t[], Free> blocks_;  // n_blocks_ x block_bytes_, block-major (see the constructor)
+  HugePageBuffer blocks_;  // n_blocks_ x block_bytes_, block-major (see the constructor)
   size_t block_bytes_ = 0;
   std::vector<size_t> k_off_, v_off_;  // per layer, within a block (kNone for a recurrent layer)
   std::vector<std::unique_ptr<uint8_t[], Free>> states_;  // per layer (null but for a recurrent one)

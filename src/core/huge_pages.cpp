@@ -20,7 +20,7 @@ bool transparent_huge_pages_enabled() {
   return line.find("[always]") != std::string::npos || line.find("[madvise]") != std::string::npos;
 }
 
-HugePageBuffer::HugePageBuffer(size_t bytes) : size_(bytes) {
+HugePageBuffer::HugePageBuffer(size_t bytes, Commit commit) : size_(bytes) {
   if (bytes == 0) return;
   // Whole 4 KB pages, not whole huge pages: the kernel only puts a huge page where the mapping
   // covers all of its 2 MB, so the ragged tail stays in small pages instead of holding up to
@@ -29,7 +29,8 @@ HugePageBuffer::HugePageBuffer(size_t bytes) : size_(bytes) {
   length_ = (bytes + page - 1) / page * page;
   // mmap only promises 4 KB alignment: map a huge page more and unmap the ragged ends.
   const size_t over = length_ + kHugePage;
-  void* p = ::mmap(nullptr, over, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  const int flags = MAP_PRIVATE | MAP_ANONYMOUS | (commit == Commit::OnTouch ? MAP_NORESERVE : 0);
+  void* p = ::mmap(nullptr, over, PROT_READ | PROT_WRITE, flags, -1, 0);
   if (p == MAP_FAILED) fail("cannot map {} bytes of memory: {}", bytes, std::strerror(errno));
   uint8_t* base = static_cast<uint8_t*>(p);
   uint8_t* aligned = reinterpret_cast<uint8_t*>(((uintptr_t)base + kHugePage - 1) / kHugePage * kHugePage);

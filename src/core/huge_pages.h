@@ -1,5 +1,6 @@
 // Anonymous memory advised for 2 MB transparent huge pages: for bytes that are streamed whole again
-// and again (a model's weight matrices every decode step, the bandwidth probe's buffer). With 4 KB
+// and again (a model's weight matrices every decode step, the KV cache's blocks, the bandwidth
+// probe's buffer). With 4 KB
 // pages a 300 MB matrix set is 75k pages to translate a token and a prefetcher that stops at every
 // page edge; in huge pages a q4 decode ran 1.00-1.29x faster (median 1.13x), and the probe's 1 GiB
 // buffer faults in 512 times fewer pages (docs/kernels.md, "Weights in huge pages").
@@ -20,8 +21,13 @@ class HugePageBuffer {
  public:
   static constexpr size_t kHugePage = size_t{2} << 20;
 
+  // Reserved: the kernel counts the whole region against its commit limit when it is mapped (a
+  // buffer about to be filled). OnTouch (MAP_NORESERVE): only the pages written cost anything, for
+  // a pool sized for a whole budget and filled as it is used (the KV memory).
+  enum class Commit { Reserved, OnTouch };
+
   HugePageBuffer() = default;
-  explicit HugePageBuffer(size_t bytes);
+  explicit HugePageBuffer(size_t bytes, Commit commit = Commit::Reserved);
   ~HugePageBuffer();
   HugePageBuffer(HugePageBuffer&& other) noexcept;
   HugePageBuffer& operator=(HugePageBuffer&& other) noexcept;
