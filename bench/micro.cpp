@@ -408,14 +408,21 @@ BENCHMARK(BM_train_gemm)->ArgsProduct({{0, 1, 2}, {0, 1}})->UseRealTime();
 
 // BM_attention's decode query as a decode step meets it: the layer's cache last touched a token
 // ago, with the whole model's weights read since, so it comes from memory. Each iteration is the
-// next of enough layers' caches to pass 64 MB (so none is in a cache). Args: ctx (blocks of 16,
-// f32, Qwen2.5-0.5B's heads); the layout: each layer's caches in 4 KB pages, as `Memory` mapped
-// them until 2026-12-05 (0), the same in one huge-page buffer (1), or the engine's `Memory` as it
-// is, block-major in huge pages (2: docs/kv-cache.md, "Block-major, in huge pages").
+// next of enough layers' caches to pass 64 MB (so none is in a cache), and stores the step's own
+// key and value first, as the engine's attention does. Args: ctx (blocks of 16, Qwen2.5-0.5B's
+// heads); the layout: each layer's caches in 4 KB pages, as `Memory` mapped them until 2026-12-05
+// (0), the same in one huge-page buffer (1), or the engine's `Memory` as it is, block-major in huge
+// pages (2: docs/kv-cache.md, "Block-major, in huge pages"); the cache type (0 f32, 1 bf16, 2 q8).
+MemorySpec spec_with_type(MemorySpec spec, kernels::KvType type) {
+  spec.kv_type = type;
+  return spec;
+}
+
 void BM_attention_cold(benchmark::State& st) {
   const int64_t ctx = st.range(0), bs = 16, blocks = (ctx + bs - 1) / bs;
   const kernels::AttentionShape s{14, 2, 64, 0.125f};
-  const int64_t layer_bytes = blocks * 2 * bs * kernels::kv_row_bytes(kernels::KvType::F32, 64);
+  const kernels::KvType type = (kernels::KvType)st.range(2);
+  const int64_t layer_bytes = blocks * 2 * bs * kernels::kv_row_bytes(type, 64);
   const int64_t layers = std::max<int64_t>(2, (int64_t{64} << 20) / layer_bytes);
   std::vector<int32_t> table((size_t)blocks);
   for (int64_t i = 0; i < blocks; i++) table[(size_t)i] = (int32_t)i;
@@ -425,22 +432,24 @@ void BM_attention_cold(benchmark::State& st) {
   std::vector<uint8_t> small_pages((size_t)(layout == 0 ? 2 * layers * layer_bytes : 0));
   HugePageBuffer huge_pages(layout == 1 ? (size_t)(2 * layers * layer_bytes) : 0);
   std::unique_ptr<Memory> engine =
-      layout == 2 ? std::make_unique<Memory>(MemorySpec::attention(layers, 2, 64), blocks, bs) : nullptr;
+      layout == 2 ? std::make_unique<Memory>(spec_with_type(MemorySpec::attention(layers, 2, 64), type), blocks, bs) : nullptr;
   uint8_t* kb = layout == 0 ? small_pages.data() : huge_pages.data();
   auto pages_of = [&](int64_t l) {
     if (engine) return engine->pages(l);
-    return kernels::KvPages{kb + l * layer_bytes, kb + (layers + l) * layer_bytes, bs, kernels::KvType::F32};
+    return kernels::KvPages{kb + l * layer_bytes, kb + (layers + l) * layer_bytes, bs, type};
   };
   kernels::AttentionSpan all{0, ctx, 0, table.data()};
   for (int64_t l = 0; l < layers; l++) kernels::kv_store(k.data(), 2 * 64, v.data(), 2 * 64, &all, 1, 2, 64, pages_of(l));
   kernels::AttentionSpan span{0, 1, ctx - 1, table.data()};
   int64_t l = 0;
   for (auto _ : st) {
+    // The step's own key and value first, as the engine's attention stores them.
+    kernels::kv_store(k.data(), 2 * 64, v.data(), 2 * 64, &span, 1, 2, 64, pages_of(l));
     kernels::attention_paged(q.data(), 14 * 64, &span, 1, s, pages_of(l), out.data(), 14 * 64);
     benchmark::DoNotOptimize(out.data());
     l = (l + 1) % layers;
   }
-  st.SetLabel(std::to_string(layers) + " layers' caches");
+  st.SetLabel(std::to_string(layers) + " layers' caches, kv " + kernels::kv_type_name(type));
 }
 
 // One decode query of DeepSeek-V2-Lite's attention (16 heads, nope 128, rope 64, v 128, latent 512)
@@ -552,7 +561,7 @@ BENCHMARK(BM_sample)->DenseRange(0, 4)->UseRealTime();
 BENCHMARK(BM_attention)->ArgsProduct({{1}, {512, 4096}, {4, 16, 64, 256, 4096}, {0}})->Args({1, 80, 16, 0})->Args({128, 128, 16, 0})->Args({512, 512, 16, 0})
     ->ArgsProduct({{1}, {1024, 4096}, {16}, {0, 1, 2}})
     ->Args({512, 512, 256, 0})->UseRealTime();
-BENCHMARK(BM_attention_cold)->ArgsProduct({{80, 512, 2048, 4096}, {0, 1, 2}})->UseRealTime();
+BENCHMARK(BM_attention_cold)->ArgsProduct({{80, 512, 2048, 4096}, {0, 1, 2}, {0, 1, 2}})->UseRealTime();
 BENCHMARK(BM_latent_attention)->ArgsProduct({{512, 4096}, {0}, {0, 1, 2}})->ArgsProduct({{512, 4096}, {1}, {2}})->UseRealTime();
 
 int main(int argc, char** argv) {

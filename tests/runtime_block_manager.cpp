@@ -2,8 +2,10 @@
 // keeps contents, copy-on-write, and a pool that always returns to empty.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "runtime/block_manager.h"
 
@@ -18,19 +20,26 @@ std::vector<int32_t> seq(int32_t from, int n) {
 }
 
 struct Pool {
-  Memory mem{MemorySpec::attention(1, 1, 2), 8, 4};
+  // bf16 keys are stored by dimension, [2][4] a block (kernels/attention.h): a copy that kept only
+  // a position's first bytes would lose its second element.
+  Memory mem{bf16(MemorySpec::attention(1, 1, 2)), 8, 4};
   BlockManager bm{8, 4};
-  float* key(const BlockTable& t, int64_t p) {
+  static MemorySpec bf16(MemorySpec spec) {
+    spec.kv_type = kernels::KvType::BF16;
+    return spec;
+  }
+  // Element d of position p's key.
+  uint16_t& key(const BlockTable& t, int64_t p, int d) {
     const kernels::KvPages kv = mem.pages(0);
-    return reinterpret_cast<float*>(kernels::kv_block_rows(kv.k, kv, t.blocks[(size_t)(p / 4)], 0, 1, 8)) + (p % 4) * 2;
+    return reinterpret_cast<uint16_t*>(kernels::kv_block_rows(kv.k, kv, t.blocks[(size_t)(p / 4)], 0, 1, 4))[d * 4 + p % 4];
   }
-  // Writes position p's key as (tag, p) so copies can be checked.
+  // Writes position p's key as (tag, p) so copies can be checked (small integers: exact in bf16).
   void write(const BlockTable& t, int64_t p, float tag) {
-    float* k = key(t, p);
-    k[0] = tag;
-    k[1] = (float)p;
+    key(t, p, 0) = f32_to_bf16(tag);
+    key(t, p, 1) = f32_to_bf16((float)p);
   }
-  float tag(const BlockTable& t, int64_t p) { return key(t, p)[0]; }
+  // The tag, when the whole key is there (NaN otherwise: a copy that kept part of a position).
+  float tag(const BlockTable& t, int64_t p) { return bf16_to_f32(key(t, p, 1)) == (float)p ? bf16_to_f32(key(t, p, 0)) : NAN; }
 };
 
 }  // namespace

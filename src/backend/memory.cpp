@@ -169,9 +169,11 @@ void Memory::copy_block(int32_t src, int32_t dst, int64_t positions) {
     const kernels::KvPages kv = pages((int64_t)l);
     const int64_t heads = rows_per_position(s), row = kernels::kv_row_bytes(spec_.kv_type, row_width(s));
     for (uint8_t* side : {kv.k, kv.v}) {
+      // Keys by dimension spread a position over the head's whole block (kernels/attention.h).
+      const int64_t bytes = (side == kv.k && kv.keys_by_dimension() ? block_size_ : positions) * row;
       for (int64_t h = 0; h < heads; h++)
         std::memcpy(kernels::kv_block_rows(side, kv, dst, h, heads, row),
-                    kernels::kv_block_rows(side, kv, src, h, heads, row), (size_t)(positions * row));
+                    kernels::kv_block_rows(side, kv, src, h, heads, row), (size_t)bytes);
       if (s.kind == MemoryKind::Latent) break;  // K only
     }
   }

@@ -68,7 +68,8 @@ class Memory {
   // A latent layer's pages have v == k: its values are the first columns of its rows.
   kernels::KvPages pages(int64_t layer) const;
   // Copies the first `positions` positions of block src into block dst, in every layer
-  // (copy-on-write of a shared or cached block before a sequence writes into it).
+  // (copy-on-write of a shared or cached block before a sequence writes into it); keys stored by
+  // dimension are copied whole, the rest of dst's block being unwritten positions.
   virtual void copy_block(int32_t src, int32_t dst, int64_t positions);
 
   int64_t n_states() const { return n_states_; }

@@ -18,12 +18,17 @@ namespace {
 struct ScalarVec {
   using reg = float;
   static constexpr int W = 1;
+  static constexpr int kDimHeads = 4;
   static constexpr bool kPanels = false;  // gemm_nn: gemm.h has AVX-512 tiles only
   static reg zero() { return 0.0f; }
   static reg set1(float x) { return x; }
   static reg load(const float* p, int64_t) { return *p; }
   static void store(float* p, reg v, int64_t) { *p = v; }
   static reg fmadd(reg a, reg b, reg c) { return a * b + c; }
+  static reg load(const uint16_t* bf16, int64_t) { return bf16_to_f32(*bf16); }
+  static reg load(const int8_t* q, int64_t) { return (float)*q; }
+  static reg add(reg a, reg b) { return a + b; }
+  static reg mul(reg a, reg b) { return a * b; }
   static void softmax(float* x, int64_t n, float scale) {
     float mx = -INFINITY;
     for (int64_t i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
@@ -90,44 +95,55 @@ int64_t kv_row_bytes(KvType t, int64_t head_dim) {
 }
 
 namespace {
-// One position of one head into its row, in the cache's type.
-void store_row(const float* x, int hd, KvType type, uint8_t* dst) {
+// One position of one head in the cache's type: element d at elements[d * stride] (a row: stride
+// 1; keys by dimension: the block size), q8's scale at `scale`.
+void store_position(const float* x, int hd, KvType type, uint8_t* elements, int64_t stride, uint8_t* scale) {
   switch (type) {
-    case KvType::F32:
-      std::memcpy(dst, x, (size_t)hd * sizeof(float));
+    case KvType::F32: {
+      float* f = reinterpret_cast<float*>(elements);
+      for (int d = 0; d < hd; d++) f[d * stride] = x[d];
       return;
+    }
     case KvType::BF16: {
-      uint16_t* b = reinterpret_cast<uint16_t*>(dst);
-      for (int d = 0; d < hd; d++) b[d] = f32_to_bf16(x[d]);
+      uint16_t* b = reinterpret_cast<uint16_t*>(elements);
+      for (int d = 0; d < hd; d++) b[d * stride] = f32_to_bf16(x[d]);
       return;
     }
     case KvType::Q8: {
       float amax = 0;
       for (int d = 0; d < hd; d++) amax = std::max(amax, std::fabs(x[d]));
-      float scale = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
-      int8_t* q = reinterpret_cast<int8_t*>(dst);
-      for (int d = 0; d < hd; d++) q[d] = (int8_t)std::lrintf(std::clamp(x[d] * inv, -127.0f, 127.0f));
-      std::memcpy(q + hd, &scale, sizeof scale);
+      float s = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
+      int8_t* q = reinterpret_cast<int8_t*>(elements);
+      for (int d = 0; d < hd; d++) q[d * stride] = (int8_t)std::lrintf(std::clamp(x[d] * inv, -127.0f, 127.0f));
+      std::memcpy(scale, &s, sizeof s);
       return;
     }
   }
 }
+
+int64_t element_bytes(KvType t) { return t == KvType::F32 ? 4 : t == KvType::BF16 ? 2 : 1; }
 }  // namespace
 
 void kv_store(const float* k, int64_t k_stride, const float* v, int64_t v_stride, const AttentionSpan* spans,
               int64_t n_spans, int n_kv_heads, int head_dim, const KvPages& kv) {
-  const int64_t bs = kv.block_size, rb = kv_row_bytes(kv.type, head_dim);
+  const int64_t bs = kv.block_size, rb = kv_row_bytes(kv.type, head_dim), eb = element_bytes(kv.type);
+  const bool by_dim = kv.keys_by_dimension();
   for (int64_t i = 0; i < n_spans; i++) {
     const AttentionSpan& sp = spans[i];
     for (int64_t t = 0; t < sp.n; t++) {
-      int64_t p = sp.pos0 + t, r = sp.row0 + t;
+      int64_t p = sp.pos0 + t, r = sp.row0 + t, j = p % bs;
       for (int h = 0; h < n_kv_heads; h++) {
-        const int64_t block = sp.blocks[p / bs], at = (p % bs) * rb;
-        store_row(k + r * k_stride + h * head_dim, head_dim, kv.type,
-                  kv_block_rows(kv.k, kv, block, h, n_kv_heads, rb) + at);
-        if (v)
-          store_row(v + r * v_stride + h * head_dim, head_dim, kv.type,
-                    kv_block_rows(kv.v, kv, block, h, n_kv_heads, rb) + at);
+        const int64_t block = sp.blocks[p / bs];
+        uint8_t* keys = kv_block_rows(kv.k, kv, block, h, n_kv_heads, rb);
+        const float* key = k + r * k_stride + h * head_dim;
+        if (by_dim)  // [head_dim][bs] elements, then bs scales
+          store_position(key, head_dim, kv.type, keys + j * eb, bs, keys + head_dim * bs + j * 4);
+        else
+          store_position(key, head_dim, kv.type, keys + j * rb, 1, keys + j * rb + head_dim);
+        if (v) {
+          uint8_t* row = kv_block_rows(kv.v, kv, block, h, n_kv_heads, rb) + j * rb;
+          store_position(v + r * v_stride + h * head_dim, head_dim, kv.type, row, 1, row + head_dim);
+        }
       }
     }
   }

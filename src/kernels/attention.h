@@ -35,18 +35,26 @@ KvType parse_kv_type(const std::string& name);
 // Bytes of one position of one KV head.
 int64_t kv_row_bytes(KvType t, int64_t head_dim);
 
-// One layer's K/V pages. Block b, KV head h holds `block_size` rows of kv_row_bytes(type,
-// head_dim) bytes at k + b * block_stride + h * block_size * row_bytes (v alike): a head's keys
-// are contiguous within a block, so the decode loop streams through them. block_stride 0 means
-// the layer's blocks follow each other (n_kv_heads * block_size * row_bytes); the engine's
-// memory keeps each block's layers together instead (backend/memory.h), so its stride is a
-// whole block of every layer.
+// One layer's K/V pages. Block b, KV head h holds `block_size` positions of kv_row_bytes(type,
+// head_dim) bytes each at k + b * block_stride + h * block_size * row_bytes (v alike). block_stride
+// 0 means the layer's blocks follow each other (n_kv_heads * block_size * row_bytes); the engine's
+// memory keeps each block's layers together instead (backend/memory.h), so its stride is a whole
+// block of every layer.
+// Within a head's block, values are rows (a position's head_dim values together: the decode loop
+// adds whole rows into its outputs). bf16 and q8 keys are stored by dimension: [head_dim]
+// [block_size] elements, then for q8 the block_size scales. A decode step's scores are then,
+// dimension by dimension, one vector of the block's keys, widened in the registers, times each
+// query head's value: no horizontal sums and no widened tile written and read back. f32 keys stay
+// rows: read in place they gained nothing end to end and their by-dimension stores cost more
+// (docs/kv-cache.md, "Keys by dimension"); latent pages (v == k) too, their rows being the values.
 struct KvPages {
   uint8_t* k = nullptr;
   uint8_t* v = nullptr;
   int64_t block_size = 0;
   KvType type = KvType::F32;
   int64_t block_stride = 0;
+
+  bool keys_by_dimension() const { return v != k && type != KvType::F32; }
 };
 
 // Where block `block`'s rows of KV head h start on one side (kv.k or kv.v); Byte is uint8_t or

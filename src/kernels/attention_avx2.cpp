@@ -10,6 +10,8 @@ namespace {
 struct Avx2Vec {
   using reg = __m256;
   static constexpr int W = 8;
+  // Query heads a dim_scores pass holds: 2 accumulators each, 8 of the 16 registers.
+  static constexpr int kDimHeads = 4;
   static constexpr bool kPanels = true;
   static void gemm_panels(const float* a, const PackedWeight& w, int64_t rows, float* c, int64_t panel_k) {
     gemm_block_f32_avx2(a, w, 0, rows, 0, (w.m + 31) / 32, c, panel_k);
@@ -25,6 +27,20 @@ struct Avx2Vec {
     else _mm256_maskstore_ps(p, mask(n), v);
   }
   static reg fmadd(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
+  // The first n <= 8 keys of one dimension, widened in the register (keys by dimension).
+  static reg load(const uint16_t* bf16, int64_t n) {
+    alignas(16) uint16_t part[8] = {};
+    if (n < 8) std::memcpy(part, bf16, (size_t)n * sizeof(uint16_t));
+    const __m128i raw = _mm_loadu_si128((const __m128i*)(n < 8 ? part : bf16));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(raw), 16));
+  }
+  static reg load(const int8_t* q, int64_t n) {
+    alignas(8) int8_t part[8] = {};
+    if (n < 8) std::memcpy(part, q, (size_t)n);
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)(n < 8 ? part : q))));
+  }
+  static reg add(reg a, reg b) { return _mm256_add_ps(a, b); }
+  static reg mul(reg a, reg b) { return _mm256_mul_ps(a, b); }
   static void softmax(float* x, int64_t n, float scale) {
     float mx = -INFINITY;
     for (int64_t i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;

@@ -10,6 +10,8 @@ namespace {
 struct Avx512Vec {
   using reg = __m512;
   static constexpr int W = 16;
+  // Query heads a dim_scores pass holds: 2 accumulators each, 16 of the 32 registers.
+  static constexpr int kDimHeads = 8;
   // Prefill's products through gemm.h's packed panels: c[rows][w.m] = a[rows][w.k] x w^T on this
   // thread, panels panel_k deep (0: w.k).
   static constexpr bool kPanels = true;
@@ -25,6 +27,17 @@ struct Avx512Vec {
     else _mm512_mask_storeu_ps(p, mask(n), v);
   }
   static reg fmadd(reg a, reg b, reg c) { return _mm512_fmadd_ps(a, b, c); }
+  // The first n <= 16 keys of one dimension, widened in the register (keys by dimension).
+  static reg load(const uint16_t* bf16, int64_t n) {
+    const __m256i raw = n >= 16 ? _mm256_loadu_si256((const __m256i*)bf16) : _mm256_maskz_loadu_epi16(mask(n), bf16);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
+  }
+  static reg load(const int8_t* q, int64_t n) {
+    const __m128i raw = n >= 16 ? _mm_loadu_si128((const __m128i*)q) : _mm_maskz_loadu_epi8(mask(n), q);
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(raw));
+  }
+  static reg add(reg a, reg b) { return _mm512_add_ps(a, b); }
+  static reg mul(reg a, reg b) { return _mm512_mul_ps(a, b); }
   // x[0..n) = softmax(x * scale)
   static void softmax(float* x, int64_t n, float scale) {
     __m512 mx = _mm512_set1_ps(-INFINITY), sc = _mm512_set1_ps(scale);

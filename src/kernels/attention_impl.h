@@ -44,6 +44,25 @@ const float* kv_rows(const uint8_t* side, const KvPages& kv, int32_t block, int 
   return tile;
 }
 
+// One block's keys of KV head h, stored by dimension ([head_dim][block_size], bf16 or q8), widened
+// into tile (block_size * head_dim floats): q8's int8 unscaled, its per-position scales copied
+// into `scales` (returned; null for bf16): a key's scale multiplies each of its elements once read.
+template <typename V>
+const float* key_columns(const uint8_t* side, const KvPages& kv, int32_t block, int h, int nkv, int hd, float* tile,
+                         float* scales, const float** scale_out) {
+  const int64_t rb = kv_row_bytes(kv.type, hd), bs = kv.block_size;
+  const uint8_t* p = kv_block_rows(side, kv, block, h, nkv, rb);
+  *scale_out = nullptr;
+  if (kv.type == KvType::BF16) {
+    V::widen_bf16(reinterpret_cast<const uint16_t*>(p), tile, bs * hd);
+  } else {
+    V::dequant_q8(reinterpret_cast<const int8_t*>(p), 1.0f, tile, (int)(bs * hd));
+    std::memcpy(scales, p + hd * bs, (size_t)bs * sizeof(float));  // may sit off a float's alignment
+    *scale_out = scales;
+  }
+  return tile;
+}
+
 // Asks for one block's rows of one KV head ahead of use. A decode step reads each head's blocks
 // once, 4 KB here and 4 KB a head further on, a pattern the hardware prefetcher did not follow:
 // without this the loads waited on memory (docs/kernels.md).
@@ -54,7 +73,7 @@ inline void prefetch_block(const uint8_t* side, const KvPages& kv, int32_t block
 }
 
 struct DecodeScratch {
-  std::vector<float> scores, tile;
+  std::vector<float> scores, tile, key_scales;
 };
 
 // out[j] = dot(q, rows + j * stride) over n columns, for the cnt <= V::W rows of one tile: one
@@ -99,6 +118,83 @@ inline void dot_rows(const float* q, const float* rows, int64_t stride, int64_t 
   alignas(64) float sums[W];
   V::row_sums(acc, sums);
   for (int64_t j = 0; j < cnt; j++) out[j] = sums[j];
+}
+
+// out[h * out_stride + j] = scale[j] * sum over d of q[h * hd + d] * keys[d * ld + j], for H heads
+// and the c <= V::W positions j of one tile of keys stored by dimension (scale null: 1). Each
+// dimension is one vector of the tile's keys times a broadcast of each head's query value, so the
+// scores come out as vectors: no horizontal sums, where the row layout's dot products spent as
+// many instructions reducing as multiplying. Even and odd dimensions go to separate accumulators,
+// 2H independent chains for the FMA latency.
+template <typename V, int H, typename T>
+inline void dim_scores(const float* q, int hd, const T* keys, int64_t ld, int64_t c, const float* scale, float* out,
+                       int64_t out_stride) {
+  using reg = typename V::reg;
+  reg even[H], odd[H];
+#pragma GCC unroll 8
+  for (int h = 0; h < H; h++) even[h] = odd[h] = V::zero();
+  int d = 0;
+  for (; d + 2 <= hd; d += 2) {
+    const reg k0 = V::load(keys + d * ld, c), k1 = V::load(keys + (d + 1) * ld, c);
+#pragma GCC unroll 8
+    for (int h = 0; h < H; h++) {
+      even[h] = V::fmadd(V::set1(q[h * hd + d]), k0, even[h]);
+      odd[h] = V::fmadd(V::set1(q[h * hd + d + 1]), k1, odd[h]);
+    }
+  }
+  if (d < hd) {
+    const reg k0 = V::load(keys + d * ld, c);
+#pragma GCC unroll 8
+    for (int h = 0; h < H; h++) even[h] = V::fmadd(V::set1(q[h * hd + d]), k0, even[h]);
+  }
+  const reg sc = scale ? V::load(scale, c) : V::set1(1.0f);
+#pragma GCC unroll 8
+  for (int h = 0; h < H; h++) V::store(out + h * out_stride, V::mul(V::add(even[h], odd[h]), sc), c);
+}
+
+// dim_scores for n <= kDimHeads heads: the count as a template argument.
+template <typename V, typename T>
+inline void dim_scores_n(int n, const float* q, int hd, const T* keys, int64_t ld, int64_t c, const float* scale,
+                         float* out, int64_t out_stride) {
+  switch (n) {
+    case 1: return dim_scores<V, 1>(q, hd, keys, ld, c, scale, out, out_stride);
+    case 2: return dim_scores<V, 2>(q, hd, keys, ld, c, scale, out, out_stride);
+    case 3: return dim_scores<V, 3>(q, hd, keys, ld, c, scale, out, out_stride);
+    case 4: return dim_scores<V, 4>(q, hd, keys, ld, c, scale, out, out_stride);
+  }
+  if constexpr (V::kDimHeads > 4) {
+    switch (n) {
+      case 5: return dim_scores<V, 5>(q, hd, keys, ld, c, scale, out, out_stride);
+      case 6: return dim_scores<V, 6>(q, hd, keys, ld, c, scale, out, out_stride);
+      case 7: return dim_scores<V, 7>(q, hd, keys, ld, c, scale, out, out_stride);
+      case 8: return dim_scores<V, 8>(q, hd, keys, ld, c, scale, out, out_stride);
+    }
+  }
+}
+
+// The scores of query heads 0..ng-1 (q: [ng][hd]) against positions 0..cnt-1 of one block's keys
+// stored by dimension (bf16 or q8), into out[g * out_stride + j]: read in the cache's type and
+// widened in the registers, no tile written and read back.
+template <typename V>
+void block_scores(const float* q, int ng, int hd, const uint8_t* keys, KvType type, int64_t bs, int64_t cnt,
+                  float* scales, float* out, int64_t out_stride) {
+  const float* scale = nullptr;
+  if (type == KvType::Q8) {  // [hd][bs] int8, then bs scales (may sit off a float's alignment)
+    std::memcpy(scales, keys + hd * bs, (size_t)bs * sizeof(float));
+    scale = scales;
+  }
+  for (int64_t jt = 0; jt < cnt; jt += V::W) {
+    const int64_t c = std::min<int64_t>(V::W, cnt - jt);
+    for (int g = 0; g < ng; g += V::kDimHeads) {
+      const int n = std::min(V::kDimHeads, ng - g);
+      float* o = out + g * out_stride + jt;
+      const float* sc = scale ? scale + jt : nullptr;
+      if (type == KvType::BF16)
+        dim_scores_n<V>(n, q + g * hd, hd, reinterpret_cast<const uint16_t*>(keys) + jt, bs, c, sc, o, out_stride);
+      else
+        dim_scores_n<V>(n, q + g * hd, hd, reinterpret_cast<const int8_t*>(keys) + jt, bs, c, sc, o, out_stride);
+    }
+  }
 }
 
 // For the H heads h: y[h * y_stride + 0..n) += sum over the cnt rows j of p[h * p_stride + j] *
@@ -162,9 +258,16 @@ void attend_decode(const float* q, int64_t q_stride, const AttentionSpan& sp, in
   if ((int64_t)w.tile.size() < bs * hd) w.tile.resize((size_t)(bs * hd));
   const float* qg = q + (sp.row0 + t) * q_stride + (h * G + g0) * hd;
   constexpr int64_t ahead = 2;  // blocks
+  const bool by_dim = kv.keys_by_dimension();
+  if (by_dim && (int64_t)w.key_scales.size() < bs) w.key_scales.resize((size_t)bs);
   for (int64_t j0 = 0; j0 < len; j0 += bs) {
     const int64_t cnt = std::min(bs, len - j0);
     if (j0 + ahead * bs < len) prefetch_block(kv.k, kv, sp.blocks[j0 / bs + ahead], h, nkv, hd);
+    if (by_dim) {
+      block_scores<V>(qg, ng, hd, kv_block_rows(kv.k, kv, sp.blocks[j0 / bs], h, nkv, kv_row_bytes(kv.type, hd)), kv.type,
+                      bs, cnt, w.key_scales.data(), scores.data() + j0, len);
+      continue;
+    }
     const float* kb = kv_rows<V>(kv.k, kv, sp.blocks[j0 / bs], h, nkv, hd, cnt, w.tile.data());
     for (int64_t jt = 0; jt < cnt; jt += V::W) {
       const int64_t c = std::min<int64_t>(V::W, cnt - jt);
@@ -249,7 +352,7 @@ void gemm_nn(const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
 // gemm_nn's 4 x 2-vector tiles, which ran the products at ~40% of the FMA rate there (perf: a
 // branch per step and 8 accumulators).
 struct PrefillScratch {
-  std::vector<float> qa, kt, vg, sc, o, tile;
+  std::vector<float> qa, kt, vg, sc, o, tile, key_scales;
   PackedWeight kp, vp;  // V::kPanels: keys [L][head_dim] and values^T [v_dim][span] in panels
   // What the key and value buffers hold: keys 0..gathered of (call, span, head).
   uint64_t call = 0;
@@ -282,19 +385,26 @@ void attend_prefill(const float* q, int64_t q_stride, const AttentionSpan& sp, i
   fit(w.sc, rows * L);
   fit(w.o, rows * dv);
   fit(w.tile, bs * hd);
+  const bool by_dim = kv.keys_by_dimension();
+  if (by_dim) fit(w.key_scales, bs);
   for (int64_t t = t0; t < t1; t++)
     for (int g = 0; g < G; g++)
       std::copy_n(q + (sp.row0 + t) * q_stride + (h * G + g) * hd, hd, w.qa.data() + ((t - t0) * G + g) * hd);
   for (int64_t j0 = w.gathered / bs * bs; j0 < L; j0 += bs) {  // from the block holding the first new key
     const int64_t from = std::max(j0, w.gathered) - j0, cnt = std::min(bs, L - j0);
-    const float* kb = kv_rows<V>(kv.k, kv, sp.blocks[j0 / bs], h, nkv, hd, cnt, w.tile.data());
+    // Key j's element d at kb[j * js + d * ds] (rows, or by dimension: docs in attention.h).
+    const float* scale = nullptr;
+    const float* kb = by_dim ? key_columns<V>(kv.k, kv, sp.blocks[j0 / bs], h, nkv, hd, w.tile.data(), w.key_scales.data(), &scale)
+                             : kv_rows<V>(kv.k, kv, sp.blocks[j0 / bs], h, nkv, hd, cnt, w.tile.data());
+    const int64_t js = by_dim ? 1 : hd, ds = by_dim ? bs : 1;
     for (int64_t j = from; j < cnt; j++) {
       const int64_t key = j0 + j;
+      const float sj = scale ? scale[j] : 1.0f;
       if constexpr (V::kPanels) {  // panel key / 32, [head_dim][32]
         float* panel = w.kp.f32.data() + key / P * P * hd + key % P;
-        for (int d = 0; d < hd; d++) panel[d * P] = kb[j * hd + d];
+        for (int d = 0; d < hd; d++) panel[d * P] = kb[j * js + d * ds] * sj;
       } else {
-        for (int d = 0; d < hd; d++) w.kt[(size_t)(d * ld + key)] = kb[j * hd + d];
+        for (int d = 0; d < hd; d++) w.kt[(size_t)(d * ld + key)] = kb[j * js + d * ds] * sj;
       }
     }
     const float* vb = kv_rows<V>(kv.v, kv, sp.blocks[j0 / bs], h, nkv, hd, cnt, w.tile.data());
