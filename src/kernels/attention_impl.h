@@ -200,8 +200,8 @@ void block_scores(const float* q, int ng, int hd, const uint8_t* keys, KvType ty
 // For the H heads h: y[h * y_stride + 0..n) += sum over the cnt rows j of p[h * p_stride + j] *
 // rows[j * stride ..]. Each value row is loaded once for H heads, and y stays in registers (H x 4
 // vectors) across the rows, where an axpy per head and row reloaded both.
-template <typename V, int H>
-inline void accumulate_rows(float* y, int64_t y_stride, const float* p, int64_t p_stride, const float* rows,
+template <typename V, int H, typename T>
+inline void accumulate_rows(float* y, int64_t y_stride, const float* p, int64_t p_stride, const T* rows,
                             int64_t stride, int64_t cnt, int n) {
   using reg = typename V::reg;
   constexpr int W = V::W;
@@ -213,7 +213,7 @@ inline void accumulate_rows(float* y, int64_t y_stride, const float* p, int64_t 
 #pragma GCC unroll 4
       for (int i = 0; i < 4; i++) a[h][i] = V::load(y + h * y_stride + d + i * W, W);
     for (int64_t j = 0; j < cnt; j++) {
-      const float* r = rows + j * stride + d;
+      const T* r = rows + j * stride + d;
       const reg v0 = V::load(r, W), v1 = V::load(r + W, W), v2 = V::load(r + 2 * W, W), v3 = V::load(r + 3 * W, W);
 #pragma GCC unroll 4
       for (int h = 0; h < H; h++) {
@@ -241,6 +241,23 @@ inline void accumulate_rows(float* y, int64_t y_stride, const float* p, int64_t 
     }
 #pragma GCC unroll 4
     for (int h = 0; h < H; h++) V::store(y + h * y_stride + d, a[h], m);
+  }
+}
+
+// y[g] += sum over the cnt rows j of p[g * p_stride + j] * rows[j * stride ..] for the ng heads g
+// of a group: heads in fours (AVX-512: 16 accumulators of its 32 registers), twos with 16
+// registers; the rest (fewer than 4: at most 12 accumulators) at once.
+template <typename V, typename T>
+void block_values(float* y, int dv, const float* p, int64_t p_stride, int ng, const T* rows, int64_t stride,
+                  int64_t cnt) {
+  constexpr int H = V::W >= 16 ? 4 : 2;
+  int g = 0;
+  for (; g + H <= ng; g += H) accumulate_rows<V, H>(y + g * dv, dv, p + g * p_stride, p_stride, rows, stride, cnt, dv);
+  y += g * dv, p += g * p_stride;
+  switch (ng - g) {  // the rest of the group at once (Qwen2.5's 7 heads: 4 + 3)
+    case 3: accumulate_rows<V, 3>(y, dv, p, p_stride, rows, stride, cnt, dv); break;
+    case 2: accumulate_rows<V, 2>(y, dv, p, p_stride, rows, stride, cnt, dv); break;
+    case 1: accumulate_rows<V, 1>(y, dv, p, p_stride, rows, stride, cnt, dv); break;
   }
 }
 
@@ -284,18 +301,22 @@ void attend_decode(const float* q, int64_t q_stride, const AttentionSpan& sp, in
   for (int64_t j0 = 0; j0 < len; j0 += bs) {
     const int64_t cnt = std::min(bs, len - j0);
     if (j0 + ahead * bs < len) prefetch_block(kv.v, kv, sp.blocks[j0 / bs + ahead], h, nkv, hd);
-    const float* vb = kv_rows<V>(kv.v, kv, sp.blocks[j0 / bs], h, nkv, hd, cnt, w.tile.data());
-    // Heads in fours (AVX-512: 16 accumulators of its 32 registers), twos with 16 registers; the
-    // rest (fewer than 4: at most 12 accumulators) at once.
-    constexpr int H = V::W >= 16 ? 4 : 2;
-    int g = 0;
-    for (; g + H <= ng; g += H)
-      accumulate_rows<V, H>(og + g * dv, dv, scores.data() + g * len + j0, len, vb, hd, cnt, dv);
-    const float* pg = scores.data() + g * len + j0;
-    switch (ng - g) {  // the rest of the group at once (Qwen2.5's 7 heads: 4 + 3)
-      case 3: accumulate_rows<V, 3>(og + g * dv, dv, pg, len, vb, hd, cnt, dv); break;
-      case 2: accumulate_rows<V, 2>(og + g * dv, dv, pg, len, vb, hd, cnt, dv); break;
-      case 1: accumulate_rows<V, 1>(og + g * dv, dv, pg, len, vb, hd, cnt, dv); break;
+    const uint8_t* vb = kv_block_rows(kv.v, kv, sp.blocks[j0 / bs], h, nkv, kv_row_bytes(kv.type, hd));
+    float* pb = scores.data() + j0;
+    switch (kv.type) {  // rows read in the cache's type, widened in the registers
+      case KvType::F32: block_values<V>(og, dv, pb, len, ng, reinterpret_cast<const float*>(vb), hd, cnt); break;
+      case KvType::BF16: block_values<V>(og, dv, pb, len, ng, reinterpret_cast<const uint16_t*>(vb), hd, cnt); break;
+      case KvType::Q8: {
+        // A row is its int8 values times its scale: the scale goes into the row's probabilities.
+        const int64_t rb = hd + (int64_t)sizeof(float);
+        for (int64_t j = 0; j < cnt; j++) {
+          float sc;
+          std::memcpy(&sc, vb + j * rb + hd, sizeof sc);
+          for (int g = 0; g < ng; g++) pb[g * len + j] *= sc;
+        }
+        block_values<V>(og, dv, pb, len, ng, reinterpret_cast<const int8_t*>(vb), rb, cnt);
+        break;
+      }
     }
   }
 }
