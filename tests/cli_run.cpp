@@ -249,6 +249,8 @@ TEST(CliBench, ATableThatFitsATerminalAClampSaidAProfileAndAPeakWithoutTheProbe)
   const int64_t vocab = Json::parse(kvad::read_file(m + "/config.json"))["vocab_size"];
   EXPECT_NE(r.err.find("decode (one-row) forwards"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("%  " + std::to_string(vocab) + "x"), std::string::npos) << r.err;
+  // --kv-type auto (the default) is bf16 on the CPU (docs/kv-cache.md).
+  EXPECT_NE(r.out.find(" of KV cache (bf16)"), std::string::npos) << r.out;
   std::string fit = std::to_string(ctx - 4);
   EXPECT_NE(r.err.find("pp" + too_long + " + tg4 does not fit the context of " + std::to_string(ctx) + ": measuring pp" + fit),
             std::string::npos) << r.err;
@@ -469,6 +471,10 @@ TEST(CliRun, DeviceGpuWritesWhatTheCpuWrites) {
     ASSERT_EQ(gpu.exit_code, 0) << arch << ": " << gpu.err;
     EXPECT_EQ(gpu.out, cpu.out) << arch;
   }
+  // --kv-type auto is f32 on a GPU (above); a type its cache does not store says which one it does.
+  auto bf16 = run_kvad("run --model " + tiny("llama") + " -p hi -n 2 --kv-type bf16 --device " + device);
+  EXPECT_NE(bf16.exit_code, 0);
+  EXPECT_NE(bf16.err.find("the GPU's KV cache stores f32"), std::string::npos) << bf16.err;
   auto moe = run_kvad("run --model " + tiny("qwen3_moe") + " -p hi -n 2 --device " + device);
   EXPECT_NE(moe.exit_code, 0);
   EXPECT_NE(moe.err.find("Qwen3MoeForCausalLM does not run on the GPU backend"), std::string::npos) << moe.err;

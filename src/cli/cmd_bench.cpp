@@ -299,7 +299,7 @@ void add_bench(CLI::App& app) {
     double bw = a->no_bandwidth ? 0 : gpu ? measure_gpu_read_bandwidth_gbs(a->model.device) : measure_read_bandwidth_gbs();
     reset_peak_rss();  // the probe's buffer is gone: the peak is the model's and the benchmark's
     double bits = (double)model.weight_bytes() * 8 / (double)model.parameter_count();
-    const kernels::KvType kv_type = kernels::parse_kv_type(a->model.kv_type);
+    const kernels::KvType kv_type = kv_type_for(a->model.kv_type, a->model.device);
     EngineOptions base;
     base.kv_type = kv_type;
     base.device = a->model.device;
@@ -314,7 +314,7 @@ void add_bench(CLI::App& app) {
       // the cache it adds to (MLA: the latent alone).
       std::printf("per token: reads %.1f MB of weights, stores %.1f KB of KV cache (%s)\n",
                   (double)model.decode_read_bytes() / 1e6, (double)kv.bytes_per_token() / 1e3,
-                  a->model.kv_type.c_str());
+                  kernels::kv_type_name(kv_type));
       // A recurrent layer's state does not grow with the sequence: a fixed size per sequence.
       if (kv.state_bytes())
         std::printf("per sequence: a recurrent state of %.1f KB (f32), the same size at every length\n",
@@ -338,7 +338,7 @@ void add_bench(CLI::App& app) {
           if (a->json) {
             Json j = {{"model", m.name},          {"quant", model.weight_format()}, {"threads", pool().size()},
                       {"batch", b},               {"prompt_tokens", p},             {"gen_tokens", a->gen_tokens},
-                      {"kv_type", a->model.kv_type}, {"prefill_tok_s", r.prefill_tok_s}, {"decode_tok_s", r.decode_tok_s},
+                      {"kv_type", kernels::kv_type_name(kv_type)}, {"prefill_tok_s", r.prefill_tok_s}, {"decode_tok_s", r.decode_tok_s},
                       {"decode_step_ms", r.step_ms}, {"other_procs_cpu_cores", r.other_cores}};
             std::printf("%s\n", j.dump().c_str());
           } else {
@@ -373,7 +373,7 @@ void add_bench(CLI::App& app) {
                   {"ttft_ms", r.ttft_ms},
                   {"model_bytes", model.weight_bytes()},
                   {"bits_per_param", bits},
-                  {"kv_type", a->model.kv_type},
+                  {"kv_type", kernels::kv_type_name(kv_type)},
                   {"kv_bytes_per_token", kv.bytes_per_token()},
                   {"state_bytes_per_sequence", kv.state_bytes()},
                   {"decode_read_bytes", model.decode_read_bytes()},

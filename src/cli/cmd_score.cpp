@@ -56,7 +56,7 @@ void add_score(CLI::App& app) {
     if (a->json) {
       Json j = {{"model", m.path},  {"tokens", tokens},         {"chars", bytes}, {"bytes", r.bytes}, {"loss", nll / (double)tokens},
                 {"perplexity", ppl}, {"bits_per_char", bpc},     {"context", T},   {"split", a->split},
-                {"kv_type", a->model.kv_type}};
+                {"kv_type", kernels::kv_type_name(eo.kv_type)}};
       if (const auto& d = r.vs_reference)
         j["vs_kv"] = {{"kv_type", a->kl_vs_kv}, {"kl_mean", d->kl_mean}, {"kl_p99", d->kl_p99},
                       {"kl_max", d->kl_max}, {"same_top", d->same_top}};
@@ -68,7 +68,7 @@ void add_score(CLI::App& app) {
                   (long long)T);
       if (const auto& d = r.vs_reference)
         std::printf("KV %s against %s: KL divergence mean %.3g, p99 %.3g, max %.3g nats per token; same top token %.2f%%\n",
-                    a->model.kv_type.c_str(), a->kl_vs_kv.c_str(), d->kl_mean, d->kl_p99, d->kl_max, 100 * d->same_top);
+                    kernels::kv_type_name(eo.kv_type), a->kl_vs_kv.c_str(), d->kl_mean, d->kl_p99, d->kl_max, 100 * d->same_top);
     }
   });
 }

@@ -22,7 +22,7 @@ void add_serve(CLI::App& app) {
   struct Args {
     serve::ServeOptions o;
     int threads = 0;
-    std::string kv_memory, memory, api_key_file, kv_type = "f32", log_level = "info";
+    std::string kv_memory, memory, api_key_file, kv_type = "auto", log_level = "info";
     bool no_model = false;
   };
   auto a = std::make_shared<Args>();
@@ -103,7 +103,7 @@ void add_serve(CLI::App& app) {
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
     apply_threads(a->threads);
-    a->o.kv_type = kernels::parse_kv_type(a->kv_type);
+    a->o.kv_type = kv_type_for(a->kv_type, a->o.device);
     a->o.log_level = serve::parse_log_level(a->log_level);
     const bool info = a->o.log_level >= serve::LogLevel::Info;
     if (a->o.model.empty() && !a->no_model) a->o.model = default_model();

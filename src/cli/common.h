@@ -16,7 +16,7 @@ struct ModelArgs {
   int threads = 0;         // 0 = all cores
   bool pull = false;       // --pull: download a Hub model (ORG/NAME) first when it is not in the cache
   std::string quant = "auto";
-  std::string kv_type = "f32";  // --kv-type: what the KV cache stores
+  std::string kv_type = "auto";  // --kv-type: what the KV cache stores (kv_type_for)
   int64_t ctx = 0;              // -c/--ctx: cap the context (0 = the model's); run, chat
   SpeculativeConfig spec;       // where add_spec_args registered them: run, chat, tui
   std::vector<std::string> loras;  // --lora PATH[:SCALE], repeatable (runtime/lora.h)
@@ -30,6 +30,9 @@ SpeculativeOptions load_speculative(const SpeculativeConfig& a, const LoadedMode
 
 void add_model_args(CLI::App* cmd, ModelArgs& a, bool model_required = true);
 void add_kv_type_option(CLI::App* cmd, std::string& kv_type);
+// --kv-type's value on `device`: auto is bf16 on the CPU (half f32's bytes, and the faster cache
+// from memory: docs/kv-cache.md) and f32 on a GPU (the one type its cache stores).
+kernels::KvType kv_type_for(const std::string& name, const std::string& device);
 void add_device_option(CLI::App* cmd, std::string& device);  // --device (serve has no ModelArgs either)  // also on serve, which has no ModelArgs
 // --snapshot-every / --snapshots: recurrent models' state snapshots (EngineOptions), also on serve.
 void add_snapshot_options(CLI::App* cmd, int64_t& every, int64_t& slots);
