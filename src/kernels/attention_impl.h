@@ -44,6 +44,13 @@ const float* kv_rows(const uint8_t* side, const KvPages& kv, int32_t block, int 
   return tile;
 }
 
+// A q8 block's per-position key scales (after its [head_dim][block_size] int8, kv_store) into
+// `scales`: copied, as they may sit off a float's alignment.
+inline const float* copy_key_scales(const uint8_t* keys, int64_t hd, int64_t bs, float* scales) {
+  std::memcpy(scales, keys + hd * bs, (size_t)bs * sizeof(float));
+  return scales;
+}
+
 // One block's keys of KV head h, stored by dimension ([head_dim][block_size], bf16 or q8), widened
 // into tile (block_size * head_dim floats): q8's int8 unscaled, its per-position scales copied
 // into `scales` (returned; null for bf16): a key's scale multiplies each of its elements once read.
@@ -57,8 +64,7 @@ const float* key_columns(const uint8_t* side, const KvPages& kv, int32_t block, 
     V::widen_bf16(reinterpret_cast<const uint16_t*>(p), tile, bs * hd);
   } else {
     V::dequant_q8(reinterpret_cast<const int8_t*>(p), 1.0f, tile, (int)(bs * hd));
-    std::memcpy(scales, p + hd * bs, (size_t)bs * sizeof(float));  // may sit off a float's alignment
-    *scale_out = scales;
+    *scale_out = copy_key_scales(p, hd, bs, scales);
   }
   return tile;
 }
@@ -178,11 +184,7 @@ inline void dim_scores_n(int n, const float* q, int hd, const T* keys, int64_t l
 template <typename V>
 void block_scores(const float* q, int ng, int hd, const uint8_t* keys, KvType type, int64_t bs, int64_t cnt,
                   float* scales, float* out, int64_t out_stride) {
-  const float* scale = nullptr;
-  if (type == KvType::Q8) {  // [hd][bs] int8, then bs scales (may sit off a float's alignment)
-    std::memcpy(scales, keys + hd * bs, (size_t)bs * sizeof(float));
-    scale = scales;
-  }
+  const float* scale = type == KvType::Q8 ? copy_key_scales(keys, hd, bs, scales) : nullptr;
   for (int64_t jt = 0; jt < cnt; jt += V::W) {
     const int64_t c = std::min<int64_t>(V::W, cnt - jt);
     for (int g = 0; g < ng; g += V::kDimHeads) {
@@ -276,12 +278,13 @@ void attend_decode(const float* q, int64_t q_stride, const AttentionSpan& sp, in
   const float* qg = q + (sp.row0 + t) * q_stride + (h * G + g0) * hd;
   constexpr int64_t ahead = 2;  // blocks
   const bool by_dim = kv.keys_by_dimension();
+  const int64_t rb = kv_row_bytes(kv.type, hd);
   if (by_dim && (int64_t)w.key_scales.size() < bs) w.key_scales.resize((size_t)bs);
   for (int64_t j0 = 0; j0 < len; j0 += bs) {
     const int64_t cnt = std::min(bs, len - j0);
     if (j0 + ahead * bs < len) prefetch_block(kv.k, kv, sp.blocks[j0 / bs + ahead], h, nkv, hd);
     if (by_dim) {
-      block_scores<V>(qg, ng, hd, kv_block_rows(kv.k, kv, sp.blocks[j0 / bs], h, nkv, kv_row_bytes(kv.type, hd)), kv.type,
+      block_scores<V>(qg, ng, hd, kv_block_rows(kv.k, kv, sp.blocks[j0 / bs], h, nkv, rb), kv.type,
                       bs, cnt, w.key_scales.data(), scores.data() + j0, len);
       continue;
     }
@@ -301,14 +304,13 @@ void attend_decode(const float* q, int64_t q_stride, const AttentionSpan& sp, in
   for (int64_t j0 = 0; j0 < len; j0 += bs) {
     const int64_t cnt = std::min(bs, len - j0);
     if (j0 + ahead * bs < len) prefetch_block(kv.v, kv, sp.blocks[j0 / bs + ahead], h, nkv, hd);
-    const uint8_t* vb = kv_block_rows(kv.v, kv, sp.blocks[j0 / bs], h, nkv, kv_row_bytes(kv.type, hd));
+    const uint8_t* vb = kv_block_rows(kv.v, kv, sp.blocks[j0 / bs], h, nkv, rb);
     float* pb = scores.data() + j0;
     switch (kv.type) {  // rows read in the cache's type, widened in the registers
       case KvType::F32: block_values<V>(og, dv, pb, len, ng, reinterpret_cast<const float*>(vb), hd, cnt); break;
       case KvType::BF16: block_values<V>(og, dv, pb, len, ng, reinterpret_cast<const uint16_t*>(vb), hd, cnt); break;
       case KvType::Q8: {
         // A row is its int8 values times its scale: the scale goes into the row's probabilities.
-        const int64_t rb = hd + (int64_t)sizeof(float);
         for (int64_t j = 0; j < cnt; j++) {
           float sc;
           std::memcpy(&sc, vb + j * rb + hd, sizeof sc);
