@@ -464,17 +464,20 @@ TEST(CliRun, SpeculationGivesTheSameTextAndReportsItsDrafts) {
 // say what to do, with a non-zero exit.
 TEST(CliRun, DeviceGpuWritesWhatTheCpuWrites) {
   KVAD_NEED_GPU(device);
-  for (std::string arch : {"llama", "gpt2"}) {
-    const std::string base = "run --model " + tiny(arch) + " --prompt 'Hello world' -n 8 --temperature 0 --threads 2";
-    auto cpu = run_kvad(base);
-    auto gpu = run_kvad(base + " --device " + device);
-    ASSERT_EQ(gpu.exit_code, 0) << arch << ": " << gpu.err;
-    EXPECT_EQ(gpu.out, cpu.out) << arch;
-  }
-  // --kv-type auto is f32 on a GPU (above); a type its cache does not store says which one it does.
-  auto bf16 = run_kvad("run --model " + tiny("llama") + " -p hi -n 2 --kv-type bf16 --device " + device);
-  EXPECT_NE(bf16.exit_code, 0);
-  EXPECT_NE(bf16.err.find("the GPU's KV cache stores f32"), std::string::npos) << bf16.err;
+  // The default cache (auto: bf16 on both devices), and f32 on both.
+  for (std::string arch : {"llama", "gpt2"})
+    for (std::string kv : {"", " --kv-type f32"}) {
+      if (arch == "gpt2" && !kv.empty()) continue;
+      const std::string base = "run --model " + tiny(arch) + " --prompt 'Hello world' -n 8 --temperature 0 --threads 2" + kv;
+      auto cpu = run_kvad(base);
+      auto gpu = run_kvad(base + " --device " + device);
+      ASSERT_EQ(gpu.exit_code, 0) << arch << kv << ": " << gpu.err;
+      EXPECT_EQ(gpu.out, cpu.out) << arch << kv;
+    }
+  // A type the GPU's cache does not store says which ones it does.
+  auto q8 = run_kvad("run --model " + tiny("llama") + " -p hi -n 2 --kv-type q8 --device " + device);
+  EXPECT_NE(q8.exit_code, 0);
+  EXPECT_NE(q8.err.find("the GPU's KV cache stores f32 or bf16"), std::string::npos) << q8.err;
   auto moe = run_kvad("run --model " + tiny("qwen3_moe") + " -p hi -n 2 --device " + device);
   EXPECT_NE(moe.exit_code, 0);
   EXPECT_NE(moe.err.find("Qwen3MoeForCausalLM does not run on the GPU backend"), std::string::npos) << moe.err;

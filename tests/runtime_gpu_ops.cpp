@@ -396,11 +396,14 @@ TEST(GpuOps, RopeTablesAndRotationAtFarPositions) {
 
 // Paged attention over several sequences at once: shuffled block tables, blocks of 3 positions,
 // grouped-query heads, a first forward that only fills the cache, then a mix of prefill chunks
-// and single decode rows.
+// and single decode rows; in an f32 cache and in a bf16 one (each backend rounding to the same
+// bf16 values, so the two agree as closely).
 TEST(GpuOps, PagedAttentionOverManySequences) {
   GPU_BACKENDS(b);
+  for (kernels::KvType kv_type : {kernels::KvType::F32, kernels::KvType::BF16})
   for (auto [heads, kv_heads, hd] : {std::tuple{4, 2, 16}, std::tuple{2, 2, 80}, std::tuple{6, 1, 8}}) {
-    SCOPED_TRACE(testing::Message() << heads << " heads, " << kv_heads << " kv heads, dim " << hd);
+    SCOPED_TRACE(testing::Message() << heads << " heads, " << kv_heads << " kv heads, dim " << hd << ", "
+                                    << kernels::kv_type_name(kv_type) << " cache");
     const int64_t bs = 3;
     const int64_t shape[][2] = {{0, 7}, {5, 1}, {11, 4}, {0, 1}, {70, 1}, {2, 9}};
     const int K = 6;
@@ -410,6 +413,7 @@ TEST(GpuOps, PagedAttentionOverManySequences) {
     std::shuffle(perm.begin(), perm.end(), std::mt19937(5));
     auto table = [&](int i) { return std::span<const int32_t>(perm.data() + i * per_seq, (size_t)per_seq); };
     MemorySpec spec = MemorySpec::attention(2, kv_heads, hd);
+    spec.kv_type = kv_type;
     kernels::AttentionShape shape_{heads, kv_heads, hd, (float)(1.0 / std::sqrt((double)hd))};
     std::vector<int32_t> zeros(200, 0);
     std::deque<Weight> keep;
@@ -468,6 +472,19 @@ TEST(GpuOps, OperationsItHasNotAreRefusedByName) {
     EXPECT_NE(std::string(e.what()).find("sigmoid_gate"), std::string::npos) << e.what();
   }
   EXPECT_THROW(b.gpu->make_memory(MemorySpec{{MemorySpec::recurrent_layer(16)}}, 4, 16, 2), Error);
+  // The KV types the device's cache does not store: q8, and bf16 at an odd head size (a word
+  // holds two values of one head).
+  MemorySpec q8 = MemorySpec::attention(1, 2, 16), odd = MemorySpec::attention(1, 2, 15);
+  q8.kv_type = kernels::KvType::Q8;
+  odd.kv_type = kernels::KvType::BF16;
+  for (const MemorySpec* spec : {&q8, &odd}) {
+    try {
+      b.gpu->make_memory(*spec, 4, 16);
+      FAIL() << "made a " << kernels::kv_type_name(spec->kv_type) << " cache";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--kv-type"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(GpuOps, DeviceNamesAreChecked) {

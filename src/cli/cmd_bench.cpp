@@ -299,7 +299,7 @@ void add_bench(CLI::App& app) {
     double bw = a->no_bandwidth ? 0 : gpu ? measure_gpu_read_bandwidth_gbs(a->model.device) : measure_read_bandwidth_gbs();
     reset_peak_rss();  // the probe's buffer is gone: the peak is the model's and the benchmark's
     double bits = (double)model.weight_bytes() * 8 / (double)model.parameter_count();
-    const kernels::KvType kv_type = kv_type_for(a->model.kv_type, a->model.device);
+    const kernels::KvType kv_type = kv_type_for(a->model.kv_type);
     EngineOptions base;
     base.kv_type = kv_type;
     base.device = a->model.device;

@@ -103,7 +103,7 @@ void add_serve(CLI::App& app) {
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
     apply_threads(a->threads);
-    a->o.kv_type = kv_type_for(a->kv_type, a->o.device);
+    a->o.kv_type = kv_type_for(a->kv_type);
     a->o.log_level = serve::parse_log_level(a->log_level);
     const bool info = a->o.log_level >= serve::LogLevel::Info;
     if (a->o.model.empty() && !a->no_model) a->o.model = default_model();

@@ -64,14 +64,14 @@ void add_lora_option(CLI::App* cmd, std::vector<std::string>& loras) {
 }
 
 void add_kv_type_option(CLI::App* cmd, std::string& kv_type) {
-  cmd->add_option("--kv-type", kv_type, "what the KV cache stores per position: auto (default: bf16 on the CPU, f32 on a "
-                  "GPU), f32, bf16 (half the bytes) or q8 (int8 + a scale per head: about a quarter; docs/kv-cache.md "
-                  "has their quality and speed)")
+  cmd->add_option("--kv-type", kv_type, "what the KV cache stores per position: auto (default: bf16), f32, bf16 (half "
+                  "the bytes) or q8 (int8 + a scale per head: about a quarter; CPU only; docs/kv-cache.md has their "
+                  "quality and speed)")
       ->check(CLI::IsMember({"auto", "f32", "bf16", "q8"}));
 }
 
-kernels::KvType kv_type_for(const std::string& name, const std::string& device) {
-  if (name == "auto") return is_gpu_device(device) ? kernels::KvType::F32 : kernels::KvType::BF16;
+kernels::KvType kv_type_for(const std::string& name) {
+  if (name == "auto") return kernels::KvType::BF16;
   return kernels::parse_kv_type(name);
 }
 
@@ -96,7 +96,7 @@ CLI::Option* add_ctx_option(CLI::App* cmd, int64_t& ctx, const std::string& what
 EngineOptions engine_options(const ModelArgs& a, const LoadedModel& m) {
   EngineOptions o;
   o.loras = lora_uses(m.loras);
-  o.kv_type = kv_type_for(a.kv_type, a.device);
+  o.kv_type = kv_type_for(a.kv_type);
   o.ctx = a.ctx;
   o.snapshot_every = a.snapshot_every;
   o.snapshots = a.snapshots;

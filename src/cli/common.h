@@ -30,9 +30,9 @@ SpeculativeOptions load_speculative(const SpeculativeConfig& a, const LoadedMode
 
 void add_model_args(CLI::App* cmd, ModelArgs& a, bool model_required = true);
 void add_kv_type_option(CLI::App* cmd, std::string& kv_type);
-// --kv-type's value on `device`: auto is bf16 on the CPU (half f32's bytes, and the faster cache
-// from memory: docs/kv-cache.md) and f32 on a GPU (the one type its cache stores).
-kernels::KvType kv_type_for(const std::string& name, const std::string& device);
+// --kv-type's value: auto is bf16 on either device (half f32's bytes, and on the CPU the faster
+// cache from memory: docs/kv-cache.md; llama.cpp's default f16 cache is the same size).
+kernels::KvType kv_type_for(const std::string& name);
 void add_device_option(CLI::App* cmd, std::string& device);  // --device (serve has no ModelArgs either)  // also on serve, which has no ModelArgs
 // --snapshot-every / --snapshots: recurrent models' state snapshots (EngineOptions), also on serve.
 void add_snapshot_options(CLI::App* cmd, int64_t& every, int64_t& slots);

@@ -2,13 +2,17 @@
 // Causal attention of one query row and head over its sequence's pages (positions 0 .. its own),
 // one workgroup each. Keys are scored 64 at a time (a thread per position), and the running
 // softmax (max m, sum l) rescales the value sums as each tile arrives, so any context length runs
-// in fixed shared memory. Head dims up to 256 (4 value columns per thread).
+// in fixed shared memory. Head dims up to 256 (4 value columns per thread). The pages hold f32 or
+// (kv_bf16) bf16 values, widened as they are read.
 #include "common.glsl"
 layout(local_size_x = 64) in;
 layout(push_constant) uniform P {
   Floats q; Floats out_; Floats kpages; Floats vpages; Ints row_info; Ints blocks;
-  int rows; int heads; int kv_heads; int head_dim; int q_stride; int out_stride; int block_size; float scale;
+  int rows; int heads; int kv_heads; int head_dim; int q_stride; int out_stride; int block_size; float scale; int kv_bf16;
 } p;
+
+float key_at(uint i) { return p.kv_bf16 != 0 ? bf16_at(Uints(p.kpages), i) : p.kpages.v[i]; }
+float value_at(uint i) { return p.kv_bf16 != 0 ? bf16_at(Uints(p.vpages), i) : p.vpages.v[i]; }
 
 shared float qs[256];
 shared float probs[64];
@@ -30,7 +34,7 @@ void main() {
     if (key <= pos) {
       uint row = (uint(p.blocks.v[table + key / bs]) * uint(p.kv_heads) + kvh) * bs + key % bs;
       float dot_ = 0.0;
-      for (uint c = 0u; c < hd; c++) dot_ += qs[c] * p.kpages.v[row * hd + c];
+      for (uint c = 0u; c < hd; c++) dot_ += qs[c] * key_at(row * hd + c);
       s = dot_ * p.scale;
     }
     probs[t] = s;
@@ -53,7 +57,7 @@ void main() {
       for (uint i = 0u; i < count; i++) {
         uint key2 = t0 + i;
         uint row = (uint(p.blocks.v[table + key2 / bs]) * uint(p.kv_heads) + kvh) * bs + key2 % bs;
-        a += probs[i] * p.vpages.v[row * hd + c];
+        a += probs[i] * value_at(row * hd + c);
       }
       acc[j] = a;
     }
