@@ -97,23 +97,26 @@ TEST(GpuModels, EveryArchitectureAndFormatMatchesTheCpu) {
   }
 }
 
-// The default cache (--kv-type auto) is bf16 on both devices: whole models' logits over a bf16
-// cache on the GPU against the CPU's bf16 cache, prefill and decode. Both round to nearest even,
-// but a key or value the two devices compute a hair apart can round to neighbouring bf16 values:
-// gpt2 differs by 1.6e-4 here (llama 7e-7), where an f32 cache on one side differs by 2.8e-3
-// (llama 5.6e-3), so the bound sits between the two.
-TEST(GpuModels, ABf16CacheMatchesTheCpusBf16Cache) {
+// The default cache (--kv-type auto) is bf16 on both devices, and q8 runs on both: whole models'
+// logits over a bf16 or q8 cache on the GPU against the same cache on the CPU, prefill and decode.
+// Both round alike (nearest even; q8's amax / 127 codes), but a key or value the two devices
+// compute a hair apart can round to neighbouring values: gpt2's bf16 differs by 1.6e-4 here (the
+// rest by < 1e-6), where an f32 cache on one side differs by 2.8e-3 to 1.3e-2, so the bound sits
+// between the two.
+TEST(GpuModels, Bf16AndQ8CachesMatchTheCpus) {
   KVAD_NEED_GPU(device);
   for (std::string arch : {"llama", "gpt2"}) {
-    SCOPED_TRACE(arch);
     auto m = load_model_dir(test::synth_tiny(arch, "gpu"), LoadOptions{});
     auto cpu = make_backend("cpu", *m);
     auto gpu = make_backend(device, *m);
-    const std::vector<float> c = batched_logits(*m, *cpu, kernels::KvType::BF16),
-                             g = batched_logits(*m, *gpu, kernels::KvType::BF16);
-    ASSERT_EQ(c.size(), g.size());
-    const int64_t V = m->config().vocab_size, rows = (int64_t)c.size() / V;
-    for (int64_t r = 0; r < rows; r++) EXPECT_LE(rel_diff(&g[(size_t)(r * V)], &c[(size_t)(r * V)], V), 5e-4) << "row " << r;
+    for (kernels::KvType kv : {kernels::KvType::BF16, kernels::KvType::Q8}) {
+      SCOPED_TRACE(arch + " " + kernels::kv_type_name(kv));
+      const std::vector<float> c = batched_logits(*m, *cpu, kv), g = batched_logits(*m, *gpu, kv);
+      ASSERT_EQ(c.size(), g.size());
+      const int64_t V = m->config().vocab_size, rows = (int64_t)c.size() / V;
+      for (int64_t r = 0; r < rows; r++)
+        EXPECT_LE(rel_diff(&g[(size_t)(r * V)], &c[(size_t)(r * V)], V), 5e-4) << "row " << r;
+    }
   }
 }
 

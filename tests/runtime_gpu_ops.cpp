@@ -396,11 +396,11 @@ TEST(GpuOps, RopeTablesAndRotationAtFarPositions) {
 
 // Paged attention over several sequences at once: shuffled block tables, blocks of 3 positions,
 // grouped-query heads, a first forward that only fills the cache, then a mix of prefill chunks
-// and single decode rows; in an f32 cache and in a bf16 one (each backend rounding to the same
-// bf16 values, so the two agree as closely).
+// and single decode rows; in each cache type (the two backends round to the same bf16 values and
+// q8 codes, so they agree as closely).
 TEST(GpuOps, PagedAttentionOverManySequences) {
   GPU_BACKENDS(b);
-  for (kernels::KvType kv_type : {kernels::KvType::F32, kernels::KvType::BF16})
+  for (kernels::KvType kv_type : {kernels::KvType::F32, kernels::KvType::BF16, kernels::KvType::Q8})
   for (auto [heads, kv_heads, hd] : {std::tuple{4, 2, 16}, std::tuple{2, 2, 80}, std::tuple{6, 1, 8}}) {
     SCOPED_TRACE(testing::Message() << heads << " heads, " << kv_heads << " kv heads, dim " << hd << ", "
                                     << kernels::kv_type_name(kv_type) << " cache");
@@ -472,9 +472,9 @@ TEST(GpuOps, OperationsItHasNotAreRefusedByName) {
     EXPECT_NE(std::string(e.what()).find("sigmoid_gate"), std::string::npos) << e.what();
   }
   EXPECT_THROW(b.gpu->make_memory(MemorySpec{{MemorySpec::recurrent_layer(16)}}, 4, 16, 2), Error);
-  // The KV types the device's cache does not store: q8, and bf16 at an odd head size (a word
-  // holds two values of one head).
-  MemorySpec q8 = MemorySpec::attention(1, 2, 16), odd = MemorySpec::attention(1, 2, 15);
+  // Head sizes the device's bf16 and q8 caches cannot hold: a word holds two bf16 values or four
+  // q8 codes of one head.
+  MemorySpec q8 = MemorySpec::attention(1, 2, 18), odd = MemorySpec::attention(1, 2, 15);
   q8.kv_type = kernels::KvType::Q8;
   odd.kv_type = kernels::KvType::BF16;
   for (const MemorySpec* spec : {&q8, &odd}) {

@@ -65,8 +65,8 @@ void add_lora_option(CLI::App* cmd, std::vector<std::string>& loras) {
 
 void add_kv_type_option(CLI::App* cmd, std::string& kv_type) {
   cmd->add_option("--kv-type", kv_type, "what the KV cache stores per position: auto (default: bf16), f32, bf16 (half "
-                  "the bytes) or q8 (int8 + a scale per head: about a quarter; CPU only; docs/kv-cache.md has their "
-                  "quality and speed)")
+                  "the bytes) or q8 (int8 + a scale per head: about a quarter); docs/kv-cache.md has their quality "
+                  "and speed")
       ->check(CLI::IsMember({"auto", "f32", "bf16", "q8"}));
 }
 

@@ -65,15 +65,15 @@ class VulkanMemory final : public Memory {
  public:
   VulkanMemory(vk::Device& dev, const MemorySpec& spec, int64_t n_blocks, int64_t block_size)
       : Memory(spec, n_blocks, block_size, 0, ElsewhereTag{}), dev_(dev) {
-    if (spec.kv_type != kernels::KvType::F32 && spec.kv_type != kernels::KvType::BF16)
-      fail("--device gpu: the GPU's KV cache stores f32 or bf16 (--kv-type {} runs on --device cpu)",
-           kernels::kv_type_name(spec.kv_type));
     for (const LayerMemorySpec& l : spec.layers) {
       if (l.kind != MemoryKind::Attention)
         fail("--device gpu: only attention layers' memory lives on the GPU (this model has latent or recurrent layers)");
-      if (bf16() && l.head_dim % 2 != 0)  // kv_store.comp writes a word of two values of one head
-        fail("--device gpu: a bf16 KV cache needs an even head size (this model's is {}; --kv-type f32)", l.head_dim);
-      const size_t bytes = (size_t)(n_blocks * l.kv_heads * block_size * l.head_dim) * element_bytes();
+      // kv_store.comp writes whole 32-bit words: two bf16 values, four q8 codes of one head.
+      const int per_word = spec.kv_type == kernels::KvType::BF16 ? 2 : spec.kv_type == kernels::KvType::Q8 ? 4 : 1;
+      if (l.head_dim % per_word != 0)
+        fail("--device gpu: a {} KV cache needs a head size that is a multiple of {} (this model's is {}; --kv-type f32)",
+             kernels::kv_type_name(spec.kv_type), per_word, l.head_dim);
+      const size_t bytes = (size_t)(n_blocks * l.kv_heads * block_size) * row_bytes(l);
       k_.push_back(dev.allocate(bytes, false));
       v_.push_back(dev.allocate(bytes, false));
     }
@@ -82,15 +82,15 @@ class VulkanMemory final : public Memory {
     for (Buffer& b : k_) dev_.release(b);
     for (Buffer& b : v_) dev_.release(b);
   }
-  bool bf16() const { return spec().kv_type == kernels::KvType::BF16; }
-  size_t element_bytes() const { return bf16() ? 2 : sizeof(float); }
+  // One position of one head, as the CPU's cache stores a row (q8: the codes, then the scale).
+  size_t row_bytes(const LayerMemorySpec& l) const { return (size_t)kernels::kv_row_bytes(spec().kv_type, l.head_dim); }
   const Buffer& k(int64_t layer) const { return k_.at((size_t)layer); }
   const Buffer& v(int64_t layer) const { return v_.at((size_t)layer); }
 
   void copy_block(int32_t src, int32_t dst, int64_t positions) override {
     for (size_t l = 0; l < spec().layers.size(); l++) {
       const LayerMemorySpec& s = spec().layers[l];
-      const size_t row = (size_t)s.head_dim * element_bytes(), head = (size_t)block_size() * row,
+      const size_t row = row_bytes(s), head = (size_t)block_size() * row,
                    block = (size_t)s.kv_heads * head;
       for (const Buffer* b : {&k_[l], &v_[l]})
         for (int64_t h = 0; h < s.kv_heads; h++)
@@ -129,15 +129,17 @@ struct RopeArgs {
   uint64_t x, table;
   int32_t rows, heads, head_dim, x_stride, table_stride;
 };
+// The shaders name the cache's types by these numbers (common.glsl's KV_*).
+static_assert((int)kernels::KvType::F32 == 0 && (int)kernels::KvType::BF16 == 1 && (int)kernels::KvType::Q8 == 2);
 struct KvStoreArgs {
   uint64_t k, v, kpages, vpages, row_info, blocks;
-  int32_t rows, kv_heads, head_dim, k_stride, v_stride, block_size, kv_bf16;
+  int32_t rows, kv_heads, head_dim, k_stride, v_stride, block_size, kv_type;  // kernels::KvType
 };
 struct AttentionArgs {
   uint64_t q, out, kpages, vpages, row_info, blocks;
   int32_t rows, heads, kv_heads, head_dim, q_stride, out_stride, block_size;
   float scale;
-  int32_t kv_bf16;
+  int32_t kv_type;
 };
 enum EltwiseOp : int32_t { kAdd = 0, kAddBias = 1, kSiluMul = 2, kGeluTanh = 3, kAddRows = 4, kGather = 5 };
 
@@ -422,14 +424,16 @@ class VulkanBackend final : public Backend {
     const Buffer &kp = mem->k(layer), &vp = mem->v(layer);
     KvStoreArgs st{addr(k, "attention"), addr(v, "attention"), kp.address, vp.address, row_info_.address, blocks_.address,
                    narrow(q.rows, "rows"), s.n_kv_heads, s.head_dim, narrow(k.stride, "stride"), narrow(v.stride, "stride"),
-                   narrow(memory.block_size(), "block size"), mem->bf16()};
+                   narrow(memory.block_size(), "block size"), (int32_t)memory.spec().kv_type};
     vk::Grid g = vk::split_groups((uint64_t)q.rows);
-    const int64_t stores = mem->bf16() ? kvw / 2 : kvw;  // bf16: a thread writes a word of two values
+    // A thread a value (f32), a word of two (bf16), a head (q8, whose scale needs all of it).
+    const kernels::KvType type = memory.spec().kv_type;
+    const int64_t stores = type == kernels::KvType::BF16 ? kvw / 2 : type == kernels::KvType::Q8 ? s.n_kv_heads : kvw;
     dev_->dispatch(Shader::KvStore, &st, sizeof st, (uint32_t)((stores + 255) / 256), g.x, g.y);
     AttentionArgs at{addr(q, "attention"), addr(out, "attention"), kp.address, vp.address, row_info_.address,
                      blocks_.address, narrow(q.rows, "rows"), s.n_heads, s.n_kv_heads, s.head_dim,
                      narrow(q.stride, "stride"), narrow(out.stride, "stride"), narrow(memory.block_size(), "block size"),
-                     s.scale, mem->bf16()};
+                     s.scale, (int32_t)memory.spec().kv_type};
     dev_->dispatch(Shader::Attention, &at, sizeof at, (uint32_t)s.n_heads, g.x, g.y);
   }
 

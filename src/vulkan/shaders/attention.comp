@@ -2,20 +2,45 @@
 // Causal attention of one query row and head over its sequence's pages (positions 0 .. its own),
 // one workgroup each. Keys are scored 64 at a time (a thread per position), and the running
 // softmax (max m, sum l) rescales the value sums as each tile arrives, so any context length runs
-// in fixed shared memory. Head dims up to 256 (4 value columns per thread). The pages hold f32 or
-// (kv_bf16) bf16 values, widened as they are read.
+// in fixed shared memory. Head dims up to 256 (4 value columns per thread). The pages hold rows of
+// f32, bf16 or q8 (kv_type; kv_store.comp has the layouts), widened as they are read.
 #include "common.glsl"
 layout(local_size_x = 64) in;
 layout(push_constant) uniform P {
   Floats q; Floats out_; Floats kpages; Floats vpages; Ints row_info; Ints blocks;
-  int rows; int heads; int kv_heads; int head_dim; int q_stride; int out_stride; int block_size; float scale; int kv_bf16;
+  int rows; int heads; int kv_heads; int head_dim; int q_stride; int out_stride; int block_size; float scale; int kv_type;
 } p;
-
-float key_at(uint i) { return p.kv_bf16 != 0 ? bf16_at(Uints(p.kpages), i) : p.kpages.v[i]; }
-float value_at(uint i) { return p.kv_bf16 != 0 ? bf16_at(Uints(p.vpages), i) : p.vpages.v[i]; }
 
 shared float qs[256];
 shared float probs[64];
+
+// Element c of the head row `row` (a position's slot) of a page buffer.
+float page_at(Floats pages, uint row, uint c) {
+  uint hd = uint(p.head_dim);
+  if (p.kv_type == KV_BF16) return bf16_at(Uints(pages), row * hd + c);
+  if (p.kv_type == KV_Q8) {
+    uint words = hd / 4u + 1u, word = Uints(pages).v[row * words + c / 4u];
+    int code = int(word << (24u - 8u * (c % 4u))) >> 24;  // the byte, sign-extended
+    return float(code) * uintBitsToFloat(Uints(pages).v[row * words + hd / 4u]);
+  }
+  return pages.v[row * hd + c];
+}
+
+// q . key of the row: q8 sums the codes and scales once, as the CPU's cache does.
+float key_dot(uint row) {
+  uint hd = uint(p.head_dim);
+  float dot_ = 0.0;
+  if (p.kv_type == KV_Q8) {
+    uint words = hd / 4u + 1u;
+    for (uint c = 0u; c < hd; c++) {
+      uint word = Uints(p.kpages).v[row * words + c / 4u];
+      dot_ += qs[c] * float(int(word << (24u - 8u * (c % 4u))) >> 24);
+    }
+    return dot_ * uintBitsToFloat(Uints(p.kpages).v[row * words + hd / 4u]);
+  }
+  for (uint c = 0u; c < hd; c++) dot_ += qs[c] * page_at(p.kpages, row, c);
+  return dot_;
+}
 
 void main() {
   uint h = gl_WorkGroupID.x, r = gl_WorkGroupID.y + gl_NumWorkGroups.y * gl_WorkGroupID.z;
@@ -33,9 +58,7 @@ void main() {
     float s = -1.0 / 0.0;
     if (key <= pos) {
       uint row = (uint(p.blocks.v[table + key / bs]) * uint(p.kv_heads) + kvh) * bs + key % bs;
-      float dot_ = 0.0;
-      for (uint c = 0u; c < hd; c++) dot_ += qs[c] * key_at(row * hd + c);
-      s = dot_ * p.scale;
+      s = key_dot(row) * p.scale;
     }
     probs[t] = s;
     barrier();
@@ -57,7 +80,7 @@ void main() {
       for (uint i = 0u; i < count; i++) {
         uint key2 = t0 + i;
         uint row = (uint(p.blocks.v[table + key2 / bs]) * uint(p.kv_heads) + kvh) * bs + key2 % bs;
-        a += probs[i] * value_at(row * hd + c);
+        a += probs[i] * page_at(p.vpages, row, c);
       }
       acc[j] = a;
     }

@@ -17,6 +17,11 @@ const int FMT_Q4_K = 4;  // ggml's K-quants, as GGUF stores them (quant/kquant.h
 const int FMT_Q5_K = 5;
 const int FMT_Q6_K = 6;
 
+// What a KV cache stores (kernels::KvType's order): kv_store.comp and attention.comp.
+const int KV_F32 = 0;
+const int KV_BF16 = 1;
+const int KV_Q8 = 2;
+
 float bf16_at(Uints w, uint i) {
   uint word = w.v[i >> 1];
   return uintBitsToFloat((i & 1u) != 0u ? (word & 0xffff0000u) : (word << 16));
