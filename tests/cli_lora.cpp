@@ -18,6 +18,7 @@
 #include "train/checkpoint.h"
 #include "train/lora.h"
 #include "train/model.h"
+#include "gpu_device.h"
 
 using namespace kvad;
 using test::run_kvad;
@@ -55,6 +56,19 @@ TEST(CliLora, AnAdapterChangesTheAnswerAndScaleZeroDoesNot) {
   EXPECT_FALSE(plain.empty());
   EXPECT_NE(plain, adapted);
   EXPECT_EQ(plain, off);
+}
+
+// On the GPU (lavapipe, named) the adapted answer is the CPU's, two adapters stacked too.
+TEST(CliLora, TheGpuRunsAdaptersAsTheCpuDoes) {
+  KVAD_NEED_GPU(device);
+  const std::string adapter = test::source_path("tests/golden/lora/qwen2");
+  for (const std::string lora : {" --lora " + adapter, " --lora " + adapter + " --lora " + adapter + ":0.5"}) {
+    SCOPED_TRACE(lora);
+    const std::string cpu = run_ids(lora), gpu = run_ids(lora + " --device " + device);
+    EXPECT_FALSE(cpu.empty());
+    EXPECT_EQ(gpu, cpu);
+  }
+  EXPECT_NE(run_ids(" --lora " + adapter + " --device " + device), run_ids(" --device " + device));
 }
 
 // One path per --lora: the words after it are still the prompt, and two adapters stack.

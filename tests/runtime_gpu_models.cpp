@@ -11,7 +11,10 @@
 #include <numeric>
 #include <random>
 
+#include "core/json.h"
+#include "golden_synth.h"
 #include "gpu_device.h"
+#include "models/lora.h"
 #include "models/registry.h"
 #include "models/synth.h"
 #include "runtime/devices.h"
@@ -116,6 +119,47 @@ TEST(GpuModels, Bf16AndQ8CachesMatchTheCpus) {
       const int64_t V = m->config().vocab_size, rows = (int64_t)c.size() / V;
       for (int64_t r = 0; r < rows; r++)
         EXPECT_LE(rel_diff(&g[(size_t)(r * V)], &c[(size_t)(r * V)], V), 5e-4) << "row " << r;
+    }
+  }
+}
+
+// LoRA adapters on the device (the golden PEFT adapters of tests/models_lora.cpp, on their bases):
+// sequences with no adapter, the adapter at 1, at 0.5, and at 1 again (neighbours sharing one side
+// product) in one forward, against the CPU backend's side paths; an f32 base (f32 A and B) and a q8
+// one (bf16 A and B). The adapter moves these logits by far more than the bound (checked below).
+TEST(GpuModels, LoraAdaptersMatchTheCpu) {
+  KVAD_NEED_GPU(device);
+  const Json goldens = read_json_file(test::source_path("tests/golden/lora/lora.json"));
+  for (std::string arch : {"llama", "gpt2"}) {  // gpt2: a fused c_attn, Conv1D's fan_in_fan_out
+    SynthOptions o = test::golden_synth_options(goldens["synth"], arch, test::temp_dir("gpu-lora-" + arch));
+    synthesize(o);
+    for (auto [fmt, tol] : {std::pair{"f32", 1e-4}, std::pair{"q8", 0.05}}) {
+      SCOPED_TRACE(arch + " " + fmt);
+      LoadOptions lo;
+      lo.format = parse_weight_format(fmt);
+      auto m = load_model_dir(o.out, lo);
+      auto adapter = load_lora(test::source_path("tests/golden/lora/" + arch), *m);
+      const std::vector<std::vector<LoraUse>> uses = {{}, {{adapter.get(), 1}}, {{adapter.get(), 0.5f}}, {{adapter.get(), 1}}};
+      const std::vector<std::vector<int32_t>> toks = {{5, 9, 300}, {5, 9, 300}, {400, 2, 3, 4, 5}, {11, 12}};
+      const int64_t V = m->config().vocab_size, bs = 3, per_seq = 8;
+      std::vector<int32_t> blocks((size_t)(per_seq * (int64_t)toks.size()));
+      std::iota(blocks.begin(), blocks.end(), 0);
+      std::vector<float> logits[2];
+      for (int k = 0; k < 2; k++) {
+        auto ops = make_backend(k ? std::string("cpu") : device, *m);
+        auto mem = ops->make_memory(m->memory_spec(), per_seq * (int64_t)toks.size(), bs);
+        Batch b;
+        for (size_t i = 0; i < toks.size(); i++)
+          b.add((int32_t)i, toks[i], 0, std::span<const int32_t>(blocks.data() + i * per_seq, per_seq), bs, Logits::All, uses[i]);
+        logits[k].resize((size_t)(b.n_logits() * V));
+        m->forward(b, *mem, *ops, logits[k].data());
+      }
+      const int64_t rows = (int64_t)logits[0].size() / V;
+      for (int64_t r = 0; r < rows; r++)
+        EXPECT_LE(rel_diff(&logits[0][(size_t)(r * V)], &logits[1][(size_t)(r * V)], V), tol) << "row " << r;
+      // Sequences 0 and 1 are the same tokens without and with the adapter: it must show.
+      for (int64_t r = 0; r < 3; r++)
+        EXPECT_GT(rel_diff(&logits[1][(size_t)((3 + r) * V)], &logits[1][(size_t)(r * V)], V), 4 * tol) << "row " << r;
     }
   }
 }

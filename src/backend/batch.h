@@ -7,6 +7,7 @@
 // vectors embeddings pool. Each span also names the LoRA adapters its sequence runs with
 // (backend/lora.h): the backend adds their side paths to that span's rows only.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -76,6 +77,22 @@ class Batch {
   bool empty() const { return rows_.empty(); }
   int64_t n_logits() const { return n_logits_; }
   bool has_lora() const { return has_lora_; }  // some span runs an adapter
+  // The side paths weight w has in this batch (backend/lora.h): fn(row0, n, pair, scale) for each
+  // run of neighbouring spans that share their adapters (one product for them all) and each of
+  // those adapters that pairs w; scale is the use's times the pair's own, uses at 0 skipped. fn
+  // returns false to stop, and then so does this.
+  template <typename F>
+  bool for_each_side_path(const Weight& w, F&& fn) const {
+    for (size_t i = 0, j; i < spans_.size(); i = j) {
+      for (j = i + 1; j < spans_.size() && std::ranges::equal(spans_[j].loras, spans_[i].loras);) j++;
+      const int64_t row0 = spans_[i].row0, n = spans_[j - 1].row0 + spans_[j - 1].n - row0;
+      for (const LoraUse& use : spans_[i].loras) {
+        const LoraPair* p = use.adapter->find(&w);
+        if (p && use.scale != 0 && !fn(row0, n, *p, use.scale * p->scale)) return false;
+      }
+    }
+    return true;
+  }
 
  private:
   std::vector<BatchRow> rows_;

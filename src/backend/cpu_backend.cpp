@@ -342,17 +342,11 @@ class CpuBackend final : public Backend {
   // many sequences on one adapter costs what one long sequence does.
   void add_loras(const Weight& w, const float* x, Tensor y) {
     if (!batch_ || !batch_->has_lora()) return;
-    const auto& spans = batch_->spans();
-    for (size_t i = 0, j; i < spans.size(); i = j) {
-      for (j = i + 1; j < spans.size() && std::ranges::equal(spans[j].loras, spans[i].loras);) j++;
-      const int64_t row0 = spans[i].row0, n = spans[j - 1].row0 + spans[j - 1].n - row0;
-      for (const LoraUse& use : spans[i].loras) {
-        const LoraPair* p = use.adapter->find(&w);
-        if (!p || use.scale == 0) continue;
-        need(y.rows == batch_->size(), "linear", y, "an adapted weight's input rows are not the batch's rows");
-        side_path(*p, use.scale * p->scale, x + row0 * w.cols(), n, y.data + row0 * y.stride);
-      }
-    }
+    batch_->for_each_side_path(w, [&](int64_t row0, int64_t n, const LoraPair& p, float scale) {
+      need(y.rows == batch_->size(), "linear", y, "an adapted weight's input rows are not the batch's rows");
+      side_path(p, scale, x + row0 * w.cols(), n, y.data + row0 * y.stride);
+      return true;
+    });
   }
 
   // A decode step's side paths are ~1/30 of its base work, in 2 x projections products: on the
@@ -399,22 +393,17 @@ class CpuBackend final : public Backend {
   // does nothing) when there are no side paths, or one too large for this, which add_loras runs.
   bool fused_loras(const Weight* const* ws, size_t count, const float* x, const Tensor* ys) {
     if (!batch_ || !batch_->has_lora()) return false;
-    const auto& spans = batch_->spans();
     side_paths_.clear();
     size_t first[5] = {0};
     for (size_t k = 0; k < count; k++) {
-      for (size_t i = 0, j; i < spans.size(); i = j) {
-        for (j = i + 1; j < spans.size() && std::ranges::equal(spans[j].loras, spans[i].loras);) j++;
-        const int64_t row0 = spans[i].row0, n = spans[j - 1].row0 + spans[j - 1].n - row0;
-        for (const LoraUse& use : spans[i].loras) {
-          const LoraPair* p = use.adapter->find(ws[k]);
-          if (!p || use.scale == 0) continue;
-          if (!small_side_path(*p, n)) return false;
-          need(ys[k].rows == batch_->size(), "linear", ys[k], "an adapted weight's input rows are not the batch's rows");
-          side_paths_.push_back({p, nullptr, ys[k].data + row0 * ys[k].stride, n});
-          side_paths_.back().t = side_input(*p, use.scale * p->scale, x + row0 * ws[k]->cols(), n, true).data;
-        }
-      }
+      const bool small = batch_->for_each_side_path(*ws[k], [&](int64_t row0, int64_t n, const LoraPair& p, float scale) {
+        if (!small_side_path(p, n)) return false;
+        need(ys[k].rows == batch_->size(), "linear", ys[k], "an adapted weight's input rows are not the batch's rows");
+        side_paths_.push_back({&p, nullptr, ys[k].data + row0 * ys[k].stride, n});
+        side_paths_.back().t = side_input(p, scale, x + row0 * ws[k]->cols(), n, true).data;
+        return true;
+      });
+      if (!small) return false;
       first[k + 1] = side_paths_.size();
     }
     if (side_paths_.empty()) return false;

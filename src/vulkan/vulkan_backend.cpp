@@ -11,6 +11,8 @@
 #include <unordered_map>
 
 #include "backend/checks.h"
+#include "backend/lora.h"
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "io/nq.h"
@@ -119,6 +121,7 @@ struct GetRowsArgs {
 struct EltwiseArgs {
   uint64_t y, x, ids;
   int32_t op, rows, cols, y_stride, x_stride;
+  float c;  // add_scaled's factor
 };
 struct NormArgs {
   uint64_t x, out, w, b;
@@ -141,7 +144,7 @@ struct AttentionArgs {
   float scale;
   int32_t kv_type;
 };
-enum EltwiseOp : int32_t { kAdd = 0, kAddBias = 1, kSiluMul = 2, kGeluTanh = 3, kAddRows = 4, kGather = 5 };
+enum EltwiseOp : int32_t { kAdd = 0, kAddBias = 1, kSiluMul = 2, kGeluTanh = 3, kAddRows = 4, kGather = 5, kAddScaled = 6 };
 
 // matvec.comp reads a row as 16-byte units when every row starts 16-byte aligned: q8/q4 rows
 // are whole blocks (32 or 16 bytes), f32 and bf16 rows need a multiple of 4 or 8 columns.
@@ -249,7 +252,7 @@ class VulkanBackend final : public Backend {
     dev_->submit();  // the previous forward's tail (a batch that wanted no logits) runs first
     for (ScratchChunk& c : scratch_) c.used = 0;
     for (StreamChunk& c : stream_) c.used = 0;
-    if (batch.has_lora()) fail("--device gpu: LoRA adapters run on --device cpu only (for now)");
+    batch_ = &batch;  // linear's LoRA side paths read which rows run which adapters
     // The batch's rows as the shaders read them: (position, offset of its block table), the
     // concatenated block tables, token ids, positions, and the rows that want logits.
     const int64_t n = batch.size();
@@ -327,24 +330,67 @@ class VulkanBackend final : public Backend {
   void linear(const Weight& w, Tensor x, Tensor y) override {
     need(x.cols == w.cols(), "linear", x, "input width differs from the weight's columns");
     need(y.rows == x.rows && y.cols == w.rows(), "linear", y, "output is not [n, weight rows]");
-    const DeviceWeight& dw = device_weight(w);
     Output o = output(y);
-    MatmulArgs a{addr(x, "linear"), addr(o.dev, "linear"), dw.codes.address, dw.d.address, dw.m.address,
-                 narrow(x.rows, "rows"), narrow(x.cols, "cols"), narrow(w.rows(), "weight rows"),
-                 narrow(x.stride, "stride"), narrow(o.dev.stride, "stride"), dw.format, dw.blocks, 0};
+    product(device_weight(w), w.rows(), x, o.dev);
+    add_loras(w, x, o.dev);
+    finish(o);
+  }
+
+  // y = x W^T on the device, W of `rows` rows in dw's format (y in device memory).
+  void product(const DeviceWeight& dw, int64_t rows, Tensor x, Tensor y) {
+    MatmulArgs a{addr(x, "linear"), addr(y, "linear"), dw.codes.address, dw.d.address, dw.m.address,
+                 narrow(x.rows, "rows"), narrow(x.cols, "cols"), narrow(rows, "weight rows"),
+                 narrow(x.stride, "stride"), narrow(y.stride, "stride"), dw.format, dw.blocks, 0};
     const uint32_t row_blocks = (uint32_t)((x.rows + 7) / 8);  // both kernels: 8 input rows a workgroup
     if (dev_->tiled_products() && x.rows > 8) {  // a batch: 64 x 64 tiles of y per workgroup
-      vk::Grid g = vk::split_groups((uint64_t)(w.rows() + 63) / 64);
+      vk::Grid g = vk::split_groups((uint64_t)(rows + 63) / 64);
       dev_->dispatch(Shader::MatmulTiled, &a, sizeof a, g.x, g.y, (uint32_t)((x.rows + 63) / 64));
     } else if (dev_->gpu_kernels()) {
       a.wide = wide_rows(dw, x.cols) ? 1 : 0;
-      vk::Grid g = vk::split_groups((uint64_t)(w.rows() + 3) / 4);  // matvec.comp: 4 output rows a group
+      vk::Grid g = vk::split_groups((uint64_t)(rows + 3) / 4);  // matvec.comp: 4 output rows a group
       dev_->dispatch(Shader::Matvec, &a, sizeof a, g.x, g.y, row_blocks);
     } else {
-      vk::Grid g = vk::split_groups((uint64_t)(w.rows() + 63) / 64);
+      vk::Grid g = vk::split_groups((uint64_t)(rows + 63) / 64);
       dev_->dispatch(Shader::Matmul, &a, sizeof a, g.x, row_blocks, g.y);
     }
-    finish(o);
+  }
+
+  // The adapters' side paths of weight w, as the CPU backend adds them (backend/lora.h): y[rows]
+  // += s * (x A^T) B^T for the rows of each sequence that pairs w, neighbouring sequences with the
+  // same adapters in one product. A and B are device weights like any other (B transposed once,
+  // keyed by A's uid, so an adapter loaded later never finds an earlier one's B).
+  void add_loras(const Weight& w, Tensor x, Tensor y) {
+    if (!batch_ || !batch_->has_lora()) return;
+    batch_->for_each_side_path(w, [&](int64_t row0, int64_t n, const LoraPair& p, float scale) {
+      need(y.rows == batch_->size(), "linear", y, "an adapted weight's input rows are not the batch's rows");
+      const Tensor xs = rows_of(x, row0, n), ys = rows_of(y, row0, n);
+      Tensor t = tensor(n, p.a.rows()), u = tensor(n, p.out);
+      product(device_weight(p.a), p.a.rows(), xs, t);
+      product(device_weight(lora_b(p)), p.out, t, u);
+      EltwiseArgs a{addr(ys, "lora"), addr(u, "lora"), 0, kAddScaled, narrow(n, "rows"), narrow(p.out, "cols"),
+                    narrow(ys.stride, "stride"), narrow(u.stride, "stride"), scale};
+      dispatch_eltwise(a);
+      return true;
+    });
+  }
+
+  static Tensor rows_of(Tensor t, int64_t row0, int64_t n) {
+    t.data += row0 * t.stride;
+    t.rows = n;
+    return t;
+  }
+
+  // B [out, rank] of a pair (LoraPair holds it transposed), in the pair's own precision.
+  const Weight& lora_b(const LoraPair& p) {
+    auto it = lora_b_.find(p.a.uid());
+    if (it != lora_b_.end()) return it->second;
+    const int64_t r = p.a.rows(), out = p.out;
+    std::vector<float> b((size_t)(out * r));
+    for (int64_t k = 0; k < r; k++)
+      for (int64_t o = 0; o < out; o++)
+        b[(size_t)(o * r + k)] = p.bt.empty() ? bf16_to_f32(p.bt_bf16[(size_t)(k * out + o)]) : p.bt[(size_t)(k * out + o)];
+    const WeightFormat fmt = p.bt.empty() ? WeightFormat::BF16 : WeightFormat::F32;  // bf16 values stay exact
+    return lora_b_.emplace(p.a.uid(), Weight::from_f32(std::move(b), out, r, fmt)).first->second;
   }
 
   void linear_group(Tensor x, std::initializer_list<std::pair<const Weight*, Tensor>> outs) override {
@@ -666,6 +712,8 @@ class VulkanBackend final : public Backend {
   std::vector<StreamChunk> stream_;
   Buffer readback_;
   std::unordered_map<uint64_t, DeviceWeight> weights_;  // by Weight::uid()
+  std::unordered_map<uint64_t, Weight> lora_b_;  // each LoRA pair's B, by its A's uid
+  const Batch* batch_ = nullptr;  // this forward's (begin_forward)
   std::unordered_map<const float*, DeviceVector> vectors_;
   StreamSlice row_info_{}, blocks_{}, tokens_{}, positions_{}, logit_rows_{};
   std::vector<int32_t> host_ints_, block_ids_;

@@ -6,11 +6,12 @@
 //   3 gelu_tanh  y = gelu(y) (tanh form)
 //   4 add_rows   y += x[ids[row] * cols + col]   (GPT-2's position table)
 //   5 gather     y = x[ids[row]]              (the rows that want logits)
+//   6 add_scaled y += c * x                   (a LoRA side path)
 #include "common.glsl"
 layout(local_size_x = 256) in;
 layout(push_constant) uniform P {
   Floats y; Floats x; Ints ids;
-  int op; int rows; int cols; int y_stride; int x_stride;
+  int op; int rows; int cols; int y_stride; int x_stride; float c;
 } p;
 
 void main() {
@@ -26,6 +27,7 @@ void main() {
     float u = clamp(0.7978845608028654 * (y + 0.044715 * y * y * y), -15.0, 15.0);
     y = 0.5 * y * (1.0 + tanh(u));
   } else if (p.op == 4) y += p.x.v[uint(p.ids.v[r]) * uint(p.cols) + c];
+  else if (p.op == 6) y += p.c * p.x.v[r * uint(p.x_stride) + c];
   else y = p.x.v[uint(p.ids.v[r]) * uint(p.x_stride) + c];
   p.y.v[yi] = y;
 }
