@@ -9,6 +9,7 @@
 #    bandwidth) beside llama.cpp's Vulkan build (llama-batched-bench, -ngl 99) on the matching GGUF.
 # 4. After the first round, one more bench per format with KVAD_VULKAN_PROFILE=1: the GPU time per
 #    shader and grid.
+# 5. The KV cache's type (f32, bf16, q8) at the longest prompt, q4 weights.
 # Logs and JSON go to $OUT (they come back); a short table is printed last.
 # LOCAL=1 runs the same on this machine's lavapipe with a tiny preset, to check the script.
 set -uo pipefail
@@ -83,6 +84,20 @@ for round in $(seq "$ROUNDS"); do
     echo "round $round $q: done at ${SECONDS}s"
   done
   [ "$round" = 1 ] && profile
+done
+
+echo "== 5. the KV cache's type on the device: f32, bf16 (the default) and q8, q4 weights, $lastp positions"
+for kv in f32 bf16 q8; do
+  if [ "$SECONDS" -gt $((BUDGET + 60)) ]; then echo "kv $kv skipped: ${SECONDS}s spent"; continue; fi
+  timeout 100 env LD_LIBRARY_PATH=$W/lib "$W/bin/kvad" bench -m "$M" -q q4 --kv-type "$kv" --device "$DEV" -p "$lastp" \
+    -g "$G" -r "$R" --json >"$OUTD/kv-$kv.jsonl" 2>"$OUTD/kv-$kv.err" || echo "kv $kv failed: $(tail -2 "$OUTD/kv-$kv.err")"
+  "$PY" -c 'import json, sys
+for line in open(sys.argv[1]):
+    if line.startswith("{"):
+        j = json.loads(line)
+        p, pre, dec = j["prompt_tokens"], j["prefill_tok_s"]["median"], (j.get("decode_tok_s") or {}).get("median", 0)
+        print("kv %-5s prompt %d: prefill %.1f tok/s, decode %.1f tok/s" % (sys.argv[2], p, pre, dec))' \
+    "$OUTD/kv-$kv.jsonl" "$kv"
 done
 
 echo "== table (tok/s; kvad's share of the device's read bandwidth in brackets)"
