@@ -14,16 +14,21 @@ layout(push_constant) uniform P {
 shared float qs[256];
 shared float probs[64];
 
+// q8 code c of the head row `row` (a row: head_dim / 4 words of codes, then the scale's word).
+int q8_code(Floats pages, uint row, uint c) {
+  uint word = Uints(pages).v[row * (uint(p.head_dim) / 4u + 1u) + c / 4u];
+  return int(word << (24u - 8u * (c % 4u))) >> 24;  // the byte, sign-extended
+}
+float q8_scale(Floats pages, uint row) {
+  uint words = uint(p.head_dim) / 4u + 1u;
+  return uintBitsToFloat(Uints(pages).v[row * words + words - 1u]);
+}
+
 // Element c of the head row `row` (a position's slot) of a page buffer.
 float page_at(Floats pages, uint row, uint c) {
-  uint hd = uint(p.head_dim);
-  if (p.kv_type == KV_BF16) return bf16_at(Uints(pages), row * hd + c);
-  if (p.kv_type == KV_Q8) {
-    uint words = hd / 4u + 1u, word = Uints(pages).v[row * words + c / 4u];
-    int code = int(word << (24u - 8u * (c % 4u))) >> 24;  // the byte, sign-extended
-    return float(code) * uintBitsToFloat(Uints(pages).v[row * words + hd / 4u]);
-  }
-  return pages.v[row * hd + c];
+  if (p.kv_type == KV_BF16) return bf16_at(Uints(pages), row * uint(p.head_dim) + c);
+  if (p.kv_type == KV_Q8) return float(q8_code(pages, row, c)) * q8_scale(pages, row);
+  return pages.v[row * uint(p.head_dim) + c];
 }
 
 // q . key of the row: q8 sums the codes and scales once, as the CPU's cache does.
@@ -31,12 +36,8 @@ float key_dot(uint row) {
   uint hd = uint(p.head_dim);
   float dot_ = 0.0;
   if (p.kv_type == KV_Q8) {
-    uint words = hd / 4u + 1u;
-    for (uint c = 0u; c < hd; c++) {
-      uint word = Uints(p.kpages).v[row * words + c / 4u];
-      dot_ += qs[c] * float(int(word << (24u - 8u * (c % 4u))) >> 24);
-    }
-    return dot_ * uintBitsToFloat(Uints(p.kpages).v[row * words + hd / 4u]);
+    for (uint c = 0u; c < hd; c++) dot_ += qs[c] * float(q8_code(p.kpages, row, c));
+    return dot_ * q8_scale(p.kpages, row);
   }
   for (uint c = 0u; c < hd; c++) dot_ += qs[c] * page_at(p.kpages, row, c);
   return dot_;
