@@ -33,7 +33,7 @@ void add_kv_type_option(CLI::App* cmd, std::string& kv_type);
 // --kv-type's value: auto is bf16 on either device (half f32's bytes, and on the CPU the faster
 // cache from memory: docs/kv-cache.md; llama.cpp's default f16 cache is the same size).
 kernels::KvType kv_type_for(const std::string& name);
-void add_device_option(CLI::App* cmd, std::string& device);  // --device (serve has no ModelArgs either)  // also on serve, which has no ModelArgs
+void add_device_option(CLI::App* cmd, std::string& device);  // --device, also on serve (which has no ModelArgs)
 // --snapshot-every / --snapshots: recurrent models' state snapshots (EngineOptions), also on serve.
 void add_snapshot_options(CLI::App* cmd, int64_t& every, int64_t& slots);
 // -c/--ctx, the same name wherever a context applies (run, chat, score, serve).
