@@ -245,6 +245,71 @@ TEST(GpuModels, TheGpuWeightCacheIsItsOwnFile) {
   unsetenv("KVAD_HOME");
 }
 
+namespace {
+
+// A field of /proc/self/status in kB ("RssAnon", "RssFile").
+long status_kb(const std::string& field) {
+  std::ifstream f("/proc/self/status");
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind(field + ":", 0) == 0) return std::stol(line.substr(field.size() + 1));
+  return -1;
+}
+
+}  // namespace
+
+// kvad run, chat and serve release a model's host copies once its engine holds every matrix on
+// the GPU (release_host_weights_if_on_device): the heap of a load quantised on the way in and the
+// mapped pages of weights used in place (a .nq cache, f32 as stored) leave the process, the GPU
+// computes the same logits after, and a host product on the model fails naming why instead of
+// reading freed memory.
+TEST(GpuModels, ReleasedHostCopiesLeaveTheProcessAndTheGpuRunsOn) {
+  KVAD_NEED_GPU(device);
+  const std::string dir = test::synth_tiny("qwen2", "gpu-release");  // f32; the embedding is 39 MB
+  const std::string cache = test::temp_dir("gpu-release-cache") + "/q8.nq";
+  struct Case {
+    const char* what;
+    WeightFormat format;
+    std::string cache_file;
+    bool from_cache;
+    const char* freed_from;  // the status field the host copy is counted in
+  };
+  const Case cases[] = {{"q8, quantised at load", WeightFormat::Q8, cache, false, "RssAnon"},
+                        {"q8, from the .nq cache written by the load before", WeightFormat::Q8, cache, true, "RssFile"},
+                        {"f32 as stored, used in place", WeightFormat::AsStored, "", false, "RssFile"}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    LoadOptions lo;
+    lo.format = c.format;
+    lo.cache_file = c.cache_file;
+    LoadReport report;
+    auto m = load_model_dir(dir, lo, &report);
+    ASSERT_EQ(report.from_cache, c.from_cache) << report.note;
+    EngineOptions o;
+    o.device = device;
+    o.ctx = 32;
+    Engine e(*m, o);
+    ASSERT_TRUE(e.weights_on_device());
+    const std::vector<int32_t> prompt = {1, 5, 9, 200, 7};
+    const std::vector<float> before = e.open_session()->forward(prompt);
+    size_t host = 0;
+    for (const NamedWeight& nw : m->matrices()) host += nw.weight->bytes();
+    const long held_kb = status_kb(c.freed_from);
+    release_host_weights_if_on_device(*m, e);
+    const long freed_kb = held_kb - status_kb(c.freed_from);
+    EXPECT_GE((double)freed_kb * 1024, 0.9 * (double)host) << c.freed_from << " fell by " << freed_kb << " kB of "
+                                                            << host / 1024 << " kB of weights";
+    for (const NamedWeight& nw : m->matrices()) EXPECT_EQ(nw.weight->host_bytes(), nullptr) << nw.name;
+    EXPECT_EQ(e.open_session()->forward(prompt), before);
+    auto cpu = make_backend("cpu", *m);
+    try {
+      batched_logits(*m, *cpu);
+      ADD_FAILURE() << "the CPU ran a model whose host weights were released";
+    } catch (const Error& err) {
+      EXPECT_NE(std::string(err.what()).find("lives on the GPU only"), std::string::npos) << err.what();
+    }
+  }
+}
+
 TEST(GpuModels, KQuantWeightsMatchTheCpu) {
   KVAD_NEED_GPU(device);
   SynthOptions o;

@@ -222,6 +222,7 @@ Weight Weight::from_tensor_transposed(const TensorView& t, WeightFormat fmt) {
 }
 
 void Weight::matmul(const float* x, int64_t n, float* y) const {
+  require_host();
   if (kq_) {
     thread_local KActs acts;
     quantize_kacts(x, n, cols_, acts);
@@ -238,6 +239,7 @@ void Weight::matmul(const float* x, int64_t n, float* y) const {
 }
 
 void Weight::matmul_serial(const float* x, int64_t n, float* y) const {
+  require_host();
   if (quantized_ || kq_) return matmul(x, n, y);
   kernels::rows_kernel(wt_, best_isa(), n)(x, n, cols_, data_, rows_, 0, rows_, y);
 }
@@ -247,6 +249,7 @@ void Weight::matmul_group(const float* x, int64_t n, std::initializer_list<std::
   int count = (int)outs.size();
   bool all_q = count <= kMax, all_dense = count <= kMax, all_kq = count <= kMax;
   for (auto& [w, y] : outs) {
+    w->require_host();
     all_q = all_q && w->quantized_ && !w->kq_ && w->cols_ == outs.begin()->first->cols_;
     all_dense = all_dense && !w->quantized_ && !w->kq_;
     all_kq = all_kq && w->kq_ && w->cols_ == outs.begin()->first->cols_;
@@ -310,6 +313,7 @@ void Weight::matmul_jobs(const Job* jobs, int count) {
   for (int i = 0; i < count; i++) {
     const Job& j = jobs[i];
     const Weight& w = *j.w;
+    w.require_host();
     first_unit[(size_t)i + 1] = first_unit[(size_t)i] + job_units(w);
     work += j.n * w.rows_ * w.cols_;
     bytes += (int64_t)w.bytes();
@@ -355,6 +359,7 @@ void Weight::matmul_jobs(const Job* jobs, int count) {
 }
 
 void Weight::row(int64_t i, float* out) const {
+  require_host();
   if (kq_) return kq_.row(i, out);
   if (quantized_) return q_.row(i, out);
   if (wt_ == kernels::WType::F32) {
@@ -369,6 +374,27 @@ uint64_t Weight::uid() const {
   static std::atomic<uint64_t> next{1};
   if (uid_ == 0) uid_ = next.fetch_add(1);
   return uid_;
+}
+
+const void* Weight::host_bytes() const {
+  if (kq_) return kq_.row_data(0);
+  if (quantized_) return q_.data();
+  return data_;
+}
+
+void Weight::release_host_bytes() {
+  data_ = nullptr;
+  owned_.reset();
+  q_.release_bytes();
+  kq_.release_bytes();
+  host_released_ = true;
+}
+
+void Weight::require_host() const {
+  if (host_released_)
+    fail("a {} x {} {} weight lives on the GPU only: its host copy was released once the GPU held it, so it cannot "
+         "run on the CPU (load the model again for that)",
+         rows_, cols_, format_name());
 }
 
 size_t Weight::bytes() const {

@@ -93,14 +93,24 @@ class Weight {
   // backend that keeps its own copy of a weight knows it by this, never by an address that a later
   // weight may reuse.
   uint64_t uid() const;
+  // The bytes a host product reads (bytes() of them): the dense values, the packed records or the
+  // K-quant blocks. Null once released.
+  const void* host_bytes() const;
+  // For a backend that keeps a copy of its own, found by uid() (the GPU's): the host bytes go, a
+  // heap copy freed once no other Weight shares it; shape, format and uid stay. A host product or
+  // row afterwards fails naming why, instead of reading freed memory.
+  void release_host_bytes();
+  bool host_released() const { return host_released_; }
 
  private:
+  void require_host() const;  // fails on a released weight
   uint8_t* allocate_owned(size_t bytes);  // sets owned_ and data_
   int64_t rows_ = 0, cols_ = 0;
   kernels::WType wt_ = kernels::WType::F32;
   const void* data_ = nullptr;
   std::shared_ptr<const void> owned_;  // set when converted or copied at load
   bool quantized_ = false;
+  bool host_released_ = false;
   mutable uint64_t uid_ = 0;
   QuantMatrix q_;
   KQuantMatrix kq_;

@@ -115,6 +115,7 @@ void add_run(CLI::App& app) {
       prompt = m.tokenizer->encode(a->prompt, true, true);
     }
     Engine engine(*m.model, engine_options(a->model, m));
+    release_host_weights_if_on_device(*m.model, engine);
     if (!engine.weights_note().empty()) std::fprintf(stderr, "kvad: %s\n", engine.weights_note().c_str());
     std::unique_ptr<Session> session = engine.open_session();
     install_interrupt_handler();

@@ -20,6 +20,7 @@ std::unique_ptr<RunningModel> start_model(const ModelArgs& args, bool completion
     fail("{}: the model has no chat template; use kvad run for plain completion", r->m.path);
   }
   r->engine = std::make_unique<Engine>(*r->m.model, engine_options(args, r->m));
+  release_host_weights_if_on_device(*r->m.model, *r->engine);
   if (!r->engine->weights_note().empty()) std::fprintf(stderr, "kvad: %s\n", r->engine->weights_note().c_str());
   r->session = r->engine->open_session();
   r->speculative = load_speculative(args.spec, r->m, r->engine->context_length());

@@ -64,6 +64,12 @@ bool MappedFile::read_into_huge_pages(int fd) {
   return true;
 }
 
+bool MappedFile::maps(const void* p, size_t n) const {
+  if (!mapping_) return false;
+  const uint8_t* b = static_cast<const uint8_t*>(p);
+  return b >= data_ && n <= size_ && b - data_ <= (ptrdiff_t)(size_ - n);
+}
+
 void release_mapped_pages(const void* p, size_t n) {
   const uintptr_t page = (uintptr_t)::sysconf(_SC_PAGESIZE);
   const uintptr_t b = ((uintptr_t)p + page - 1) / page * page, e = ((uintptr_t)p + n) / page * page;

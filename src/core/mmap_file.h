@@ -29,6 +29,9 @@ class MappedFile {
   const std::string& path() const { return path_; }
   // The bytes are an anonymous copy in huge pages (Paging::HugePages took effect).
   bool in_huge_pages() const { return copy_.data() != nullptr; }
+  // [p, p + n) lies in this file's mapping (never true of a copy in huge pages): what
+  // release_mapped_pages may be called on.
+  bool maps(const void* p, size_t n) const;
 
  private:
   bool read_into_huge_pages(int fd);

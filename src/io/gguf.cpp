@@ -223,11 +223,7 @@ double GgufValue::float_at(uint64_t k) const {
   return (double)int_at(k);
 }
 
-bool GgufFile::maps(const void* p, size_t n) const {
-  if (!map_ || map_->in_huge_pages()) return false;
-  const uint8_t* b = static_cast<const uint8_t*>(p);
-  return b >= map_->data() && n <= map_->size() && b - map_->data() <= (ptrdiff_t)(map_->size() - n);
-}
+bool GgufFile::maps(const void* p, size_t n) const { return map_ && map_->maps(p, n); }
 
 void GgufCheckpoint::release(const TensorView& t) const {
   if (file_->maps(t.data, t.nbytes)) release_mapped_pages(t.data, t.nbytes);

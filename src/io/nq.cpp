@@ -145,7 +145,7 @@ void NqCheckpoint::validate(const uint8_t* data, size_t size, const std::string&
   for (size_t i = 0; i < p.tensors.size(); i++) verify(p.tensors[i], p.sums[i], what);
 }
 
-NqCheckpoint::NqCheckpoint(const std::string& path, const Json& expected_stamp) {
+NqCheckpoint::NqCheckpoint(const std::string& path, const Json& expected_stamp, Paging paging) {
   description_ = path;
   remove_stale_temp_files(path);
   map_ = std::make_unique<MappedFile>(path);
@@ -153,8 +153,10 @@ NqCheckpoint::NqCheckpoint(const std::string& path, const Json& expected_stamp) 
   if (p.header["stamp"] != expected_stamp) throw NqStale(path + ": made from a different checkpoint or build");
   // The stamp matches, so these are the weights a decode streams every token: held in huge pages
   // from here on (core/mmap_file.h), the mapping only told whether the file is the right one.
-  map_ = std::make_unique<MappedFile>(path, Paging::HugePages);
-  p = parse(map_->data(), map_->size(), path);
+  if (paging == Paging::HugePages) {
+    map_ = std::make_unique<MappedFile>(path, Paging::HugePages);
+    p = parse(map_->data(), map_->size(), path);
+  }
   const Json& names = expected_stamp.at("tensors");
   for (const Json& n : names) names_.push_back(n.get<std::string>());
   std::sort(names_.begin(), names_.end());
@@ -166,6 +168,10 @@ NqCheckpoint::NqCheckpoint(const std::string& path, const Json& expected_stamp) 
     if (!cached_.count(of)) fail("{}: alias '{}' points at '{}', which is not in the file", path, name, of);
     aliases_[name] = of;
   }
+}
+
+void NqCheckpoint::release(const TensorView& t) const {
+  if (map_->maps(t.data, t.nbytes)) release_mapped_pages(t.data, t.nbytes);
 }
 
 std::string NqCheckpoint::alias_of(const std::string& name) const {

@@ -55,8 +55,9 @@ class NqWriter {
 class NqCheckpoint : public Checkpoint {
  public:
   // Opens and validates the file; throws NqStale when its stamp differs from `expected_stamp`,
-  // Error when it is truncated or corrupt.
-  NqCheckpoint(const std::string& path, const Json& expected_stamp);
+  // Error when it is truncated or corrupt. `paging`: HugePages for weights the CPU streams every
+  // token; Mapped for bytes read once (a GPU's upload), which need no anonymous copy.
+  NqCheckpoint(const std::string& path, const Json& expected_stamp, Paging paging = Paging::HugePages);
   // Parses and validates a whole file image (for fuzzing).
   static void validate(const uint8_t* data, size_t size, const std::string& what);
   std::vector<std::string> names() const override { return names_; }
@@ -65,6 +66,8 @@ class NqCheckpoint : public Checkpoint {
   // Checks every tensor's checksum now (lookup checks each on first use); throws Error naming the
   // first corrupt tensor.
   void verify_all() const;
+  // Drops a tensor's pages from resident memory when the file is mapped (Paging::Mapped).
+  void release(const TensorView& t) const override;
 
  protected:
   const TensorView* lookup(const std::string& name) const override;

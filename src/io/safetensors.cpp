@@ -144,6 +144,12 @@ std::vector<std::string> SafetensorsCheckpoint::files() const {
   return f;
 }
 
+// Only the files' own pages: a converted copy's heap bytes are not this checkpoint's to drop.
+void SafetensorsCheckpoint::release(const TensorView& t) const {
+  for (const auto& file : files_)
+    if (file->maps(t.data, t.nbytes)) return release_mapped_pages(t.data, t.nbytes);
+}
+
 const TensorView* SafetensorsCheckpoint::lookup(const std::string& name) const {
   auto it = by_name_.find(name);
   return it == by_name_.end() ? nullptr : it->second;

@@ -21,6 +21,7 @@ class SafetensorsFile {
   // Parses from memory (for fuzzing and tests); `what` names the source in errors.
   static std::vector<TensorView> parse(const uint8_t* data, size_t size, const std::string& what);
   const std::vector<TensorView>& tensors() const { return tensors_; }
+  bool maps(const void* p, size_t n) const { return map_->maps(p, n); }
 
  private:
   std::unique_ptr<MappedFile> map_;
@@ -36,7 +37,7 @@ class SafetensorsCheckpoint : public Checkpoint {
   SafetensorsCheckpoint(const std::string& model_dir, const std::string& single_name, const std::string& index_name);
   std::vector<std::string> names() const override;
   std::vector<std::string> files() const;  // the .safetensors paths read
-  void release(const TensorView& t) const override { release_mapped_pages(t.data, t.nbytes); }
+  void release(const TensorView& t) const override;
 
  protected:
   const TensorView* lookup(const std::string& name) const override;

@@ -4,6 +4,20 @@
 
 namespace kvad {
 
+void Model::release_host_matrices() {
+  for (const NamedWeight& nw : matrices_) {
+    // Listed const for the backends to read; the weights are this model's own tensor table's.
+    Weight& w = const_cast<Weight&>(*nw.weight);
+    if (const void* p = w.host_bytes(); p && checkpoint_) {
+      TensorView bytes;
+      bytes.data = static_cast<const uint8_t*>(p);
+      bytes.nbytes = w.bytes();
+      checkpoint_->release(bytes);  // a file's pages, when the weight was used in place
+    }
+    w.release_host_bytes();
+  }
+}
+
 void Model::check_positions(const Batch& batch) const {
   for (const BatchSpan& s : batch.spans())
     if (s.pos0 < 0 || s.pos0 + s.n > config_.max_positions)

@@ -84,7 +84,8 @@ std::unique_ptr<Model> load_model_dir(const std::string& dir, const LoadOptions&
   Json stamp = use_cache ? cache_stamp(*ckpt, opts.format) : Json();
   if (use_cache && file_exists(opts.cache_file)) {
     try {
-      auto nq = std::make_shared<NqCheckpoint>(opts.cache_file, stamp);
+      auto nq = std::make_shared<NqCheckpoint>(opts.cache_file, stamp,
+                                               opts.copy_in_place_weights ? Paging::HugePages : Paging::Mapped);
       WeightSource src(*nq, opts.format, false);
       std::unique_ptr<Model> model = arch.load(config, src);
       std::vector<std::string> allowed = unread_allowed(arch, config);

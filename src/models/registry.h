@@ -23,9 +23,9 @@ struct LoadOptions {
   // Where the .nq cache of a quantised load lives ("" = no cache). Nothing is cached at f32/bf16.
   std::string cache_file;
   // Dense weights used in place from a file mapping (bf16/f32 as stored) are copied into huge
-  // pages (Weight::copy_into_huge_pages), up to half the memory available. For loads whose
-  // weights the CPU computes with; a GPU copies them to its own memory, and a host copy would
-  // only hold memory.
+  // pages (Weight::copy_into_huge_pages), up to half the memory available, and a .nq cache is
+  // read into huge pages rather than mapped. For loads whose weights the CPU computes with; a GPU
+  // copies them to its own memory, and a host copy would only hold memory.
   bool copy_in_place_weights = false;
 };
 

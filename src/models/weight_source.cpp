@@ -100,6 +100,10 @@ void WeightSource::copy_in_place_weights() {
 
 Weight WeightSource::held(Weight w, const TensorView& t) {
   if (auto it = copied_.find(t.data); it != copied_.end()) return it->second;
+  if (w.host_bytes() != t.data) {  // converted (quantised, widened, transposed): t is not read again
+    ck_.release(t);
+    return w;
+  }
   // (A quantised weight, a cache's packed bytes among them, is never copied: copy_into_huge_pages
   // takes dense weights used in place only.)
   if (copy_budget_ < w.bytes() || !w.copy_into_huge_pages()) return w;
@@ -128,6 +132,7 @@ Weight WeightSource::matrix_transposed(const std::string& name, int64_t in, int6
 std::vector<float> WeightSource::vector(const std::string& name, const std::vector<int64_t>& shape) {
   TensorView t = ck_.get(name, shape);
   std::vector<float> v = t.dtype == DType::F8_E4M3 ? fp8_values(t) : to_f32(t);
+  ck_.release(t);  // a copy: the file's pages need not stay resident beside it
   if (record_) recorded_.push_back({name, Weight(), std::make_shared<std::vector<float>>(v), shape});
   return v;
 }

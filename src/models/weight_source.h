@@ -48,7 +48,9 @@ class WeightSource {
   // A [rows, cols] checkpoint tensor in the asked format.
   Weight dense(const TensorView& t);
   // w as matrix() returns it: copied into huge pages when it is t's bytes used in place and the
-  // budget allows; a tensor asked for twice (a tied matrix) is copied once.
+  // budget allows; a tensor asked for twice (a tied matrix) is copied once. When w is a
+  // conversion (quantised at load), t's file pages are released: the first q8 run of a bf16
+  // 0.5B model held them (1 GB) beside the quantised copy until it exited.
   Weight held(Weight w, const TensorView& t);
   // An F8_E4M3 tensor times its `<name>_scale_inv` blocks, as f32 (the scales count as read).
   std::vector<float> fp8_values(const TensorView& t);

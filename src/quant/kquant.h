@@ -36,7 +36,8 @@ class KQuantMatrix {
   static KQuantMatrix quantize(DType type, const float* w, int64_t rows, int64_t cols);
   static bool supports(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
 
-  explicit operator bool() const { return data_ != nullptr; }
+  // A K-quant matrix (one whose bytes were released included; a default one is none).
+  explicit operator bool() const { return rows_ > 0; }
   DType type() const { return type_; }
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }
@@ -46,6 +47,11 @@ class KQuantMatrix {
   const uint8_t* row_data(int64_t r) const { return data_ + (size_t)r * row_bytes(); }
   // Dequantises one row into out[cols].
   void row(int64_t r, float* out) const;
+  // Forgets the bytes (freed once nothing else keeps them); the shape and type stay.
+  void release_bytes() {
+    data_ = nullptr;
+    storage_.reset();
+  }
 
  private:
   DType type_ = DType::Q4_K;

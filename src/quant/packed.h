@@ -49,6 +49,11 @@ class QuantMatrix {
 
   // Dequantises one row into out[cols].
   void row(int64_t r, float* out) const;
+  // Forgets the bytes (freed once nothing else keeps them); the shape and kind stay.
+  void release_bytes() {
+    data_ = nullptr;
+    storage_.reset();
+  }
 
  private:
   static QuantMatrix allocate(QKind kind, int64_t rows, int64_t cols);

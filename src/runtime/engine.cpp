@@ -128,6 +128,11 @@ Engine::Engine(const Model& model, EngineOptions opts, std::unique_ptr<Backend> 
   blocks_ = std::make_unique<BlockManager>(n, bs, states);
 }
 
+void release_host_weights_if_on_device(Model& model, const Engine& engine) {
+  if (&engine.model() != &model) fail("internal: releasing the host weights of a model this engine does not run");
+  if (engine.weights_on_device()) model.release_host_matrices();
+}
+
 StatePlan Engine::state_plan(const MemorySpec& spec, int64_t block_size) const {
   StatePlan p;
   if (spec.rewindable()) return p;

@@ -114,6 +114,9 @@ class Engine {
   const EngineOptions& options() const { return opts_; }
   // What the backend did with the weights at start ("GPU weights from cache X"), or "".
   const std::string& weights_note() const { return weights_note_; }
+  // The backend keeps every matrix in memory of its own (a GPU's): the model's host copies are
+  // spare once this engine is the model's only one (release_host_weights_if_on_device).
+  bool weights_on_device() const { return backend_->held_weight_bytes() > 0; }
   int64_t context_length() const { return ctx_; }
 
   std::unique_ptr<Session> open_session();
@@ -192,5 +195,10 @@ class Engine {
   int64_t last_rows_ = 0;
   int64_t budget_left_ = 0;  // of the step being scheduled (admit's first chunk)
 };
+
+// For a model run by one engine (kvad run, chat, serve): when that engine's backend holds the
+// weights (a GPU), the model's host copies go (Model::release_host_matrices). Not for a model that
+// another engine, on the CPU, also runs (kvad bench's variants, the tests' comparisons).
+void release_host_weights_if_on_device(Model& model, const Engine& engine);
 
 }  // namespace kvad

@@ -40,6 +40,8 @@ void ModelHost::set_model(std::shared_ptr<const LoadedModel> m) {
   o.snapshot_every = cfg_.snapshot_every;
   o.snapshots = cfg_.snapshots;
   engine_ = std::make_unique<Engine>(*model_->model, o);
+  // This engine is the model's only one (another model replaces it whole, loaded again).
+  release_host_weights_if_on_device(*model_->model, *engine_);
   if (!cfg_.speculative.any()) return;
   try {
     std::string note;

@@ -1,5 +1,6 @@
 #include "vulkan/vulkan_backend.h"
 
+#include <malloc.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -185,6 +186,16 @@ class VulkanBackend final : public Backend {
 
   std::string prepare_weights(const std::vector<NamedWeight>& matrices, const std::string& cache_file,
                               const Json& source_stamp) override {
+    std::string note = upload_weights(matrices, cache_file, source_stamp);
+    // The host's repacked copies were freed, but glibc keeps such pieces in its heap: a 0.5B q8
+    // model's first GPU run held 0.35 GB more than later runs until this handed them back.
+    ::malloc_trim(0);
+    return note;
+  }
+
+  // prepare_weights' work: every matrix to the device, q8/q4 through the GPU cache when named.
+  std::string upload_weights(const std::vector<NamedWeight>& matrices, const std::string& cache_file,
+                             const Json& source_stamp) {
     // Only kvad's q8/q4 have a device layout of their own; the rest are uploaded as stored.
     Json stamp = source_stamp;
     stamp["layout"] = "vulkan-rowmajor-1";
@@ -197,7 +208,7 @@ class VulkanBackend final : public Backend {
     std::string note;
     if (cached && file_exists(cache_file)) {
       try {
-        cache = std::make_shared<NqCheckpoint>(cache_file, stamp);
+        cache = std::make_shared<NqCheckpoint>(cache_file, stamp, Paging::Mapped);  // read once, to upload
       } catch (const Error& e) {  // stale or corrupt: rebuilt below
         std::remove(cache_file.c_str());
         note = std::string("GPU cache rebuilt (") + e.what() + "); ";
