@@ -8,6 +8,7 @@
 #include "one_sequence.h"
 #include "core/error.h"
 #include "io/nq.h"
+#include "io/safetensors.h"
 #include "models/registry.h"
 #include "models/synth.h"
 #include "test_support.h"
@@ -136,4 +137,26 @@ TEST(NqCache, StampedTensorListKeepsTheGuard) {
   // Asking for a stamped tensor the cache lacks is a miss (rebuild), not a silently absent weight.
   EXPECT_THROW(ck.has("b.extra"), NqStale);
   EXPECT_THROW(NqCheckpoint(path, Json{{"tensors", {"a"}}}), NqStale);
+}
+
+// LoadOptions::on_progress (the CLI's "loading ... 152 of 339 tensors" line): every tensor of a
+// load that reads the checkpoint reported once, in order, up to the checkpoint's count; a load
+// from the cache reads no checkpoint and reports nothing.
+TEST(NqCache, AQuantisingLoadReportsItsProgressAndACachedOneNone) {
+  const std::string dir = synth("llama");
+  LoadOptions o;
+  o.format = WeightFormat::Q8;
+  o.cache_file = test::temp_dir("cache-progress") + "/m.q8.nq";
+  std::vector<std::pair<int64_t, int64_t>> calls;
+  o.on_progress = [&](int64_t done, int64_t total) { calls.push_back({done, total}); };
+  LoadReport r;
+  load_model_dir(dir, o, &r);
+  ASSERT_FALSE(r.from_cache);
+  const int64_t tensors = (int64_t)SafetensorsCheckpoint(dir).names().size();
+  ASSERT_EQ((int64_t)calls.size(), tensors);  // the tiny llama stores no tensor kvad skips
+  for (size_t i = 0; i < calls.size(); i++) EXPECT_EQ(calls[i], std::make_pair((int64_t)i + 1, tensors));
+  calls.clear();
+  load_model_dir(dir, o, &r);
+  ASSERT_TRUE(r.from_cache);
+  EXPECT_TRUE(calls.empty());
 }

@@ -1,5 +1,6 @@
 #include "cli/common.h"
 
+#include <unistd.h>
 #include <zlib.h>
 
 #include <chrono>
@@ -157,13 +158,52 @@ void apply_threads(int threads) {
   set_threads(threads);
 }
 
+namespace {
+
+// "kvad: loading MODEL (quantising to q8)  [#####.......]  41%  152 of 339 tensors" on stderr while
+// a load reads its checkpoint, redrawn at most 10 times a second, once it has taken half a second
+// (a cached or mapped load never shows it) and only on a terminal; erased when the load ends.
+class LoadProgressLine {
+ public:
+  LoadProgressLine(const std::string& model, WeightFormat fmt)
+      : what_(model), tty_(isatty(2)), start_(std::chrono::steady_clock::now()) {
+    if (fmt != WeightFormat::AsStored) what_ += std::string(" (to ") + weight_format_name(fmt) + ")";
+  }
+  ~LoadProgressLine() {
+    if (drawn_) std::fprintf(stderr, "\r\x1b[2K");
+  }
+  void update(int64_t done, int64_t total) {
+    if (!tty_ || total <= 0) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - start_ < std::chrono::milliseconds(500) || now - last_ < std::chrono::milliseconds(100)) return;
+    last_ = now;
+    const int width = 24, fill = (int)(width * done / total);
+    std::fprintf(stderr, "\r\x1b[2Kkvad: loading %s  [%s%s] %3d%%  %lld of %lld tensors", what_.c_str(),
+                 std::string((size_t)fill, '#').c_str(), std::string((size_t)(width - fill), '.').c_str(),
+                 (int)(100 * done / total), (long long)done, (long long)total);
+    drawn_ = true;
+  }
+
+ private:
+  std::string what_;
+  bool tty_, drawn_ = false;
+  std::chrono::steady_clock::time_point start_, last_;
+};
+
+}  // namespace
+
 LoadedModel load_from_args(const ModelArgs& a) {
   apply_threads(a.threads);
   if (a.pull) pull_if_missing(a.model);
   LoadOptions opts;
   opts.format = parse_weight_format(a.quant);
   opts.copy_in_place_weights = !is_gpu_device(a.device);
-  LoadedModel m = load_model(a.model, opts);
+  LoadedModel m;
+  {
+    LoadProgressLine progress(a.model, opts.format);
+    opts.on_progress = [&](int64_t done, int64_t total) { progress.update(done, total); };
+    m = load_model(a.model, opts);
+  }
   if (!m.load_report.note.empty()) std::fprintf(stderr, "kvad: %s\n", m.load_report.note.c_str());
   m.loras = load_loras(a.loras, *m.model);
   return m;

@@ -105,6 +105,7 @@ std::unique_ptr<Model> load_model_gguf(std::shared_ptr<const GgufFile> file, con
   std::shared_ptr<GgufCheckpoint> ck = gguf_checkpoint(std::move(file), arch, config);
   WeightSource src(*ck, opts.format, false);
   if (opts.copy_in_place_weights) src.copy_in_place_weights();
+  if (opts.on_progress) src.report_progress(opts.on_progress);
   std::unique_ptr<Model> model = arch.load(config, src);
   ck->check_all_read(unread_allowed(arch, config));
   model->hold(ck);

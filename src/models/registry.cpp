@@ -104,6 +104,7 @@ std::unique_ptr<Model> load_model_dir(const std::string& dir, const LoadOptions&
   }
   WeightSource src(*ckpt, opts.format, use_cache, config.fp8_blocks);
   if (opts.copy_in_place_weights) src.copy_in_place_weights();
+  if (opts.on_progress) src.report_progress(opts.on_progress);
   std::unique_ptr<Model> model = arch.load(config, src);
   ckpt->check_all_read(unread_allowed(arch, config));
   model->hold(ckpt);

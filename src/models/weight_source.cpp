@@ -113,10 +113,21 @@ Weight WeightSource::held(Weight w, const TensorView& t) {
   return w;
 }
 
+void WeightSource::report_progress(std::function<void(int64_t, int64_t)> f) {
+  progress_ = std::move(f);
+  total_ = (int64_t)ck_.names().size();
+}
+
+void WeightSource::read_one() {
+  read_++;
+  if (progress_) progress_(std::min(read_, total_), total_);
+}
+
 Weight WeightSource::matrix(const std::string& name, int64_t rows, int64_t cols) {
   TensorView t = ck_.get(name);
   Weight w = held(packed(t.dtype) ? wrap_packed(t, rows, cols) : dense(ck_.get(name, {rows, cols})), t);
   if (record_) recorded_.push_back({name, w, nullptr, {}});
+  read_one();
   return w;
 }
 
@@ -126,6 +137,7 @@ Weight WeightSource::matrix_transposed(const std::string& name, int64_t in, int6
     fail("{}: tensor '{}' is F8_E4M3, which kvad reads only for [out, in] matrices", t.file, name);
   Weight w = held(packed(t.dtype) ? wrap_packed(t, out, in) : Weight::from_tensor_transposed(ck_.get(name, {in, out}), fmt_), t);
   if (record_) recorded_.push_back({name, w, nullptr, {}});
+  read_one();
   return w;
 }
 
@@ -134,6 +146,7 @@ std::vector<float> WeightSource::vector(const std::string& name, const std::vect
   std::vector<float> v = t.dtype == DType::F8_E4M3 ? fp8_values(t) : to_f32(t);
   ck_.release(t);  // a copy: the file's pages need not stay resident beside it
   if (record_) recorded_.push_back({name, Weight(), std::make_shared<std::vector<float>>(v), shape});
+  read_one();
   return v;
 }
 
