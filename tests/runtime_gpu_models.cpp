@@ -207,7 +207,13 @@ TEST(GpuModels, TheGpuWeightCacheIsItsOwnFile) {
     o.device = device;
     set_gpu_weight_cache(o, m);
     EXPECT_NE(o.weight_cache.find(".gpu-q8.nq"), std::string::npos) << o.weight_cache;
+    // The CLI's "copying the weights to the GPU" line hears of every matrix, in order, then of the end.
+    std::vector<std::pair<int64_t, int64_t>> progress;
+    o.on_weights_progress = [&](int64_t done, int64_t total) { progress.push_back({done, total}); };
     Engine e(*m.model, o);
+    const int64_t n = (int64_t)m.model->matrices().size();
+    EXPECT_EQ((int64_t)progress.size(), n + 1);
+    for (size_t i = 0; i < progress.size(); i++) EXPECT_EQ(progress[i], std::make_pair((int64_t)i, n));
     *note = e.weights_note();
     return e.open_session()->forward({1, 5, 9, 200, 7});
   };

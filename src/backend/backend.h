@@ -8,6 +8,7 @@
 // linear can add each sequence's LoRA side path to its own rows (backend/lora.h).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <utility>
@@ -41,6 +42,9 @@ struct MoeWeights {
 // (2i, 2i + 1) (adjacent pairs: GPT-J, DeepSeek's MLA).
 enum class RopePairs { Half, Adjacent };
 
+// Called as weights are copied or read: how many of how many are done.
+using WeightsProgress = std::function<void(int64_t done, int64_t total)>;
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -53,8 +57,9 @@ class Backend {
   // Copies every matrix to the backend's memory now (not on first use), through `cache_file`
   // when the backend keeps them in a layout of its own: read from it when its stamp matches
   // `stamp`, else converted and written there. Returns what it did, for the user ("" = nothing).
+  // `progress(done, total)`, when set, hears of each matrix copied.
   virtual std::string prepare_weights(const std::vector<NamedWeight>& matrices, const std::string& cache_file,
-                                      const Json& stamp) {
+                                      const Json& stamp, const WeightsProgress& progress) {
     return "";
   }
   virtual void begin_forward(const Batch& batch) = 0;

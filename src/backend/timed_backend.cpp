@@ -79,8 +79,8 @@ class TimedBackend final : public Backend {
   const char* name() const override { return inner_->name(); }
   size_t held_weight_bytes() const override { return inner_->held_weight_bytes(); }
   std::string prepare_weights(const std::vector<NamedWeight>& matrices, const std::string& cache_file,
-                              const Json& stamp) override {
-    return inner_->prepare_weights(matrices, cache_file, stamp);
+                              const Json& stamp, const WeightsProgress& progress) override {
+    return inner_->prepare_weights(matrices, cache_file, stamp, progress);
   }
   void begin_forward(const Batch& batch) override {
     decode_ = batch.rows().size() == 1;

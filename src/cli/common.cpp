@@ -94,6 +94,42 @@ CLI::Option* add_ctx_option(CLI::App* cmd, int64_t& ctx, const std::string& what
   return cmd->add_option(names, ctx, what)->check(CLI::Range((int64_t)0, (int64_t)1 << 24));
 }
 
+namespace {
+
+// "kvad: loading MODEL (to q8)  [#####.......]  41%  152 of 339 tensors" on stderr while a long
+// step works through a model's weights, redrawn at most 10 times a second, once the step has taken
+// half a second (a cached or mapped load never shows it) and only on a terminal; erased when all
+// are done or the line is destroyed.
+class ProgressLine {
+ public:
+  ProgressLine(std::string what, std::string unit)
+      : what_(std::move(what)), unit_(std::move(unit)), tty_(isatty(2)), start_(std::chrono::steady_clock::now()) {}
+  ~ProgressLine() { erase(); }
+  void update(int64_t done, int64_t total) {
+    if (!tty_ || total <= 0) return;
+    if (done >= total) return erase();
+    const auto now = std::chrono::steady_clock::now();
+    if (now - start_ < std::chrono::milliseconds(500) || now - last_ < std::chrono::milliseconds(100)) return;
+    last_ = now;
+    const int width = 24, fill = (int)(width * done / total);
+    std::fprintf(stderr, "\r\x1b[2Kkvad: %s  [%s%s] %3d%%  %lld of %lld %s", what_.c_str(),
+                 std::string((size_t)fill, '#').c_str(), std::string((size_t)(width - fill), '.').c_str(),
+                 (int)(100 * done / total), (long long)done, (long long)total, unit_.c_str());
+    drawn_ = true;
+  }
+
+ private:
+  void erase() {
+    if (drawn_) std::fprintf(stderr, "\r\x1b[2K");
+    drawn_ = false;
+  }
+  std::string what_, unit_;
+  bool tty_, drawn_ = false;
+  std::chrono::steady_clock::time_point start_, last_;
+};
+
+}  // namespace
+
 EngineOptions engine_options(const ModelArgs& a, const LoadedModel& m) {
   EngineOptions o;
   o.loras = lora_uses(m.loras);
@@ -103,6 +139,10 @@ EngineOptions engine_options(const ModelArgs& a, const LoadedModel& m) {
   o.snapshots = a.snapshots;
   o.device = a.device;
   set_gpu_weight_cache(o, m);
+  if (is_gpu_device(a.device)) {
+    auto line = std::make_shared<ProgressLine>("copying the weights to the GPU", "matrices");
+    o.on_weights_progress = [line](int64_t done, int64_t total) { line->update(done, total); };
+  }
   return o;
 }
 
@@ -158,40 +198,6 @@ void apply_threads(int threads) {
   set_threads(threads);
 }
 
-namespace {
-
-// "kvad: loading MODEL (quantising to q8)  [#####.......]  41%  152 of 339 tensors" on stderr while
-// a load reads its checkpoint, redrawn at most 10 times a second, once it has taken half a second
-// (a cached or mapped load never shows it) and only on a terminal; erased when the load ends.
-class LoadProgressLine {
- public:
-  LoadProgressLine(const std::string& model, WeightFormat fmt)
-      : what_(model), tty_(isatty(2)), start_(std::chrono::steady_clock::now()) {
-    if (fmt != WeightFormat::AsStored) what_ += std::string(" (to ") + weight_format_name(fmt) + ")";
-  }
-  ~LoadProgressLine() {
-    if (drawn_) std::fprintf(stderr, "\r\x1b[2K");
-  }
-  void update(int64_t done, int64_t total) {
-    if (!tty_ || total <= 0) return;
-    const auto now = std::chrono::steady_clock::now();
-    if (now - start_ < std::chrono::milliseconds(500) || now - last_ < std::chrono::milliseconds(100)) return;
-    last_ = now;
-    const int width = 24, fill = (int)(width * done / total);
-    std::fprintf(stderr, "\r\x1b[2Kkvad: loading %s  [%s%s] %3d%%  %lld of %lld tensors", what_.c_str(),
-                 std::string((size_t)fill, '#').c_str(), std::string((size_t)(width - fill), '.').c_str(),
-                 (int)(100 * done / total), (long long)done, (long long)total);
-    drawn_ = true;
-  }
-
- private:
-  std::string what_;
-  bool tty_, drawn_ = false;
-  std::chrono::steady_clock::time_point start_, last_;
-};
-
-}  // namespace
-
 LoadedModel load_from_args(const ModelArgs& a) {
   apply_threads(a.threads);
   if (a.pull) pull_if_missing(a.model);
@@ -200,7 +206,9 @@ LoadedModel load_from_args(const ModelArgs& a) {
   opts.copy_in_place_weights = !is_gpu_device(a.device);
   LoadedModel m;
   {
-    LoadProgressLine progress(a.model, opts.format);
+    ProgressLine progress("loading " + a.model +
+                              (opts.format == WeightFormat::AsStored ? "" : std::string(" (to ") + weight_format_name(opts.format) + ")"),
+                          "tensors");
     opts.on_progress = [&](int64_t done, int64_t total) { progress.update(done, total); };
     m = load_model(a.model, opts);
   }

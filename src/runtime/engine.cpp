@@ -111,7 +111,8 @@ Engine::Engine(const Model& model, EngineOptions opts, std::unique_ptr<Backend> 
     fail("the prefill share while decoding needs per-decode >= 0 and at least 1 row (got {}, {})",
          opts_.prefill_per_decode, opts_.prefill_min_rows);
   ctx_ = opts_.ctx > 0 ? std::min(opts_.ctx, model.context_length()) : model.context_length();
-  weights_note_ = backend_->prepare_weights(model.matrices(), opts_.weight_cache, opts_.weight_cache_stamp);
+  weights_note_ = backend_->prepare_weights(model.matrices(), opts_.weight_cache, opts_.weight_cache_stamp,
+                                            opts_.on_weights_progress);
   MemorySpec spec = model.memory_spec();
   spec.kv_type = opts_.kv_type;
   size_t per_block = spec.bytes_per_token() * (size_t)bs;

@@ -59,6 +59,9 @@ struct EngineOptions {
   // into this file and reads them from it afterwards, while its stamp (the source files) holds.
   std::string weight_cache;
   Json weight_cache_stamp;
+  // Hears of each matrix a backend with memory of its own copies at start (a GPU's first load
+  // repacks a 7B model for tens of seconds); the CLI draws it.
+  WeightsProgress on_weights_progress;
 };
 
 // A sequence for the step loop. Callbacks run on the engine's thread.

@@ -185,8 +185,8 @@ class VulkanBackend final : public Backend {
   }
 
   std::string prepare_weights(const std::vector<NamedWeight>& matrices, const std::string& cache_file,
-                              const Json& source_stamp) override {
-    std::string note = upload_weights(matrices, cache_file, source_stamp);
+                              const Json& source_stamp, const WeightsProgress& progress) override {
+    std::string note = upload_weights(matrices, cache_file, source_stamp, progress);
     // The host's repacked copies were freed, but glibc keeps such pieces in its heap: a 0.5B q8
     // model's first GPU run held 0.35 GB more than later runs until this handed them back.
     ::malloc_trim(0);
@@ -195,7 +195,7 @@ class VulkanBackend final : public Backend {
 
   // prepare_weights' work: every matrix to the device, q8/q4 through the GPU cache when named.
   std::string upload_weights(const std::vector<NamedWeight>& matrices, const std::string& cache_file,
-                             const Json& source_stamp) {
+                             const Json& source_stamp, const WeightsProgress& progress) {
     // Only kvad's q8/q4 have a device layout of their own; the rest are uploaded as stored.
     Json stamp = source_stamp;
     stamp["layout"] = "vulkan-rowmajor-1";
@@ -216,7 +216,10 @@ class VulkanBackend final : public Backend {
     }
     std::deque<Repacked> written;  // alive until the writer has written them
     NqWriter writer;
+    int64_t done = 0;
     for (const NamedWeight& nw : matrices) {
+      if (progress) progress(done, (int64_t)matrices.size());  // before: the first is slow too
+      done++;
       const Weight& w = *nw.weight;
       if (weights_.count(w.uid())) continue;
       if (!w.quantized() || !cached) {
@@ -243,6 +246,7 @@ class VulkanBackend final : public Backend {
       writer.add(nw.name + ".m", DType::U8, {(int64_t)r.m.size() * 2}, reinterpret_cast<const uint8_t*>(r.m.data()),
                  r.m.size() * 2);
     }
+    if (progress) progress(done, done);
     if (cache) return "GPU weights from cache " + cache_file;
     if (!cached) return "";
     if (written.size() * 3 != stamp["tensors"].size()) {
