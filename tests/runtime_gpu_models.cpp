@@ -313,6 +313,13 @@ TEST(GpuModels, ReleasedHostCopiesLeaveTheProcessAndTheGpuRunsOn) {
     } catch (const Error& err) {
       EXPECT_NE(std::string(err.what()).find("lives on the GPU only"), std::string::npos) << err.what();
     }
+    try {  // a second GPU engine has nothing to copy
+      Engine again(*m, o);
+      ADD_FAILURE() << "a second engine started on a model whose host weights were released";
+    } catch (const Error& err) {
+      EXPECT_NE(std::string(err.what()).find("a second engine needs the model loaded again"), std::string::npos)
+          << err.what();
+    }
   }
 }
 

@@ -222,6 +222,7 @@ class VulkanBackend final : public Backend {
       done++;
       const Weight& w = *nw.weight;
       if (weights_.count(w.uid())) continue;
+      require_host_bytes(w);
       if (!w.quantized() || !cached) {
         device_weight(w);
         continue;
@@ -619,9 +620,18 @@ class VulkanBackend final : public Backend {
     return b.address;
   }
 
+  // A weight another engine's GPU copy replaced on the host (Model::release_host_matrices) has no
+  // bytes left to copy: a second engine on such a model is refused, not fed a null pointer.
+  static void require_host_bytes(const Weight& w) {
+    if (w.host_released())
+      fail("--device gpu: this model's weights were released from host memory once its first engine held them on "
+           "the GPU; a second engine needs the model loaded again");
+  }
+
   const DeviceWeight& device_weight(const Weight& w) {
     auto it = weights_.find(w.uid());
     if (it != weights_.end()) return it->second;
+    require_host_bytes(w);
     DeviceWeight dw;
     if (const void* dense = w.dense_data()) {
       const bool f32 = w.dense_type() == kernels::WType::F32;
