@@ -456,6 +456,49 @@ TEST(ServeServer, ScoreBenchAndModelsApi) {
   EXPECT_EQ(status, 200) << r.dump();
 }
 
+// GET /kvad/models/loading (what the Models page polls while its load request waits): the model,
+// the stage and the count of tensors read while a load quantises its checkpoint; {} otherwise.
+TEST(ServeServer, ALoadsProgressIsReadableWhileItRuns) {
+  namespace fs = std::filesystem;
+  serve::ServeOptions o = server_options();
+  o.quant = "q8";
+  Running s(o);
+  auto c = s.client();
+  auto idle = c.Get("/kvad/models/loading");
+  ASSERT_TRUE(idle);
+  EXPECT_EQ(Json::parse(idle->body), Json::object());
+  // A copy under another path has no .nq cache yet: its load reads and quantises the checkpoint.
+  const std::string copy = test::temp_dir("serve-load-progress");
+  for (const auto& f : fs::directory_iterator(tiny_model())) fs::copy_file(f.path(), fs::path(copy) / f.path().filename());
+  std::atomic<bool> loaded{false};
+  std::vector<Json> seen;
+  std::thread poller([&] {
+    httplib::Client pc("127.0.0.1", s.port);
+    while (!loaded) {
+      auto r = pc.Get("/kvad/models/loading");
+      if (r && r->status == 200 && r->body != "{}") seen.push_back(Json::parse(r->body));
+    }
+  });
+  int status = 0;
+  Json r = post(c, "/kvad/models/load", {{"name", copy}}, &status);
+  loaded = true;
+  poller.join();
+  ASSERT_EQ(status, 200) << r.dump();
+  ASSERT_FALSE(seen.empty()) << "the load was never seen in progress";
+  int64_t counted = 0;
+  for (const Json& p : seen) {
+    EXPECT_EQ(p["name"], copy);
+    if (p["total"].get<int64_t>() == 0) continue;  // started, no tensor read yet
+    EXPECT_EQ(p["stage"], "reading the checkpoint, to q8") << p.dump();
+    EXPECT_EQ(p["unit"], "tensors");
+    EXPECT_GE(p["done"].get<int64_t>(), counted) << "the count went back";
+    EXPECT_LE(p["done"].get<int64_t>(), p["total"].get<int64_t>());
+    counted = p["done"];
+  }
+  EXPECT_GT(counted, 0) << "no tensor was counted while the load ran";
+  EXPECT_EQ(Json::parse(c.Get("/kvad/models/loading")->body), Json::object());
+}
+
 TEST(ServeServer, AModelsSizeIsItsWeightsNotTheOptimizerStateBesideThem) {
   // kvad train saves optimizer.safetensors (Adam's m and v: twice the weights) in the model's
   // folder; the Models page and kvad ls count the model, so neither its bytes nor its tensors.

@@ -1,16 +1,26 @@
 // Models page: what kvad can run, load one, chat with one, remove one from the store.
 'use strict';
 
-// Loads a model; true when it is loaded.
+// Loads a model; true when it is loaded. While the request waits the toast says how far the load
+// has got (GET /kvad/models/loading): a first q8 load of a large model quantises for minutes.
 async function loadModel(name) {
   toast(`Loading ${name}…`);
+  let waiting = true;
+  const poll = setInterval(async () => {
+    let p;
+    try { p = await kvad.get('/kvad/models/loading'); } catch (e) { return; }  // the load's answer reports failures
+    if (waiting && p.name && p.total)
+      toast(`Loading ${name}… ${p.stage}: ${Math.floor(100 * p.done / p.total)}% (${p.done} of ${p.total} ${p.unit})`);
+  }, 500);
   try {
     await kvad.post('/kvad/models/load', {name});
+    waiting = false;
     toast(`Loaded ${name}`);
     await refreshInfo();
     if (kvad.page === 'models') renderModels();
     return true;
-  } catch (e) { toast(e.message, true); return false; }
+  } catch (e) { waiting = false; toast(e.message, true); return false; }
+  finally { waiting = false; clearInterval(poll); }
 }
 
 // Whether the loaded model is the one named (a store name, a folder, or the id it is served as).

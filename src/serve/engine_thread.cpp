@@ -22,6 +22,40 @@ std::string model_own_id(const LoadedModel& m) {
 
 std::string model_id(const LoadedModel& m) { return m.served_as.empty() ? model_own_id(m) : m.served_as; }
 
+void LoadProgress::start(const std::string& name) {
+  std::lock_guard<std::mutex> lk(mu_);
+  s_ = State{name, "", 0, 0, ""};
+}
+
+void LoadProgress::update(const std::string& stage, const char* unit, int64_t done, int64_t total) {
+  std::lock_guard<std::mutex> lk(mu_);
+  s_.stage = stage;
+  s_.unit = unit;
+  s_.done = done;
+  s_.total = total;
+}
+
+void LoadProgress::finish() {
+  std::lock_guard<std::mutex> lk(mu_);
+  s_ = State{};
+}
+
+LoadProgress::State LoadProgress::state() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return s_;
+}
+
+LoadedModel ModelHost::load(const std::string& name) {
+  progress_.start(name);
+  LoadProgress::Scope scope{progress_};
+  LoadOptions lo = cfg_.load;
+  const std::string stage = lo.format == WeightFormat::AsStored
+                                ? std::string("reading the checkpoint")
+                                : std::string("reading the checkpoint, to ") + weight_format_name(lo.format);
+  lo.on_progress = [&](int64_t d, int64_t t) { progress_.update(stage, "tensors", d, t); };
+  return load_model(name, lo);
+}
+
 void ModelHost::set_model(std::shared_ptr<const LoadedModel> m) {
   engine_.reset();  // cancels the old model's sequences (their clients hear "cancelled")
   speculative_ = {};
@@ -37,8 +71,15 @@ void ModelHost::set_model(std::shared_ptr<const LoadedModel> m) {
   o.kv_type = cfg_.kv_type;
   o.device = cfg_.device;
   set_gpu_weight_cache(o, *model_);
+  if (is_gpu_device(cfg_.device)) {
+    progress_.start(model_->name);
+    o.on_weights_progress = [this](int64_t d, int64_t t) {
+      progress_.update("copying the weights to the GPU", "matrices", d, t);
+    };
+  }
   o.snapshot_every = cfg_.snapshot_every;
   o.snapshots = cfg_.snapshots;
+  LoadProgress::Scope scope{progress_};
   engine_ = std::make_unique<Engine>(*model_->model, o);
   // This engine is the model's only one (another model replaces it whole, loaded again).
   release_host_weights_if_on_device(*model_->model, *engine_);
@@ -53,7 +94,7 @@ void ModelHost::set_model(std::shared_ptr<const LoadedModel> m) {
   }
 }
 
-EngineThread::EngineThread(EngineConfig cfg) : cfg_(cfg), host_(cfg) { thread_ = std::thread([this] { loop(); }); }
+EngineThread::EngineThread(EngineConfig cfg) : cfg_(cfg), host_(cfg, load_progress_) { thread_ = std::thread([this] { loop(); }); }
 
 EngineThread::~EngineThread() {
   shutdown(0);
@@ -94,7 +135,7 @@ void EngineThread::generation_finished() {
 }
 
 void EngineThread::load_now(const std::string& name, const std::string& alias) {
-  auto m = std::make_shared<LoadedModel>(load_model(name, cfg_.load));
+  auto m = std::make_shared<LoadedModel>(host_.load(name));
   m->served_as = alias;
   m->loras = load_loras(cfg_.loras, *m->model);
   // As a model loaded from the Models page: the store's adapters made for it join, at scale 0.

@@ -37,13 +37,42 @@ struct EngineConfig {
   std::vector<std::string> loras;  // --lora PATH[:SCALE]: adapters of the model loaded at start
 };
 
+// How far the model being loaded has got: written on the engine thread as a load reads the
+// checkpoint and as the engine copies the weights to a GPU, read by HTTP threads (the Models
+// page shows it: a first q8 load of a 7B model quantises for minutes).
+class LoadProgress {
+ public:
+  struct State {
+    std::string name;   // the model asked for; "" when none is loading
+    std::string stage;  // "reading the checkpoint" (quantising to q8), "copying the weights to the GPU"
+    int64_t done = 0, total = 0;
+    std::string unit;  // what done and total count: tensors, matrices
+  };
+  void start(const std::string& name);
+  void update(const std::string& stage, const char* unit, int64_t done, int64_t total);
+  void finish();
+  State state() const;
+  // Finishes when it goes out of scope: a load that failed leaves no progress behind.
+  struct Scope {
+    LoadProgress& progress;
+    ~Scope() { progress.finish(); }
+  };
+
+ private:
+  mutable std::mutex mu_;
+  State s_;
+};
+
 // What the engine thread owns: the loaded model and the runtime engine over it. Only code on the
 // engine thread (jobs) touches it.
 class ModelHost {
  public:
-  explicit ModelHost(EngineConfig cfg) : cfg_(std::move(cfg)) {}
+  ModelHost(EngineConfig cfg, LoadProgress& progress) : cfg_(std::move(cfg)), progress_(progress) {}
   const EngineConfig& config() const { return cfg_; }
   std::shared_ptr<const LoadedModel> model() const { return model_; }
+  // Loads a model with --quant's format, its progress in load_progress() (not yet served: pass it
+  // to set_model).
+  LoadedModel load(const std::string& name);
   // Replaces the model: every sequence of the old one is cancelled first.
   void set_model(std::shared_ptr<const LoadedModel> m);
   // The runtime engine (null when no model is loaded).
@@ -57,6 +86,7 @@ class ModelHost {
 
  private:
   EngineConfig cfg_;
+  LoadProgress& progress_;
   std::shared_ptr<const LoadedModel> model_;
   SpeculativeOptions speculative_;  // before engine_: a draft's engine outlives no target engine
   std::string speculative_error_;
@@ -109,6 +139,7 @@ class EngineThread {
 
   std::shared_ptr<const LoadedModel> model() const;
   const EngineConfig& config() const { return cfg_; }
+  LoadProgress::State load_progress() const { return load_progress_.state(); }
   LiveStats& stats() { return stats_; }
   // The engine's running sequences as of its last step (copied for the caller).
   std::vector<SequenceStatus> sequences() const;
@@ -131,6 +162,7 @@ class EngineThread {
   void run_job(const std::shared_ptr<Job>& job);
   void start_generation(const std::shared_ptr<GenJob>& g);
   EngineConfig cfg_;
+  LoadProgress load_progress_;  // before host_, which writes to it
   ModelHost host_;
   LiveStats stats_;
   mutable std::mutex mu_;

@@ -17,7 +17,7 @@ thread_local Clock::time_point t_start{};
 bool is_polling(const httplib::Request& req) {
   if (req.method != "GET") return false;
   const std::string& p = req.path;
-  return p == "/health" || p == "/metrics" || p == "/kvad/stats" || p == "/slots" ||
+  return p == "/health" || p == "/metrics" || p == "/kvad/stats" || p == "/slots" || p == "/kvad/models/loading" ||
          (p.rfind("/kvad/", 0) != 0 && p.rfind("/api/", 0) != 0 && p.rfind("/v1/", 0) != 0 && p != "/props");
 }
 }  // namespace

@@ -171,7 +171,7 @@ void add_api_routes(Server::Impl& s) {
       auto job = std::make_shared<FnJob>("loading a model", [name](ModelHost& e) {
         LoadedModel lm;
         try {
-          lm = load_model(name, e.config().load);
+          lm = e.load(name);
         } catch (const Error& x) {
           throw HttpError(400, x.what(), "invalid_request_error", "name");
         }
@@ -202,6 +202,12 @@ void add_api_routes(Server::Impl& s) {
         throw HttpError(400, "'name' (ORG/NAME) is required", "invalid_request_error", "name");
       reply_json(res, s.pull.start(b["name"]));
     });
+  });
+  // The model being loaded (the Models page polls it while its load request waits): {} when none.
+  h.Get("/kvad/models/loading", [&s](const httplib::Request&, httplib::Response& res) {
+    const LoadProgress::State p = s.sched.load_progress();
+    if (p.name.empty()) return reply_json(res, Json::object());
+    reply_json(res, {{"name", p.name}, {"stage", p.stage}, {"done", p.done}, {"total", p.total}, {"unit", p.unit}});
   });
   h.Get("/kvad/models/pull", [&s](const httplib::Request&, httplib::Response& res) { reply_json(res, s.pull.status()); });
   h.Post("/kvad/models/pull/cancel", [&s](const httplib::Request&, httplib::Response& res) {

@@ -234,6 +234,27 @@ test('models: a trained model counts its weights only, and "Chat with it" loads 
   await waitUntil(page, () => document.querySelector('#model-label').textContent.startsWith('tiny-qwen2'), 'tiny-qwen2 loaded again');
 });
 
+test('a load in progress: the toast says how far it has got, then that it loaded', async () => {
+  await tab('models');
+  // The server's real figures are checked in tests/serve_server.cpp (ALoadsProgressIsReadableWhileItRuns);
+  // here its answer is fixed and the load request held back, so the page polls while it waits.
+  const progress = { name: 'm', stage: 'reading the checkpoint, to q8', done: 152, total: 339, unit: 'tensors' };
+  await page.route('**/kvad/models/loading', r => r.fulfill({ json: progress }));
+  await page.route('**/kvad/models/load', async r => { await new Promise(f => setTimeout(f, 2000)); await r.continue(); });
+  try {
+    const loaded = page.evaluate(() => loadModel(kvad.info.model.name));
+    await waitUntil(page, () => document.querySelector('#toast').textContent.endsWith('reading the checkpoint, to q8: 44% (152 of 339 tensors)'),
+                    'the progress in the toast', 10000);
+    assert.equal(await loaded, true);
+    await new Promise(f => setTimeout(f, 700));  // past the next poll: it must not bring the progress back
+    assert.match(await page.textContent('#toast'), /^Loaded /);
+  } finally {
+    await page.unroute('**/kvad/models/loading');
+    await page.unroute('**/kvad/models/load');
+  }
+  assert.deepEqual(errors, []);
+});
+
 test('every page: typed address, reload and Back show it with its data', async () => {
   for (const p of pages) {
     await page.goto(`${URL}/#${p}`);  // typing the address: the same document, a new #page
