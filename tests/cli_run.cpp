@@ -477,6 +477,13 @@ TEST(CliRun, DeviceGpuWritesWhatTheCpuWrites) {
   auto moe = run_kvad("run --model " + tiny("qwen3_moe") + " -p hi -n 2 --device " + device);
   EXPECT_NE(moe.exit_code, 0);
   EXPECT_NE(moe.err.find("Qwen3MoeForCausalLM does not run on the GPU backend"), std::string::npos) << moe.err;
+  // --gpu-memory: weights that do not fit are refused before any is copied, naming the flag.
+  auto small = run_kvad("run --model " + tiny("llama") + " -p hi -n 2 --device " + device + " --gpu-memory 64KiB");
+  EXPECT_NE(small.exit_code, 0);
+  EXPECT_NE(small.err.find("more than the 0.00 GiB kvad may use there (--gpu-memory)"), std::string::npos) << small.err;
+  auto unparsed = run_kvad("run --model " + tiny("llama") + " -p hi -n 2 --device " + device + " --gpu-memory lots");
+  EXPECT_NE(unparsed.exit_code, 0);
+  EXPECT_NE(unparsed.err.find("--gpu-memory"), std::string::npos) << unparsed.err;
   auto bad = run_kvad("run --model " + tiny("llama") + " -p hi -n 2 --device gpu:42");
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("kvad devices"), std::string::npos) << bad.err;

@@ -323,6 +323,56 @@ TEST(GpuModels, ReleasedHostCopiesLeaveTheProcessAndTheGpuRunsOn) {
   }
 }
 
+// EngineOptions::device_memory (--gpu-memory), on lavapipe as on a GPU: weights that do not fit are
+// refused before any is copied; the KV cache takes what they leave but a working reserve; a context
+// the user did not set is capped to fit (and the engine says so), one they set is refused with the
+// largest that fits; the capped engine computes what an uncapped one does.
+TEST(GpuModels, TheWeightsAndTheCacheMustFitTheMemoryGiven) {
+  KVAD_NEED_GPU(device);
+  auto m = load_model_dir(test::synth_tiny("qwen2", "gpu-memory"), LoadOptions{});
+  const size_t weights = m->weight_bytes();
+  MemorySpec spec = m->memory_spec();
+  spec.kv_type = kernels::KvType::BF16;
+  const size_t per_block = spec.bytes_per_token() * 16;
+  EngineOptions o;
+  o.device = device;
+  o.kv_type = kernels::KvType::BF16;
+  o.device_memory = weights / 2;
+  try {
+    Engine e(*m, o);
+    ADD_FAILURE() << "weights twice the memory given were accepted";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("the weights take"), std::string::npos) << err.what();
+    EXPECT_NE(std::string(err.what()).find("(--gpu-memory)"), std::string::npos) << err.what();
+  }
+  // Room for about 8 blocks of 16 positions past the weights and the reserve (a tenth), give or take
+  // the buffers' alignment.
+  o.device_memory = (size_t)((double)(weights + 8 * per_block) / 0.9) + 4096;
+  Engine capped(*m, o);
+  const int64_t ctx = capped.context_length();
+  EXPECT_LT(ctx, m->context_length());
+  EXPECT_GE(ctx, 16);
+  EXPECT_LE(ctx, 10 * 16);
+  EXPECT_EQ(ctx % 16, 0);
+  EXPECT_NE(capped.weights_note().find("context capped at " + std::to_string(ctx) + " tokens"), std::string::npos)
+      << capped.weights_note();
+  const std::vector<int32_t> prompt = {1, 5, 9, 200, 7};
+  EngineOptions plain = o;
+  plain.device_memory = 0;
+  plain.ctx = ctx;
+  Engine uncapped(*m, plain);
+  EXPECT_EQ(capped.open_session()->forward(prompt), uncapped.open_session()->forward(prompt));
+  EngineOptions asked = o;
+  asked.ctx = m->context_length();
+  try {
+    Engine e(*m, asked);
+    ADD_FAILURE() << "a context the memory cannot hold was accepted";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("lower --ctx (at most " + std::to_string(ctx) + " fits)"), std::string::npos)
+        << err.what();
+  }
+}
+
 TEST(GpuModels, KQuantWeightsMatchTheCpu) {
   KVAD_NEED_GPU(device);
   SynthOptions o;

@@ -54,6 +54,10 @@ class Backend {
   // Bytes of weight matrices this backend keeps copies of (a GPU's memory); 0 for one that reads
   // them where they are (the CPU). A matrix used twice (a tied embedding) counts once.
   virtual size_t held_weight_bytes() const { return 0; }
+  // Bytes of memory of its own this backend may fill (a GPU's device-local heap) and has filled
+  // (weights, cache, scratch); 0 and 0 for one that uses the host's memory (the CPU).
+  virtual size_t memory_capacity() const { return 0; }
+  virtual size_t memory_in_use() const { return 0; }
   // Copies every matrix to the backend's memory now (not on first use), through `cache_file`
   // when the backend keeps them in a layout of its own: read from it when its stamp matches
   // `stamp`, else converted and written there. Returns what it did, for the user ("" = nothing).

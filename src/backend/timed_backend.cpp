@@ -78,6 +78,8 @@ class TimedBackend final : public Backend {
 
   const char* name() const override { return inner_->name(); }
   size_t held_weight_bytes() const override { return inner_->held_weight_bytes(); }
+  size_t memory_capacity() const override { return inner_->memory_capacity(); }
+  size_t memory_in_use() const override { return inner_->memory_in_use(); }
   std::string prepare_weights(const std::vector<NamedWeight>& matrices, const std::string& cache_file,
                               const Json& stamp, const WeightsProgress& progress) override {
     return inner_->prepare_weights(matrices, cache_file, stamp, progress);

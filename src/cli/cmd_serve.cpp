@@ -22,7 +22,7 @@ void add_serve(CLI::App& app) {
   struct Args {
     serve::ServeOptions o;
     int threads = 0;
-    std::string kv_memory, memory, api_key_file, kv_type = "auto", log_level = "info";
+    std::string kv_memory, memory, gpu_memory, api_key_file, kv_type = "auto", log_level = "info";
     bool no_model = false;
   };
   auto a = std::make_shared<Args>();
@@ -63,6 +63,7 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--kv-memory", a->kv_memory, "KV block pool size, e.g. 2GiB or 512MiB (default: the context x --parallel)");
   add_kv_type_option(cmd, a->kv_type);
   add_device_option(cmd, a->o.device);
+  add_gpu_memory_option(cmd, a->gpu_memory);
   add_snapshot_options(cmd, a->o.snapshot_every, a->o.snapshots);
   add_spec_args(cmd, a->o.speculative);
   add_lora_option(cmd, a->o.loras);
@@ -111,6 +112,7 @@ void add_serve(CLI::App& app) {
     if (is_directory(shipped_models_dir())) a->o.model_dirs.push_back(shipped_models_dir());
     if (!a->kv_memory.empty()) a->o.kv_bytes = parse_byte_size(a->kv_memory, "--kv-memory");
     if (!a->memory.empty()) a->o.memory_bytes = parse_byte_size(a->memory, "--memory");
+    if (!a->gpu_memory.empty()) a->o.device_memory = parse_byte_size(a->gpu_memory, "--gpu-memory");
     if (!a->api_key_file.empty()) {
       if (!a->o.api_key.empty()) fail("give --api-key or --api-key-file, not both");
       std::string k = read_file(a->api_key_file);

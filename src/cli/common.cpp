@@ -40,6 +40,7 @@ void add_model_args(CLI::App* cmd, ModelArgs& a, bool required) {
       ->check(CLI::IsMember({"auto", "f32", "bf16", "q8", "q4", "q4k", "q6k"}));
   add_kv_type_option(cmd, a.kv_type);
   add_device_option(cmd, a.device);
+  add_gpu_memory_option(cmd, a.gpu_memory);
   add_snapshot_options(cmd, a.snapshot_every, a.snapshots);
   add_lora_option(cmd, a.loras);
 }
@@ -76,18 +77,30 @@ kernels::KvType kv_type_for(const std::string& name) {
   return kernels::parse_kv_type(name);
 }
 
+// A CLI11 check from a function that throws on a bad value: its message, or "" when it passes.
+static std::function<std::string(const std::string&)> check_by(void (*throws)(const std::string&)) {
+  return [throws](const std::string& v) {
+    try {
+      throws(v);
+      return std::string();
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+  };
+}
+
 void add_device_option(CLI::App* cmd, std::string& device) {
   cmd->add_option("--device", device, "where the model runs: cpu (default), gpu (the first Vulkan GPU) or gpu:N (a "
                   "device as `kvad devices` numbers them; a CPU driver such as lavapipe only when named or with "
                   "KVAD_VULKAN_ALLOW_CPU=1). docs/gpu.md")
-      ->check([](const std::string& d) {
-        try {
-          check_device_name(d);
-          return std::string();
-        } catch (const std::exception& e) {
-          return std::string(e.what());
-        }
-      });
+      ->check(check_by([](const std::string& d) { check_device_name(d); }));
+}
+
+void add_gpu_memory_option(CLI::App* cmd, std::string& size) {
+  cmd->add_option("--gpu-memory", size, "with --device gpu: the device memory kvad may fill, e.g. 6GiB (default: all of "
+                  "it). The weights must fit; the KV cache takes what they leave, and without -c/--ctx the context is "
+                  "capped to fit (kvad says so)")
+      ->check(check_by([](const std::string& s) { parse_byte_size(s, "--gpu-memory"); }));
 }
 
 CLI::Option* add_ctx_option(CLI::App* cmd, int64_t& ctx, const std::string& what, const std::string& names) {
@@ -138,6 +151,7 @@ EngineOptions engine_options(const ModelArgs& a, const LoadedModel& m) {
   o.snapshot_every = a.snapshot_every;
   o.snapshots = a.snapshots;
   o.device = a.device;
+  if (!a.gpu_memory.empty()) o.device_memory = parse_byte_size(a.gpu_memory, "--gpu-memory");
   set_gpu_weight_cache(o, m);
   if (is_gpu_device(a.device)) {
     auto line = std::make_shared<ProgressLine>("copying the weights to the GPU", "matrices");

@@ -22,6 +22,7 @@ struct ModelArgs {
   std::vector<std::string> loras;  // --lora PATH[:SCALE], repeatable (runtime/lora.h)
   int64_t snapshot_every = -1, snapshots = -1;  // recurrent models' state snapshots (-1: the engine's defaults)
   std::string device = "cpu";  // --device cpu|gpu|gpu:N (runtime/devices.h)
+  std::string gpu_memory;      // --gpu-memory SIZE: what kvad may fill of the GPU's memory ("" = all)
 };
 // Speculative decoding's flags (--draft MODEL or --spec ngram and their knobs): run, chat, tui, serve.
 void add_spec_args(CLI::App* cmd, SpeculativeConfig& a);
@@ -34,6 +35,8 @@ void add_kv_type_option(CLI::App* cmd, std::string& kv_type);
 // cache from memory: docs/kv-cache.md; llama.cpp's default f16 cache is the same size).
 kernels::KvType kv_type_for(const std::string& name);
 void add_device_option(CLI::App* cmd, std::string& device);  // --device, also on serve (which has no ModelArgs)
+// --gpu-memory SIZE (EngineOptions::device_memory), also on serve; "" = all of the device's memory.
+void add_gpu_memory_option(CLI::App* cmd, std::string& size);
 // --snapshot-every / --snapshots: recurrent models' state snapshots (EngineOptions), also on serve.
 void add_snapshot_options(CLI::App* cmd, int64_t& every, int64_t& slots);
 // -c/--ctx, the same name wherever a context applies (run, chat, score, serve).

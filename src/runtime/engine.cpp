@@ -99,6 +99,14 @@ class EngineSession final : public Session {
 
 }  // namespace
 
+// "-q q8 or q4, or " for a model in bf16: the formats smaller than `format`, as advice.
+static std::string smaller_formats(const std::string& format) {
+  if (format == "f32") return "choose a smaller weight format (-q bf16, q8 or q4) or ";
+  if (format == "bf16") return "choose a smaller weight format (-q q8 or q4) or ";
+  if (format == "q8" || format == "q6_K" || format == "q5_K") return "choose a smaller weight format (-q q4) or ";
+  return "";
+}
+
 // --- the engine -------------------------------------------------------------------------------
 
 Engine::Engine(const Model& model, EngineOptions opts, std::unique_ptr<Backend> backend)
@@ -111,6 +119,13 @@ Engine::Engine(const Model& model, EngineOptions opts, std::unique_ptr<Backend> 
     fail("the prefill share while decoding needs per-decode >= 0 and at least 1 row (got {}, {})",
          opts_.prefill_per_decode, opts_.prefill_min_rows);
   ctx_ = opts_.ctx > 0 ? std::min(opts_.ctx, model.context_length()) : model.context_length();
+  const size_t capacity = backend_->memory_capacity();
+  const size_t device_limit = opts_.device_memory && capacity ? std::min(opts_.device_memory, capacity) : capacity;
+  if (device_limit && model.weight_bytes() > device_limit)  // before copying any of them
+    fail("{}: the weights take {:.2f} GiB in {}, more than the {:.2f} GiB kvad may use there{}: {}run on the CPU "
+         "(--device cpu)",
+         opts_.device, (double)model.weight_bytes() / (1 << 30), model.weight_format(), (double)device_limit / (1 << 30),
+         opts_.device_memory ? " (--gpu-memory)" : "", smaller_formats(model.weight_format()));
   weights_note_ = backend_->prepare_weights(model.matrices(), opts_.weight_cache, opts_.weight_cache_stamp,
                                             opts_.on_weights_progress);
   MemorySpec spec = model.memory_spec();
@@ -120,6 +135,10 @@ Engine::Engine(const Model& model, EngineOptions opts, std::unique_ptr<Backend> 
   int64_t n = opts_.kv_blocks;
   if (n <= 0 && opts_.kv_bytes > 0) n = (int64_t)(opts_.kv_bytes / std::max<size_t>(1, per_block));
   if (n <= 0) n = one_sequence * opts_.max_running;
+  if (device_limit) {
+    n = fit_device_memory(device_limit, per_block, n);
+    one_sequence = (ctx_ + bs - 1) / bs;
+  }
   if (n < one_sequence)
     fail("the KV memory holds {} blocks of {} positions ({} MiB), less than one sequence at the context of {} tokens "
          "needs ({} MiB): raise --kv-memory or lower --ctx",
@@ -132,6 +151,36 @@ Engine::Engine(const Model& model, EngineOptions opts, std::unique_ptr<Backend> 
 void release_host_weights_if_on_device(Model& model, const Engine& engine) {
   if (&engine.model() != &model) fail("internal: releasing the host weights of a model this engine does not run");
   if (engine.weights_on_device()) model.release_host_matrices();
+}
+
+int64_t Engine::fit_device_memory(size_t limit, size_t per_block, int64_t n) {
+  // A forward's scratch (activations, the rows' logits) stays out of the cache's share: a tenth,
+  // at most 512 MiB.
+  const size_t reserve = std::min<size_t>(limit / 10, size_t{512} << 20), used = backend_->memory_in_use();
+  const int64_t room = used + reserve < limit ? (int64_t)((limit - used - reserve) / per_block) : 0;
+  if (n <= room) return n;
+  const int64_t bs = opts_.block_size, full = ctx_;
+  const int64_t per_sequence = room / opts_.max_running;
+  auto mib = [](double b) { return b / (1 << 20); };
+  const std::string where =
+      fmt::format("{:.0f} MiB of the {:.0f} MiB kvad may use on {} are left after {:.0f} MiB of weights and {:.0f} MiB "
+                  "kept for working memory",
+                  mib((double)room * (double)per_block), mib((double)limit), opts_.device, mib((double)used), mib((double)reserve));
+  const char* raise = opts_.device_memory ? ", or raise --gpu-memory" : "";
+  if (per_sequence < 1)
+    fail("{}: no room for a KV cache ({}): {}run on the CPU (--device cpu){}", opts_.device, where,
+         smaller_formats(model_.weight_format()), raise);
+  if (opts_.ctx > 0 || opts_.kv_blocks > 0 || opts_.kv_bytes > 0)
+    fail("{}: a KV cache of {} tokens x {} sequence(s) takes {:.0f} MiB, and {}: lower --ctx (at most {} fits) or "
+         "--parallel{}{}",
+         opts_.device, full, opts_.max_running, mib((double)n * (double)per_block), where, per_sequence * bs,
+         opts_.kv_type == kernels::KvType::Q8 ? "" : ", or choose --kv-type q8", raise);
+  ctx_ = std::min(full, per_sequence * bs);
+  if (!weights_note_.empty()) weights_note_ += "; ";
+  weights_note_ += fmt::format("context capped at {} tokens (the model's is {}) so that the KV cache fits {}'s memory; "
+                               "-c/--ctx, --kv-type q8 or --gpu-memory to choose",
+                               ctx_, full, opts_.device);
+  return per_sequence * opts_.max_running;
 }
 
 StatePlan Engine::state_plan(const MemorySpec& spec, int64_t block_size) const {

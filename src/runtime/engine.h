@@ -55,6 +55,10 @@ struct EngineOptions {
   int64_t snapshots = -1;
   std::vector<LoraUse> loras;  // the adapters sessions run with (run and chat's --lora)
   std::string device = "cpu";  // --device: cpu, gpu or gpu:N (runtime/devices.h); used when no backend is given
+  // --gpu-memory: what the engine may fill of a backend's own memory (a GPU's), 0 = all of it. The
+  // weights must fit; the KV cache takes what they leave but a working reserve, and a context the
+  // user did not set is capped to fit (weights_note says so) where the model's full one does not.
+  size_t device_memory = 0;
   // A backend that keeps the weights in a layout of its own (the GPU's q8/q4) converts them once
   // into this file and reads them from it afterwards, while its stamp (the source files) holds.
   std::string weight_cache;
@@ -115,7 +119,8 @@ class Engine {
 
   const Model& model() const { return model_; }
   const EngineOptions& options() const { return opts_; }
-  // What the backend did with the weights at start ("GPU weights from cache X"), or "".
+  // What the backend did with the weights at start ("GPU weights from cache X"), and a context
+  // capped to fit a GPU's memory; "" when neither.
   const std::string& weights_note() const { return weights_note_; }
   // The backend keeps every matrix in memory of its own (a GPU's): the model's host copies are
   // spare once this engine is the model's only one (release_host_weights_if_on_device).
@@ -160,6 +165,9 @@ class Engine {
   // Takes s's cached prefix and checks that its first chunk fits the pool; false = not now.
   bool admit(Sequence& s);
   StatePlan state_plan(const MemorySpec& spec, int64_t block_size) const;
+  // The KV blocks a backend with memory of its own (a GPU) has room for after the weights, n
+  // asked for; caps ctx_ (and says so in weights_note_) when the user did not set the context.
+  int64_t fit_device_memory(size_t limit, size_t per_block, int64_t n);
   void preempt(Sequence& s);
   // Once parent's prompt is computed: its n - 1 sibling choices, sharing its blocks, each
   // sampling its first token from the same logits row.

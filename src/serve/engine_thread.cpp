@@ -70,6 +70,7 @@ void ModelHost::set_model(std::shared_ptr<const LoadedModel> m) {
   o.step_tokens = cfg_.step_tokens;
   o.kv_type = cfg_.kv_type;
   o.device = cfg_.device;
+  o.device_memory = cfg_.device_memory;
   set_gpu_weight_cache(o, *model_);
   if (is_gpu_device(cfg_.device)) {
     progress_.start(model_->name);
@@ -81,6 +82,7 @@ void ModelHost::set_model(std::shared_ptr<const LoadedModel> m) {
   o.snapshots = cfg_.snapshots;
   LoadProgress::Scope scope{progress_};
   engine_ = std::make_unique<Engine>(*model_->model, o);
+  if (!engine_->weights_note().empty()) std::fprintf(stderr, "kvad serve: %s\n", engine_->weights_note().c_str());
   // This engine is the model's only one (another model replaces it whole, loaded again).
   release_host_weights_if_on_device(*model_->model, *engine_);
   if (!cfg_.speculative.any()) return;

@@ -32,6 +32,7 @@ struct EngineConfig {
   int max_choices = 8;        // cap on n
   kernels::KvType kv_type = kernels::KvType::F32;  // what the KV cache stores (--kv-type)
   std::string device = "cpu";                       // --device
+  size_t device_memory = 0;                         // --gpu-memory (EngineOptions::device_memory)
   int64_t snapshot_every = -1, snapshots = -1;     // recurrent state snapshots (--snapshot-every, --snapshots)
   SpeculativeConfig speculative;  // --draft / --spec: every generation speculates when set
   std::vector<std::string> loras;  // --lora PATH[:SCALE]: adapters of the model loaded at start

@@ -55,6 +55,7 @@ static EngineConfig engine_config(const ServeOptions& o) {
   c.step_tokens = o.step_tokens;
   c.kv_type = o.kv_type;
   c.device = o.device;
+  c.device_memory = o.device_memory;
   c.snapshot_every = o.snapshot_every;
   c.snapshots = o.snapshots;
   c.speculative = o.speculative;

@@ -32,6 +32,7 @@ struct ServeOptions {
   int64_t step_tokens = 256;           // rows per engine step (decodes + prefill chunks)
   kernels::KvType kv_type = kernels::KvType::F32;  // what the KV cache stores per position
   std::string device = "cpu";                       // --device: where models run (runtime/devices.h)
+  size_t device_memory = 0;                         // --gpu-memory: what kvad may fill of the GPU's (0 = all)
   int64_t snapshot_every = -1, snapshots = -1;     // recurrent models' state snapshots (EngineOptions)
   std::vector<std::string> loras;  // --lora PATH[:SCALE]: adapters for the model loaded at start
   std::vector<std::string> image_models;  // --image-model NAME: text-to-image pipelines (serve/images.h)

@@ -184,6 +184,9 @@ class VulkanBackend final : public Backend {
     return n;
   }
 
+  size_t memory_capacity() const override { return (size_t)dev_->info().memory_bytes; }
+  size_t memory_in_use() const override { return dev_->allocated_bytes(); }
+
   std::string prepare_weights(const std::vector<NamedWeight>& matrices, const std::string& cache_file,
                               const Json& source_stamp, const WeightsProgress& progress) override {
     std::string note = upload_weights(matrices, cache_file, source_stamp, progress);
