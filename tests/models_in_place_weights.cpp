@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -17,6 +16,7 @@
 #include "models/weight_source.h"
 #include "quant/kquant.h"
 #include "random_values.h"
+#include "resident_memory.h"
 #include "test_support.h"
 
 using namespace kvad;
@@ -30,14 +30,6 @@ std::string bf16_bytes(const std::vector<float>& v) {
     std::memcpy(out.data() + 2 * i, &h, 2);
   }
   return out;
-}
-
-// RssFile of /proc/self/status in kB: the file pages this process holds.
-long resident_file_kb() {
-  std::ifstream f("/proc/self/status");
-  for (std::string line; std::getline(f, line);)
-    if (line.rfind("RssFile:", 0) == 0) return std::stol(line.substr(8));
-  return -1;
 }
 
 std::vector<float> product(const Weight& w, const std::vector<float>& x, int64_t n) {
@@ -105,13 +97,13 @@ TEST(InPlaceWeights, AMatrixQuantisedAtLoadLeavesNoFilePagesResident) {
   const std::vector<float> values = test::randn<float>(rng, (size_t)(rows * cols));
   const std::string dir = test::temp_dir("quantised-at-load");
   write_safetensors(dir + "/model.safetensors", {{"w", DType::BF16, {rows, cols}, bf16_bytes(values)}});
-  const long before_kb = resident_file_kb();
-  ASSERT_GE(before_kb, 0) << "no RssFile in /proc/self/status";
+  const std::string file = dir + "/model.safetensors";
   SafetensorsCheckpoint ck(dir);
   WeightSource src(ck, WeightFormat::Q8, false);
   const Weight q8 = src.matrix("w", rows, cols);
-  const long grown_kb = resident_file_kb() - before_kb;
-  EXPECT_LT(grown_kb, (long)(rows * cols * 2 / 1024 / 10)) << "RssFile grew by " << grown_kb << " kB";
+  const long resident_kb = test::resident_kb_of(file);
+  ASSERT_GE(resident_kb, 0) << file << " is not mapped";
+  EXPECT_LT(resident_kb, (long)(rows * cols * 2 / 1024 / 10)) << resident_kb << " kB of the checkpoint stay resident";
   // What was released was only the file's pages: the products are those of the same values
   // quantised from memory.
   const Weight reference = Weight::from_f32(to_f32(ck.get("w")), rows, cols, WeightFormat::Q8);

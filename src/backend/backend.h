@@ -8,7 +8,6 @@
 // linear can add each sequence's LoRA side path to its own rows (backend/lora.h).
 #pragma once
 #include <cstdint>
-#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <utility>
@@ -41,9 +40,6 @@ struct MoeWeights {
 // Which columns rope rotates together: (i, i + d/2) (rotate-half: GPT-NeoX, Llama, Qwen) or
 // (2i, 2i + 1) (adjacent pairs: GPT-J, DeepSeek's MLA).
 enum class RopePairs { Half, Adjacent };
-
-// Called as weights are copied or read: how many of how many are done.
-using WeightsProgress = std::function<void(int64_t done, int64_t total)>;
 
 class Backend {
  public:

@@ -5,6 +5,7 @@
 // once.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -115,6 +116,10 @@ class Weight {
   QuantMatrix q_;
   KQuantMatrix kq_;
 };
+
+// Called as a load reads a checkpoint's tensors or a backend copies the matrices: how many of how
+// many are done (the CLI's progress line, the web UI's load progress).
+using WeightsProgress = std::function<void(int64_t done, int64_t total)>;
 
 // A model's matrix by its checkpoint name: what a backend that keeps its own copy of the weights
 // (the GPU's) names them by in its cache file.

@@ -3,7 +3,6 @@
 // synth presets. The CLI, the server, `kvad ls`, synth, the GGUF loader and any later backend ask
 // it "can you run this?"; nothing keeps a copy of the answer.
 #pragma once
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,7 +30,7 @@ struct LoadOptions {
   // Called after each tensor a load from the checkpoint reads (not from a .nq cache), with how
   // many of the checkpoint's tensors are done: a first q8 load of a 7B model quantises for
   // minutes on 2 cores, and a terminal should see it move (the CLI draws it).
-  std::function<void(int64_t done, int64_t total)> on_progress;
+  WeightsProgress on_progress;
 };
 
 // What a load did, for the user: "quantised from the checkpoint and cached to X", "from cache X".

@@ -113,7 +113,7 @@ Weight WeightSource::held(Weight w, const TensorView& t) {
   return w;
 }
 
-void WeightSource::report_progress(std::function<void(int64_t, int64_t)> f) {
+void WeightSource::report_progress(WeightsProgress f) {
   progress_ = std::move(f);
   total_ = (int64_t)ck_.names().size();
 }

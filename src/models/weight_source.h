@@ -5,7 +5,6 @@
 // `<name>_scale_inv` of per-block scales) are dequantised here one tensor at a time and then
 // take the same path as any f32 tensor into the asked format (bf16 when none was asked).
 #pragma once
-#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -43,7 +42,7 @@ class WeightSource {
   WeightFormat format() const { return fmt_; }
 
   // Calls f(tensors read, tensors in the checkpoint) after each matrix or vector handed out.
-  void report_progress(std::function<void(int64_t done, int64_t total)> f);
+  void report_progress(WeightsProgress f);
 
   // What a .nq cache of this load must hold (only when recording).
   void write_cache(const std::string& path, const Json& stamp) const;
@@ -72,7 +71,7 @@ class WeightSource {
   std::vector<Recorded> recorded_;
   std::vector<std::pair<std::string, std::string>> aliases_;
   void read_one();  // counts a tensor handed out, for report_progress
-  std::function<void(int64_t, int64_t)> progress_;
+  WeightsProgress progress_;
   int64_t read_ = 0, total_ = 0;
   size_t copy_budget_ = 0;
   std::map<const uint8_t*, Weight> copied_;  // by the checkpoint bytes they were copied from

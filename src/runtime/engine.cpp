@@ -99,7 +99,8 @@ class EngineSession final : public Session {
 
 }  // namespace
 
-// "-q q8 or q4, or " for a model in bf16: the formats smaller than `format`, as advice.
+// Advice naming the weight formats smaller than `format` ("choose a smaller weight format (-q q8 or
+// q4) or " for bf16), to go before "run on the CPU"; "" for the smallest.
 static std::string smaller_formats(const std::string& format) {
   if (format == "f32") return "choose a smaller weight format (-q bf16, q8 or q4) or ";
   if (format == "bf16") return "choose a smaller weight format (-q q8 or q4) or ";
@@ -171,9 +172,10 @@ int64_t Engine::fit_device_memory(size_t limit, size_t per_block, int64_t n) {
     fail("{}: no room for a KV cache ({}): {}run on the CPU (--device cpu){}", opts_.device, where,
          smaller_formats(model_.weight_format()), raise);
   if (opts_.ctx > 0 || opts_.kv_blocks > 0 || opts_.kv_bytes > 0)
-    fail("{}: a KV cache of {} tokens x {} sequence(s) takes {:.0f} MiB, and {}: lower --ctx (at most {} fits) or "
+    fail("{}: a KV cache of {} tokens x {} sequence(s) takes {:.0f} MiB, and {}: lower {}--ctx (at most {} fits) or "
          "--parallel{}{}",
-         opts_.device, full, opts_.max_running, mib((double)n * (double)per_block), where, per_sequence * bs,
+         opts_.device, full, opts_.max_running, mib((double)n * (double)per_block), where,
+         opts_.kv_bytes > 0 ? "--kv-memory or " : "", per_sequence * bs,
          opts_.kv_type == kernels::KvType::Q8 ? "" : ", or choose --kv-type q8", raise);
   ctx_ = std::min(full, per_sequence * bs);
   if (!weights_note_.empty()) weights_note_ += "; ";
