@@ -481,6 +481,10 @@ TEST(CliRun, DeviceGpuWritesWhatTheCpuWrites) {
   auto small = run_kvad("run --model " + tiny("llama") + " -p hi -n 2 --device " + device + " --gpu-memory 64KiB");
   EXPECT_NE(small.exit_code, 0);
   EXPECT_NE(small.err.find("more than the 0.00 GiB kvad may use there (--gpu-memory)"), std::string::npos) << small.err;
+  auto bench = run_kvad("bench --model " + tiny("llama") + " -p 4 -g 1 -r 1 --no-bandwidth --device " + device +
+                        " --gpu-memory 64KiB");  // bench builds its engine options itself: the flag reaches them too
+  EXPECT_NE(bench.exit_code, 0);
+  EXPECT_NE(bench.err.find("(--gpu-memory)"), std::string::npos) << bench.err;
   auto unparsed = run_kvad("run --model " + tiny("llama") + " -p hi -n 2 --device " + device + " --gpu-memory lots");
   EXPECT_NE(unparsed.exit_code, 0);
   EXPECT_NE(unparsed.err.find("--gpu-memory"), std::string::npos) << unparsed.err;

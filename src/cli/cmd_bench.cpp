@@ -303,6 +303,7 @@ void add_bench(CLI::App& app) {
     EngineOptions base;
     base.kv_type = kv_type;
     base.device = a->model.device;
+    if (!a->model.gpu_memory.empty()) base.device_memory = parse_byte_size(a->model.gpu_memory, "--gpu-memory");
     set_gpu_weight_cache(base, m);
     MemorySpec kv = model.memory_spec();
     kv.kv_type = kv_type;
