@@ -65,10 +65,9 @@ class StepBar {
   void update(const image::StepReport& s) {
     const int64_t done = s.step + 1;
     double per = s.elapsed / (double)done, eta = per * (double)(s.total - done);
-    int fill = (int)(20 * done / s.total);
-    std::string line = fmt::format("step {:>3}/{} [{}{}] {:>3}%  {}/step  ETA {}", done, s.total,
-                                   std::string((size_t)fill, '#'), std::string((size_t)(20 - fill), '.'),
-                                   done * 100 / s.total, seconds(per), duration(eta));
+    std::string line = fmt::format("step {:>3}/{} {} {:>3}%  {}/step  ETA {}", done, s.total,
+                                   text_bar((double)done / (double)s.total, 20), done * 100 / s.total, seconds(per),
+                                   duration(eta));
     if (tty_) std::fprintf(stderr, "\r\x1b[2K%s", line.c_str());
     else std::fprintf(stderr, "%s\n", line.c_str());
     std::fflush(stderr);

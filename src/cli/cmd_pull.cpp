@@ -117,10 +117,6 @@ class ProgressBar : public hf::PullProgress {
     std::fprintf(stderr, "\r\x1b[2K\x1b[1A\r\x1b[2K");
     drawn_ = false;
   }
-  static std::string bar(double frac, int width) {
-    int fill = (int)(std::min(1.0, std::max(0.0, frac)) * width);
-    return "[" + std::string((size_t)fill, '#') + std::string((size_t)(width - fill), '.') + "]";
-  }
   void draw() {
     last_draw_ = std::chrono::steady_clock::now();
     double elapsed = std::chrono::duration<double>(last_draw_ - start_).count();
@@ -129,11 +125,11 @@ class ProgressBar : public hf::PullProgress {
     double file_eta = rate > 0 ? (size_ - have_) / rate : -1;
     double total_eta = rate > 0 ? (total_ - std::min(total_, done)) / rate : -1;
     std::string l1 = fmt::format("  {:<44} {} {:>3}% {:>9} / {:<9} ETA {}", short_name(name_, 44),
-                                 bar(size_ ? (double)have_ / size_ : 1, 20), size_ ? have_ * 100 / size_ : 100,
+                                 text_bar(size_ ? (double)have_ / size_ : 1, 20), size_ ? have_ * 100 / size_ : 100,
                                  format_bytes(have_), format_bytes(size_), fmt_duration(file_eta));
     std::string l2 = fmt::format("  {:<44} {} {:>3}% {:>9} / {:<9} ETA {}  {}/s",
                                  fmt::format("total ({}/{} files)", done_files_, nfiles_),
-                                 bar(total_ ? (double)done / total_ : 1, 20), total_ ? done * 100 / total_ : 100,
+                                 text_bar(total_ ? (double)done / total_ : 1, 20), total_ ? done * 100 / total_ : 100,
                                  format_bytes(done), format_bytes(total_), fmt_duration(total_eta),
                                  format_bytes((uint64_t)rate));
     if (drawn_) std::fprintf(stderr, "\r\x1b[1A");

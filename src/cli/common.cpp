@@ -103,6 +103,11 @@ void add_gpu_memory_option(CLI::App* cmd, std::string& size) {
       ->check(check_by([](const std::string& s) { parse_byte_size(s, "--gpu-memory"); }));
 }
 
+std::string text_bar(double frac, int width) {
+  const int fill = (int)(std::min(1.0, std::max(0.0, frac)) * width);
+  return "[" + std::string((size_t)fill, '#') + std::string((size_t)(width - fill), '.') + "]";
+}
+
 CLI::Option* add_ctx_option(CLI::App* cmd, int64_t& ctx, const std::string& what, const std::string& names) {
   return cmd->add_option(names, ctx, what)->check(CLI::Range((int64_t)0, (int64_t)1 << 24));
 }
@@ -124,10 +129,9 @@ class ProgressLine {
     const auto now = std::chrono::steady_clock::now();
     if (now - start_ < std::chrono::milliseconds(500) || now - last_ < std::chrono::milliseconds(100)) return;
     last_ = now;
-    const int width = 24, fill = (int)(width * done / total);
-    std::fprintf(stderr, "\r\x1b[2Kkvad: %s  [%s%s] %3d%%  %lld of %lld %s", what_.c_str(),
-                 std::string((size_t)fill, '#').c_str(), std::string((size_t)(width - fill), '.').c_str(),
-                 (int)(100 * done / total), (long long)done, (long long)total, unit_.c_str());
+    std::fprintf(stderr, "\r\x1b[2Kkvad: %s  %s %3d%%  %lld of %lld %s", what_.c_str(),
+                 text_bar((double)done / (double)total, 24).c_str(), (int)(100 * done / total), (long long)done,
+                 (long long)total, unit_.c_str());
     drawn_ = true;
   }
 

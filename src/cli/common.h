@@ -37,6 +37,8 @@ kernels::KvType kv_type_for(const std::string& name);
 void add_device_option(CLI::App* cmd, std::string& device);  // --device, also on serve (which has no ModelArgs)
 // --gpu-memory SIZE (EngineOptions::device_memory), also on serve; "" = all of the device's memory.
 void add_gpu_memory_option(CLI::App* cmd, std::string& size);
+// "[#####.......]": `frac` (clamped to 0..1) of `width` cells filled, for the terminal's progress lines.
+std::string text_bar(double frac, int width);
 // --snapshot-every / --snapshots: recurrent models' state snapshots (EngineOptions), also on serve.
 void add_snapshot_options(CLI::App* cmd, int64_t& every, int64_t& slots);
 // -c/--ctx, the same name wherever a context applies (run, chat, score, serve).
