@@ -62,7 +62,7 @@ TEST(CliLora, AnAdapterChangesTheAnswerAndScaleZeroDoesNot) {
 TEST(CliLora, TheGpuRunsAdaptersAsTheCpuDoes) {
   KVAD_NEED_GPU(device);
   const std::string adapter = test::source_path("tests/golden/lora/qwen2");
-  for (const std::string lora : {" --lora " + adapter, " --lora " + adapter + " --lora " + adapter + ":0.5"}) {
+  for (const std::string& lora : {" --lora " + adapter, " --lora " + adapter + " --lora " + adapter + ":0.5"}) {
     SCOPED_TRACE(lora);
     const std::string cpu = run_ids(lora), gpu = run_ids(lora + " --device " + device);
     EXPECT_FALSE(cpu.empty());

@@ -68,7 +68,7 @@ class StepBar {
     std::string line = fmt::format("step {:>3}/{} {} {:>3}%  {}/step  ETA {}", done, s.total,
                                    text_bar((double)done / (double)s.total, 20), done * 100 / s.total, seconds(per),
                                    duration(eta));
-    if (tty_) std::fprintf(stderr, "\r\x1b[2K%s", line.c_str());
+    if (tty_) std::fprintf(stderr, "\r\x1b[2K%s", fit_terminal_row(line).c_str());
     else std::fprintf(stderr, "%s\n", line.c_str());
     std::fflush(stderr);
     drawn_ = true;

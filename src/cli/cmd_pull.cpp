@@ -50,11 +50,6 @@ std::string fmt_duration(double s) {
   return fmt::format("{}:{:02}", t / 60, t % 60);
 }
 
-std::string short_name(const std::string& s, size_t n) {
-  if (s.size() <= n) return s;
-  return "..." + s.substr(s.size() - (n - 3));
-}
-
 // Two lines on a terminal (the current file, the total), redrawn at most 10 times a second;
 // finished files scroll up as a log. Not a terminal: one line per file started and finished.
 class ProgressBar : public hf::PullProgress {
@@ -96,7 +91,7 @@ class ProgressBar : public hf::PullProgress {
     have_ = size_ = 0;
     if (quiet_) return;
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - file_start_).count();
-    std::string line = fmt::format("  {:<44} {:>10}  {}", short_name(name, 44), format_bytes(size), fmt_duration(s));
+    std::string line = fmt::format("  {:<44} {:>10}  {}", elide_middle(name, 44), format_bytes(size), fmt_duration(s));
     if (tty_) clear_lines();
     std::fprintf(stderr, "%s\n", line.c_str());
     if (tty_) draw();
@@ -124,7 +119,7 @@ class ProgressBar : public hf::PullProgress {
     uint64_t done = done_bytes_ + have_;
     double file_eta = rate > 0 ? (size_ - have_) / rate : -1;
     double total_eta = rate > 0 ? (total_ - std::min(total_, done)) / rate : -1;
-    std::string l1 = fmt::format("  {:<44} {} {:>3}% {:>9} / {:<9} ETA {}", short_name(name_, 44),
+    std::string l1 = fmt::format("  {:<44} {} {:>3}% {:>9} / {:<9} ETA {}", elide_middle(name_, 44),
                                  text_bar(size_ ? (double)have_ / size_ : 1, 20), size_ ? have_ * 100 / size_ : 100,
                                  format_bytes(have_), format_bytes(size_), fmt_duration(file_eta));
     std::string l2 = fmt::format("  {:<44} {} {:>3}% {:>9} / {:<9} ETA {}  {}/s",
@@ -133,7 +128,8 @@ class ProgressBar : public hf::PullProgress {
                                  format_bytes(done), format_bytes(total_), fmt_duration(total_eta),
                                  format_bytes((uint64_t)rate));
     if (drawn_) std::fprintf(stderr, "\r\x1b[1A");
-    std::fprintf(stderr, "\r\x1b[2K%s\n\x1b[2K%s", l1.c_str(), l2.c_str());
+    // Each line one row: a wrapped one would push the pair down a row at every redraw.
+    std::fprintf(stderr, "\r\x1b[2K%s\n\x1b[2K%s", fit_terminal_row(l1).c_str(), fit_terminal_row(l2).c_str());
     std::fflush(stderr);
     drawn_ = true;
   }

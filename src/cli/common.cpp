@@ -1,5 +1,6 @@
 #include "cli/common.h"
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -108,6 +109,36 @@ std::string text_bar(double frac, int width) {
   return "[" + std::string((size_t)fill, '#') + std::string((size_t)(width - fill), '.') + "]";
 }
 
+int terminal_columns() {
+  winsize ws{};
+  if (ioctl(2, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+  return 80;
+}
+
+namespace {
+// The largest length <= n that does not end inside a UTF-8 character of `s`.
+size_t utf8_cut(const std::string& s, size_t n) {
+  if (n >= s.size()) return s.size();
+  while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80) n--;
+  return n;
+}
+}  // namespace
+
+std::string elide_middle(const std::string& s, size_t n) {
+  if (s.size() <= n) return s;
+  if (n <= 3) return s.substr(0, utf8_cut(s, n));
+  // A third for the start, the rest for the end: the end of a path names the model.
+  const size_t head = utf8_cut(s, (n - 3) / 3);
+  size_t tail_from = s.size() - (n - 3 - head);
+  while (tail_from < s.size() && ((unsigned char)s[tail_from] & 0xC0) == 0x80) tail_from++;
+  return s.substr(0, head) + "..." + s.substr(tail_from);
+}
+
+std::string fit_terminal_row(const std::string& line) {
+  const size_t room = (size_t)std::max(1, terminal_columns() - 1);
+  return line.substr(0, utf8_cut(line, room));
+}
+
 CLI::Option* add_ctx_option(CLI::App* cmd, int64_t& ctx, const std::string& what, const std::string& names) {
   return cmd->add_option(names, ctx, what)->check(CLI::Range((int64_t)0, (int64_t)1 << 24));
 }
@@ -129,9 +160,12 @@ class ProgressLine {
     const auto now = std::chrono::steady_clock::now();
     if (now - start_ < std::chrono::milliseconds(500) || now - last_ < std::chrono::milliseconds(100)) return;
     last_ = now;
-    std::fprintf(stderr, "\r\x1b[2Kkvad: %s  %s %3d%%  %lld of %lld %s", what_.c_str(),
-                 text_bar((double)done / (double)total, 24).c_str(), (int)(100 * done / total), (long long)done,
-                 (long long)total, unit_.c_str());
+    const std::string counts = fmt::format("  {} {:>3}%  {} of {} {}", text_bar((double)done / (double)total, 24),
+                                           100 * done / total, done, total, unit_);
+    // The model's path gives way first: the line must fit one row to be erased whole.
+    const int room = terminal_columns() - 1 - 6 - (int)counts.size();
+    const std::string what = elide_middle(what_, (size_t)std::max(12, room));
+    std::fprintf(stderr, "\r\x1b[2K%s", fit_terminal_row("kvad: " + what + counts).c_str());
     drawn_ = true;
   }
 

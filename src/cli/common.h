@@ -39,6 +39,14 @@ void add_device_option(CLI::App* cmd, std::string& device);  // --device, also o
 void add_gpu_memory_option(CLI::App* cmd, std::string& size);
 // "[#####.......]": `frac` (clamped to 0..1) of `width` cells filled, for the terminal's progress lines.
 std::string text_bar(double frac, int width);
+// stderr's terminal width in columns (80 when it cannot be read). A line redrawn in place must be
+// shorter: once it wraps, "\r\x1b[2K" erases only its last row and the rest stays on the screen.
+int terminal_columns();
+// `s` in at most `n` bytes, its middle replaced by "..." (a path keeps its start and its file name);
+// never splits a UTF-8 character.
+std::string elide_middle(const std::string& s, size_t n);
+// `line` cut to one row of stderr's terminal (terminal_columns() - 1 bytes), for lines redrawn in place.
+std::string fit_terminal_row(const std::string& line);
 // --snapshot-every / --snapshots: recurrent models' state snapshots (EngineOptions), also on serve.
 void add_snapshot_options(CLI::App* cmd, int64_t& every, int64_t& slots);
 // -c/--ctx, the same name wherever a context applies (run, chat, score, serve).
