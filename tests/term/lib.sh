@@ -17,7 +17,11 @@ start_term() {  # start_term COMMAND...: runs it in a 120x40 terminal; `screen` 
   tm new-session -d -s t -x 120 -y 40 "$*; echo \$? > '$WORK/term.rc'; sleep 600"
 }
 
-screen() { tm capture-pane -t t -p -S -2000; }
+# A line-oriented program's lines as it wrote them: -J joins the rows a long line wrapped onto (a
+# deep checkout's paths wrap at 120 columns), sed drops the trailing spaces -J keeps. A full-screen
+# program (tests/term/tui.sh) sets SCREEN_JOIN= to read its rows as drawn.
+SCREEN_JOIN=-J
+screen() { tm capture-pane -t t -p $SCREEN_JOIN -S -2000 | sed 's/[[:space:]]*$//'; }
 keys() { tm send-keys -t t "$@"; }
 type_line() { tm send-keys -t t -l "$1"; tm send-keys -t t Enter; }
 

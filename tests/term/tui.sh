@@ -7,6 +7,7 @@ set -euo pipefail
 KVAD=$1 WORK=$2
 mkdir -p "$WORK" && rm -f "$WORK"/term.rc
 source "$(dirname "$0")/lib.sh"
+SCREEN_JOIN=  # full-screen: its rows as it draws them
 Q3=$WORK/tiny-qwen3
 [ -f "$Q3/config.json" ] || "$KVAD" synth --arch qwen3 --preset tiny --std 0.1 --out "$Q3" >/dev/null
 STORED=$("$KVAD" show "$Q3" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["format"].split()[1])')
