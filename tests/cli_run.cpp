@@ -459,6 +459,27 @@ TEST(CliRun, SpeculationGivesTheSameTextAndReportsItsDrafts) {
   EXPECT_NE(other.err.find("same tokenizer"), std::string::npos) << other.err;
 }
 
+// A machine without a usable Vulkan loader (none, or a broken one first on the library path) runs
+// on the CPU as before: `kvad devices` says why there is no GPU, and asking for one is an error
+// that names the reason and what to install, never a crash.
+TEST(CliRun, WithoutAVulkanLoaderTheCpuStillRuns) {
+  const std::string dir = test::temp_dir("no-vulkan");
+  std::ofstream(dir + "/libvulkan.so.1").close();  // empty: dlopen fails as if there were none
+  const std::string launcher = "env LD_LIBRARY_PATH=" + dir;
+  const std::string base = "run --model " + tiny("llama") + " --prompt 'Hello world' -n 4 --temperature 0 --threads 2";
+  auto list = test::run_kvad_under(launcher, "devices");
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_NE(list.out.find("cpu "), std::string::npos) << list.out;
+  EXPECT_NE(list.out.find("gpu     none: no Vulkan loader (libvulkan.so.1)"), std::string::npos) << list.out;
+  auto cpu = test::run_kvad_under(launcher, base);
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
+  EXPECT_EQ(cpu.out, run_kvad(base).out);
+  auto gpu = test::run_kvad_under(launcher, base + " --device gpu");
+  EXPECT_EQ(gpu.exit_code, 1) << gpu.err;
+  EXPECT_NE(gpu.err.find("--device gpu: no Vulkan loader (libvulkan.so.1) on this machine: install libvulkan1"),
+            std::string::npos) << gpu.err;
+}
+
 // --device as users type it: the same greedy text from the GPU backend (lavapipe, named) as from
 // the CPU, for each architecture it runs; a refused family and a bad device name are errors that
 // say what to do, with a non-zero exit.
