@@ -299,12 +299,8 @@ void add_bench(CLI::App& app) {
     double bw = a->no_bandwidth ? 0 : gpu ? measure_gpu_read_bandwidth_gbs(a->model.device) : measure_read_bandwidth_gbs();
     reset_peak_rss();  // the probe's buffer is gone: the peak is the model's and the benchmark's
     double bits = (double)model.weight_bytes() * 8 / (double)model.parameter_count();
-    const kernels::KvType kv_type = kv_type_for(a->model.kv_type);
-    EngineOptions base;
-    base.kv_type = kv_type;
-    base.device = a->model.device;
-    if (!a->model.gpu_memory.empty()) base.device_memory = parse_byte_size(a->model.gpu_memory, "--gpu-memory");
-    set_gpu_weight_cache(base, m);
+    const EngineOptions base = device_engine_options(a->model, m);
+    const kernels::KvType kv_type = base.kv_type;
     MemorySpec kv = model.memory_spec();
     kv.kv_type = kv_type;
     if (!a->json) {

@@ -181,16 +181,21 @@ class ProgressLine {
 
 }  // namespace
 
-EngineOptions engine_options(const ModelArgs& a, const LoadedModel& m) {
+EngineOptions device_engine_options(const ModelArgs& a, const LoadedModel& m) {
   EngineOptions o;
-  o.loras = lora_uses(m.loras);
   o.kv_type = kv_type_for(a.kv_type);
-  o.ctx = a.ctx;
-  o.snapshot_every = a.snapshot_every;
-  o.snapshots = a.snapshots;
   o.device = a.device;
   if (!a.gpu_memory.empty()) o.device_memory = parse_byte_size(a.gpu_memory, "--gpu-memory");
   set_gpu_weight_cache(o, m);
+  return o;
+}
+
+EngineOptions engine_options(const ModelArgs& a, const LoadedModel& m) {
+  EngineOptions o = device_engine_options(a, m);
+  o.loras = lora_uses(m.loras);
+  o.ctx = a.ctx;
+  o.snapshot_every = a.snapshot_every;
+  o.snapshots = a.snapshots;
   if (is_gpu_device(a.device)) {
     auto line = std::make_shared<ProgressLine>("copying the weights to the GPU", "matrices");
     o.on_weights_progress = [line](int64_t done, int64_t total) { line->update(done, total); };

@@ -58,7 +58,11 @@ LoadedModel load_from_args(const ModelArgs& a);
 void apply_threads(int threads);
 // --lora PATH[:SCALE] (repeatable), also on serve, which has no ModelArgs.
 void add_lora_option(CLI::App* cmd, std::vector<std::string>& loras);
-// The engine's options the model arguments set (--kv-type, --ctx, and m's adapters from --lora).
+// Where and in what the model runs, as the model arguments say: --kv-type, --device, --gpu-memory
+// and the GPU's weight cache. `kvad bench`, which sets the context and adapters per run, starts here.
+EngineOptions device_engine_options(const ModelArgs& a, const LoadedModel& m);
+// The engine's options the model arguments set: device_engine_options, --ctx, the snapshots, m's
+// adapters from --lora, and the GPU copy's progress line.
 EngineOptions engine_options(const ModelArgs& a, const LoadedModel& m);
 // What run and chat use without --model: $KVAD_DEFAULT_MODEL, else models/kvad-kjv in the source tree.
 std::string default_model();
