@@ -338,6 +338,23 @@ void BM_empty_parallel_region(benchmark::State& st) {
   for (auto _ : st) pool().run([](int, int) {});
 }
 
+// A balanced region as a decode product's: the caller writes 1 KB of inputs, each thread reads them.
+void BM_small_balanced_region(benchmark::State& st) {
+  alignas(64) static int32_t in[256];
+  alignas(64) static int64_t out[2][8];
+  int32_t step = 0;
+  for (auto _ : st) {
+    step++;
+    for (int i = 0; i < 256; i += 16) in[i] = step;
+    pool().parallel_for_balanced(2, 1, [&](int64_t b, int64_t) {
+      int64_t sum = 0;
+      for (int i = 0; i < 256; i += 16) sum += in[i];
+      out[b][0] = sum;
+    });
+    benchmark::DoNotOptimize(out);
+  }
+}
+
 // Paged attention of n queries at the end of a ctx-token sequence, Qwen2.5-0.5B's heads (14 query,
 // 2 KV, 64 wide), blocks of `bs` positions taken from the pool in a shuffled order (as a busy
 // pool hands them out): the block-size measurement behind EngineOptions::block_size. The 4th
@@ -556,6 +573,7 @@ BENCHMARK(BM_image_attention)->ArgsProduct({{4096}, {4096}, {8}, {40}, {0, 1}})-
     ->ArgsProduct({{4096}, {77}, {8}, {40}, {0, 1}})->ArgsProduct({{4096}, {4096}, {1}, {512}, {0, 1}})->UseRealTime();
 BENCHMARK(BM_quantize_acts)->Args({1, 896})->Args({128, 896})->Args({128, 4864})->UseRealTime();
 BENCHMARK(BM_empty_parallel_region)->UseRealTime();
+BENCHMARK(BM_small_balanced_region)->UseRealTime();
 BENCHMARK(BM_gemm_packed)->ArgsProduct({{0, 1}, {1, 2, 3}})->UseRealTime();
 BENCHMARK(BM_sample)->DenseRange(0, 4)->UseRealTime();
 BENCHMARK(BM_attention)->ArgsProduct({{1}, {512, 4096}, {4, 16, 64, 256, 4096}, {0}})->Args({1, 80, 16, 0})->Args({128, 128, 16, 0})->Args({512, 512, 16, 0})

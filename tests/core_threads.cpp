@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -41,6 +42,26 @@ TEST(ThreadPool, ParallelForCoversTheRangeOnceInOneGrainAlignedChunkPerThread) {
         std::sort(callers.begin(), callers.end());
         EXPECT_EQ(std::unique(callers.begin(), callers.end()), callers.end()) << "a thread got two chunks";
       }
+  }
+}
+
+// run() copies a small closure into the line the workers wait on and passes a large one by
+// address: both kinds, back to back, each thread sees its own region's values (a copy left from
+// the region before, or a torn one, would show as a wrong sum).
+TEST(ThreadPool, SmallAndLargeClosuresEachReachEveryThread) {
+  for (int threads : {2, 3}) {
+    ThreadPool p(threads);
+    for (int64_t round = 1; round <= 2000; round++) {
+      std::vector<int64_t> got((size_t)threads, -1);
+      int64_t* out = got.data();
+      const int64_t a = round, b = 3 * round;  // small: two values and a pointer, copied
+      p.run([out, a, b](int t, int) { out[t] = a + b + t; });
+      for (int t = 0; t < threads; t++) ASSERT_EQ(got[(size_t)t], 4 * round + t) << "small closure, round " << round;
+      std::array<int64_t, 12> big{};  // large: passed by address
+      for (size_t i = 0; i < big.size(); i++) big[i] = round + (int64_t)i;
+      p.run([out, big](int t, int) { out[t] = big[11] - big[0] + t; });
+      for (int t = 0; t < threads; t++) ASSERT_EQ(got[(size_t)t], 11 + t) << "large closure, round " << round;
+    }
   }
 }
 

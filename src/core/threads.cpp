@@ -23,18 +23,18 @@ ThreadPool::ThreadPool(int n_threads)
 }
 
 ThreadPool::~ThreadPool() {
-  stop_ = true;
-  generation_.fetch_add(1);
-  generation_.notify_all();
+  start_.stop = true;
+  start_.generation.fetch_add(1);
+  start_.generation.notify_all();
   for (auto& w : workers_) w.join();
 }
 
 void ThreadPool::dispatch(Tramp tramp, void* ctx) {
-  tramp_ = tramp;
-  ctx_ = ctx;
+  start_.tramp = tramp;
+  start_.ctx = ctx;
   pending_.store(n_threads_ - 1);
-  generation_.fetch_add(1);
-  generation_.notify_all();
+  start_.generation.fetch_add(1);
+  start_.generation.notify_all();
   in_region_ = true;
   tramp(ctx, 0, n_threads_);
   in_region_ = false;
@@ -51,16 +51,16 @@ void ThreadPool::worker_loop(int index) {
   for (;;) {
     int spins = 0;
     uint32_t g;
-    while ((g = generation_.load()) == seen) {
+    while ((g = start_.generation.load()) == seen) {
       if (++spins < kSpinIters) {
         cpu_relax();
       } else {
-        generation_.wait(seen);
+        start_.generation.wait(seen);
       }
     }
     seen = g;
-    if (stop_) return;
-    tramp_(ctx_, index, n_threads_);
+    if (start_.stop) return;
+    start_.tramp(start_.ctx, index, n_threads_);
     pending_.fetch_sub(1);
   }
 }
