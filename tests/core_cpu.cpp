@@ -55,7 +55,11 @@ TEST(CpuFirstRun, AHangIsCutOff) {
 
 TEST(Cpu, AmxIsOnlyEnabledWhereTheCpuHasTiles) {
   // On a CPU without tiles nothing asks Linux for them, and no kernel takes them.
-  if (!cpu_features().amx_tile) EXPECT_FALSE(amx_enabled());
-  if (!amx_enabled()) EXPECT_FALSE(amx_usable_for(true, "test", [] { return true; }));
+  if (!cpu_features().amx_tile) {
+    EXPECT_FALSE(amx_enabled());
+  }
+  if (!amx_enabled()) {
+    EXPECT_FALSE(amx_usable_for(true, "test", [] { return true; }));
+  }
   EXPECT_EQ(cpu_summary().find("amx") != std::string::npos, cpu_features().amx_tile) << cpu_summary();
 }

@@ -2,32 +2,12 @@
 // machine whose kernel gives huge pages on request, a touched buffer of whole huge pages gets them.
 #include <gtest/gtest.h>
 
-#include <cstdio>
-#include <fstream>
-#include <string>
-
 #include "core/huge_pages.h"
+#include "resident_memory.h"
 
 using namespace kvad;
 
-namespace {
-
-// AnonHugePages of the mapping that holds p, from /proc/self/smaps (kB).
-long anon_huge_kb_at(const void* p) {
-  std::ifstream smaps("/proc/self/smaps");
-  bool inside = false;
-  for (std::string line; std::getline(smaps, line);) {
-    unsigned long lo = 0, hi = 0;
-    if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2) {  // a mapping's first line; fields are "Name: value"
-      inside = (uintptr_t)p >= lo && (uintptr_t)p < hi;
-      continue;
-    }
-    if (inside && line.rfind("AnonHugePages:", 0) == 0) return std::stol(line.substr(14));
-  }
-  return -1;
-}
-
-}  // namespace
+using test::anon_huge_kb_at;
 
 TEST(HugePageBuffer, ZeroedAlignedAndWritableToItsLastByte) {
   for (size_t bytes : {size_t{1}, size_t{4097}, HugePageBuffer::kHugePage, 3 * HugePageBuffer::kHugePage + 5}) {

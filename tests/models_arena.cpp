@@ -49,7 +49,9 @@ TEST(Arena, DistinctAllocationsDoNotOverlap) {
   const std::vector<float*> p = run_forward(a, sizes);
   for (size_t i = 0; i < p.size(); i++)
     for (size_t j = 0; j < p.size(); j++)
-      if (i != j) EXPECT_TRUE(p[i] + sizes[i] <= p[j] || p[j] + sizes[j] <= p[i]) << i << " and " << j;
+      if (i != j) {
+        EXPECT_TRUE(p[i] + sizes[i] <= p[j] || p[j] + sizes[j] <= p[i]) << i << " and " << j;
+      }
 }
 
 TEST(Arena, AScopeHandsItsScratchToTheNextOperation) {

@@ -15,8 +15,10 @@
 #include "runtime/loader.h"
 #include "runtime/speculative.h"
 #include "test_support.h"
+#include "greedy.h"
 
 using namespace kvad;
+using test::greedy;
 
 namespace {
 
@@ -74,12 +76,6 @@ void expect_close(const std::vector<float>& a, const std::vector<float>& b, cons
   EXPECT_LE(worst, 1e-5 * scale) << what;
 }
 
-GenerateOptions greedy(int n) {
-  GenerateOptions g;
-  g.sampling.temperature = 0;
-  g.max_tokens = n;
-  return g;
-}
 
 }  // namespace
 

@@ -19,8 +19,10 @@
 #include "runtime/loader.h"
 #include "runtime/speculative.h"
 #include "test_support.h"
+#include "greedy.h"
 
 using namespace kvad;
+using test::greedy;
 
 namespace {
 
@@ -54,12 +56,6 @@ std::vector<int32_t> prompt_of(std::mt19937& rng, int n, int vocab) {
   return p;
 }
 
-GenerateOptions greedy(int64_t max_tokens) {
-  GenerateOptions g;
-  g.sampling.temperature = 0;
-  g.max_tokens = max_tokens;
-  return g;
-}
 
 GenerateResult run(Engine& e, const LoadedModel& m, const std::vector<int32_t>& prompt, const GenerateOptions& g) {
   auto s = e.open_session();
