@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/json.h"
+#include "core/text.h"
 #include "io/gguf.h"
 #include "io/hub.h"
 #include "io/model_usage.h"
@@ -36,12 +37,7 @@ struct Row {
   int64_t last_used = 0;  // unix seconds, 0 = never (since kvad started recording)
 };
 
-std::string lower(std::string s) {
-  for (char& c : s) c = (char)std::tolower((unsigned char)c);
-  return s;
-}
-
-bool is_gguf(const std::string& p) { return p.size() > 5 && lower(p.substr(p.size() - 5)) == ".gguf"; }
+bool is_gguf(const std::string& p) { return p.size() > 5 && ascii_lower(p.substr(p.size() - 5)) == ".gguf"; }
 
 std::string fmt_when(int64_t t) {
   if (t <= 0) return "never";
@@ -88,7 +84,7 @@ void describe_image(const image::ImageModelInfo& info, Row& row) {
   row.format = "safetensors " + info.dtype;
 }
 
-bool is_safetensors(const std::string& p) { return p.size() > 12 && lower(p.substr(p.size() - 12)) == ".safetensors"; }
+bool is_safetensors(const std::string& p) { return p.size() > 12 && ascii_lower(p.substr(p.size() - 12)) == ".safetensors"; }
 
 uint64_t du(const std::string& dir) {
   uint64_t total = 0;

@@ -6,6 +6,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/text.h"
 #include "image/pipeline_config.h"
 #include "image/single_file.h"
 
@@ -18,8 +19,7 @@ void count(const std::vector<TensorView>& tensors, ImageModelInfo& info, std::ma
   for (const TensorView& t : tensors) {
     info.parameters += t.numel();
     info.weight_bytes += t.nbytes;
-    std::string d = dtype_name(t.dtype);
-    for (char& c : d) c = (char)std::tolower((unsigned char)c);  // "f32", as text models are listed
+    const std::string d = ascii_lower(dtype_name(t.dtype));  // "f32", as text models are listed
     by_dtype[d] += t.numel();
   }
 }

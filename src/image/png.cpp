@@ -62,6 +62,21 @@ bool is_ascii(const std::string& s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return (unsigned char)c < 0x80 && c != 0; });
 }
 
+// The part of encode_png that libpng may leave by longjmp, in a frame of its own that owns
+// nothing (GCC warned that encode_png's vectors might be clobbered across the setjmp there).
+// False when libpng jumped out (its message in the error struct).
+bool write_rows(png_structp png, png_infop info, const Rgb8& img, png_bytep* rows, png_text* chunks, int n_chunks,
+                std::string* out) {
+  if (setjmp(png_jmpbuf(png))) return false;
+  png_set_write_fn(png, out, on_write, on_flush);
+  png_set_IHDR(png, info, (png_uint_32)img.w, (png_uint_32)img.h, 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
+               PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+  if (n_chunks > 0) png_set_text(png, info, chunks, n_chunks);
+  png_set_rows(png, info, rows);
+  png_write_png(png, info, PNG_TRANSFORM_IDENTITY, nullptr);
+  return true;
+}
+
 }  // namespace
 
 std::string encode_png(const Rgb8& img, const PngText& text) {
@@ -88,17 +103,9 @@ std::string encode_png(const Rgb8& img, const PngText& text) {
   png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &err, on_error, on_warning);
   if (!png) fail("encode_png: out of memory");
   png_infop info = png_create_info_struct(png);
-  if (!info || setjmp(png_jmpbuf(png))) {
-    png_destroy_write_struct(&png, info ? &info : nullptr);
-    fail("encode_png: {}", err.message[0] ? err.message : "out of memory");
-  }
-  png_set_write_fn(png, &out, on_write, on_flush);
-  png_set_IHDR(png, info, (png_uint_32)img.w, (png_uint_32)img.h, 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
-               PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
-  if (!chunks.empty()) png_set_text(png, info, chunks.data(), (int)chunks.size());
-  png_set_rows(png, info, rows.data());
-  png_write_png(png, info, PNG_TRANSFORM_IDENTITY, nullptr);
-  png_destroy_write_struct(&png, &info);
+  const bool written = info && write_rows(png, info, img, rows.data(), chunks.data(), (int)chunks.size(), &out);
+  png_destroy_write_struct(&png, info ? &info : nullptr);
+  if (!written) fail("encode_png: {}", err.message[0] ? err.message : "out of memory");
   return out;
 }
 

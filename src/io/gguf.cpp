@@ -426,14 +426,9 @@ GgufCheckpoint::GgufCheckpoint(std::shared_ptr<const GgufFile> file, const GgufN
 
 namespace {
 
-bool ends_with(const std::string& s, const char* suffix) {
-  size_t n = std::strlen(suffix);
-  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
-}
-
 // llama.cpp permuted this Q/K weight or bias per head; returns HF row order in a copy.
 std::shared_ptr<std::vector<uint8_t>> unpermuted_copy(const GgufFile& f, const GgufTensorInfo& t, int64_t heads) {
-  bool bias = ends_with(t.name, ".bias");
+  bool bias = t.name.ends_with(".bias");
   if ((bias && t.ne.size() != 1) || (!bias && t.ne.size() != 2))
     fail("{}: tensor '{}' has {} dimensions, expected {}", f.what(), t.name, t.ne.size(), bias ? 1 : 2);
   int64_t rows = bias ? t.ne[0] : t.ne[1];

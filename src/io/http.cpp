@@ -1,5 +1,7 @@
 #include "io/http.h"
 
+#include "core/text.h"
+
 #include <curl/curl.h>
 
 #include <cctype>
@@ -39,13 +41,6 @@ struct Transfer {
   }
 };
 
-std::string trim(std::string s) {
-  size_t b = 0, e = s.size();
-  while (b < e && std::isspace((unsigned char)s[b])) b++;
-  while (e > b && std::isspace((unsigned char)s[e - 1])) e--;
-  return s.substr(b, e - b);
-}
-
 size_t on_header(char* data, size_t size, size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
   size_t len = size * n;
@@ -58,9 +53,7 @@ size_t on_header(char* data, size_t size, size_t n, void* user) {
   }
   size_t colon = line.find(':');
   if (colon == std::string::npos) return len;
-  std::string name = line.substr(0, colon);
-  for (char& c : name) c = (char)std::tolower((unsigned char)c);
-  t->headers[trim(name)] = trim(line.substr(colon + 1));
+  t->headers[trim_space(ascii_lower(line.substr(0, colon)))] = trim_space(line.substr(colon + 1));
   return len;
 }
 
@@ -216,8 +209,7 @@ std::string url_origin(const std::string& url) {
   size_t scheme_end = url.find("://");
   if (scheme_end == std::string::npos) return "";
   size_t host_end = url.find_first_of("/?#", scheme_end + 3);
-  std::string o = url.substr(0, host_end);
-  for (char& c : o) c = (char)std::tolower((unsigned char)c);
+  std::string o = ascii_lower(url.substr(0, host_end));
   // An explicit default port names the same origin as none.
   if (o.rfind("https://", 0) == 0 && o.size() > 4 && o.substr(o.size() - 4) == ":443") o.resize(o.size() - 4);
   if (o.rfind("http://", 0) == 0 && o.size() > 3 && o.substr(o.size() - 3) == ":80") o.resize(o.size() - 3);

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/json.h"
+#include "core/text.h"
 #include "io/hashing.h"
 #include "io/http.h"
 
@@ -46,24 +47,8 @@ double env_seconds(const char* name, double dflt) {
   return d;
 }
 
-std::string trim(std::string s) {
-  while (!s.empty() && std::isspace((unsigned char)s.back())) s.pop_back();
-  size_t b = 0;
-  while (b < s.size() && std::isspace((unsigned char)s[b])) b++;
-  return s.substr(b);
-}
-
-std::string lower(std::string s) {
-  for (char& c : s) c = (char)std::tolower((unsigned char)c);
-  return s;
-}
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 std::string normalize_etag(std::string e) {
-  e = trim(e);
+  e = trim_space(e);
   if (e.rfind("W/", 0) == 0) e = e.substr(2);
   if (e.size() >= 2 && e.front() == '"' && e.back() == '"') e = e.substr(1, e.size() - 2);
   return e;
@@ -214,7 +199,7 @@ void ensure_writable(const RepoCache& rc) {
 std::vector<std::string> weight_files_of(const std::vector<std::string>& paths) {
   std::vector<std::string> out;
   for (const std::string& p : paths)
-    if (ends_with(lower(p), ".gguf")) out.push_back(p);
+    if (ascii_lower(p).ends_with(".gguf")) out.push_back(p);
   return out;
 }
 
@@ -226,14 +211,14 @@ HubConfig HubConfig::from_env() {
   while (!c.endpoint.empty() && c.endpoint.back() == '/') c.endpoint.pop_back();
   if (c.endpoint.rfind("https://", 0) != 0 && c.endpoint.rfind("http://", 0) != 0)
     fail("HF_ENDPOINT='{}': expected an http:// or https:// address", c.endpoint);
-  c.token = trim(env_str("HF_TOKEN"));
-  if (c.token.empty()) c.token = trim(env_str("HUGGING_FACE_HUB_TOKEN"));
+  c.token = trim_space(env_str("HF_TOKEN"));
+  if (c.token.empty()) c.token = trim_space(env_str("HUGGING_FACE_HUB_TOKEN"));
   if (c.token.empty()) {
     std::string path = env_str("HF_TOKEN_PATH");
     if (path.empty()) path = join_path(hf_home(), "token");
     if (file_exists(path)) {
       try {
-        c.token = trim(read_file(path));
+        c.token = trim_space(read_file(path));
       } catch (const Error&) {
       }
     }
@@ -358,13 +343,13 @@ std::vector<std::string> match_files(const std::vector<std::string>& paths, cons
   for (const std::string& p : paths)
     if (p == want) return {p};
   std::vector<std::string> ggufs = weight_files_of(paths);
-  const std::string tag = lower(want);
+  const std::string tag = ascii_lower(want);
   // A tag stands between separators: "Q4_K" matches model-Q4_K.gguf but not model-Q4_K_M.gguf.
   auto sep_before = [](char c) { return c == '-' || c == '.' || c == '/' || c == '_'; };
   auto sep_after = [](char c) { return c == '-' || c == '.' || c == '/'; };
   std::vector<std::string> hits;
   for (const std::string& p : ggufs) {
-    std::string lp = lower(p);
+    std::string lp = ascii_lower(p);
     for (size_t at = lp.find(tag); at != std::string::npos; at = lp.find(tag, at + 1)) {
       bool before = at == 0 || sep_before(lp[at - 1]);
       size_t after = at + tag.size();
@@ -557,8 +542,8 @@ PullResult pull(const HubConfig& cfg, const RepoRef& ref, PullProgress* progress
     if (!info.find(kIndex) && !info.find(kSingle)) {
       std::vector<std::string> weights;
       for (const std::string& p : paths)
-        if (ends_with(p, ".bin") || ends_with(p, ".pt") || ends_with(p, ".pth") || ends_with(p, ".h5") ||
-            ends_with(p, ".msgpack") || ends_with(p, ".safetensors") || ends_with(lower(p), ".gguf"))
+        if (p.ends_with(".bin") || p.ends_with(".pt") || p.ends_with(".pth") || p.ends_with(".h5") ||
+            p.ends_with(".msgpack") || p.ends_with(".safetensors") || ascii_lower(p).ends_with(".gguf"))
           weights.push_back(p);
       fail("{} has no {} or {}: kvad reads safetensors weights (weight files there: {})", ref.repo_id, kSingle, kIndex,
            list_some(weights));

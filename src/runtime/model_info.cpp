@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/json.h"
+#include "core/text.h"
 #include "io/hub.h"
 #include "io/safetensors.h"
 #include "models/registry.h"
@@ -15,11 +16,6 @@
 namespace kvad {
 
 namespace {
-
-std::string lower(std::string s) {
-  for (char& c : s) c = (char)std::tolower((unsigned char)c);
-  return s;
-}
 
 // architectures[0], else model_type, else "".
 std::string named_architecture(const Json& cfg) {
@@ -82,7 +78,7 @@ ModelFolderInfo describe_model_folder(const std::string& dir) {
       SafetensorsFile f(p);
       for (const TensorView& t : f.tensors()) {
         info.parameters += t.numel();
-        by_dtype[lower(dtype_name(t.dtype))] += t.numel();
+        by_dtype[ascii_lower(dtype_name(t.dtype))] += t.numel();
       }
     } catch (const std::exception&) {
       set_problem("unreadable safetensors");

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "core/text.h"
 #include "serve/catalog.h"
 #include "serve/conn_guard.h"
 #include "serve/gen_job.h"
@@ -163,7 +164,7 @@ Json details_json(const ModelEntry& e) {
   std::string family = e.architecture;
   for (const char* suffix : {"ForCausalLM", "LMHeadModel"})
     if (size_t at = family.find(suffix); at != std::string::npos) family = family.substr(0, at);
-  for (char& c : family) c = (char)std::tolower((unsigned char)c);
+  family = ascii_lower(family);
   return {{"parent_model", ""},
           {"format", ollama_format(e)},
           {"family", family},

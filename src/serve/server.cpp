@@ -1,5 +1,6 @@
 #include "serve/server.h"
 
+#include "core/text.h"
 #include "runtime/devices.h"
 
 #include <netdb.h>
@@ -89,15 +90,10 @@ bool is_loopback_host(const std::string& host) {
 
 namespace {
 
-std::string lower(std::string s) {
-  for (char& c : s) c = (char)std::tolower((unsigned char)c);
-  return s;
-}
-
 // "example.com:8080" -> "example.com", "[::1]:80" -> "[::1]".
 std::string host_part(const std::string& h) {
-  if (!h.empty() && h[0] == '[') return lower(h.substr(0, h.find(']') + 1));
-  return lower(h.substr(0, h.find(':')));
+  if (!h.empty() && h[0] == '[') return ascii_lower(h.substr(0, h.find(']') + 1));
+  return ascii_lower(h.substr(0, h.find(':')));
 }
 
 // Compares every byte whatever the first difference: the time taken says nothing about the key.
@@ -121,21 +117,21 @@ static bool host_allowed(const ServeOptions& o, const std::string& host_header) 
   bool any = o.host == "0.0.0.0" || o.host == "::" || o.host.empty();
   if (any) return o.allowed_hosts.empty();
   std::string bound = o.host.find(':') != std::string::npos && o.host[0] != '[' ? "[" + o.host + "]" : o.host;
-  if (h == lower(bound)) return true;
+  if (h == ascii_lower(bound)) return true;
   return is_loopback_host(o.host) && (h == "localhost" || h == "127.0.0.1" || h == "[::1]");
 }
 
 static bool origin_allowed(const ServeOptions& o, const std::string& origin, const std::string& host_header) {
   for (const std::string& c : o.cors_origins)
-    if (c == "*" || lower(c) == lower(origin)) return true;
+    if (c == "*" || ascii_lower(c) == ascii_lower(origin)) return true;
   // Same origin: the page was served by this server under the Host the request names.
   // (https: behind a TLS-terminating proxy that keeps the Host.)
-  return lower(origin) == "http://" + lower(host_header) || lower(origin) == "https://" + lower(host_header);
+  return ascii_lower(origin) == "http://" + ascii_lower(host_header) || ascii_lower(origin) == "https://" + ascii_lower(host_header);
 }
 
 static bool cors_listed(const ServeOptions& o, const std::string& origin) {
   for (const std::string& c : o.cors_origins)
-    if (c == "*" || lower(c) == lower(origin)) return true;
+    if (c == "*" || ascii_lower(c) == ascii_lower(origin)) return true;
   return false;
 }
 
@@ -144,7 +140,7 @@ static bool cors_listed(const ServeOptions& o, const std::string& origin) {
 // kvad never sends Access-Control-Allow-Credentials).
 static std::string cors_answer(const ServeOptions& o, const std::string& origin) {
   for (const std::string& c : o.cors_origins)
-    if (lower(c) == lower(origin)) return origin;
+    if (ascii_lower(c) == ascii_lower(origin)) return origin;
   return "*";
 }
 
@@ -187,7 +183,7 @@ Server::Server(ServeOptions opts) : impl_(std::make_unique<Impl>(std::move(opts)
     // needed by an API client; both are refused before a byte of the body is read.
     if (req.has_header("Transfer-Encoding"))
       return refuse(411, "chunked request bodies are not accepted: send Content-Length", "length_required");
-    if (req.has_header("Content-Encoding") && lower(req.get_header_value("Content-Encoding")) != "identity")
+    if (req.has_header("Content-Encoding") && ascii_lower(req.get_header_value("Content-Encoding")) != "identity")
       return refuse(415, "compressed request bodies are not accepted", "unsupported_media_type");
     if (!host_allowed(s.opts, req.get_header_value("Host")))
       return refuse(421, "the Host header does not name this server (see --allow-host)", "misdirected_request");
@@ -210,7 +206,7 @@ Server::Server(ServeOptions opts) : impl_(std::make_unique<Impl>(std::move(opts)
         return refuse(403, "cross-origin request refused (allow the origin with --cors ORIGIN)", "forbidden_origin");
       if (req.get_header_value("Sec-Fetch-Site") == "cross-site" && origin.empty())
         return refuse(403, "cross-site request refused", "forbidden_origin");
-      std::string ct = lower(req.get_header_value("Content-Type"));
+      std::string ct = ascii_lower(req.get_header_value("Content-Type"));
       if (body > 0 && ct.rfind("application/json", 0) != 0)
         return refuse(415, "request bodies must be JSON (Content-Type: application/json)", "unsupported_media_type");
     }

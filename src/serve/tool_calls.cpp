@@ -5,6 +5,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/text.h"
 #include "grammar/json_schema.h"
 
 namespace kvad::serve {
@@ -17,17 +18,12 @@ constexpr const char* kPythonTag = "<|python_tag|>";
 // A call is a small object; one the model nests deeper than this is not parsed (bounded recursion).
 const JsonLimits kCallLimits{64, 1 << 20};
 
-std::string trim(const std::string& s) {
-  size_t b = s.find_first_not_of(" \t\r\n"), e = s.find_last_not_of(" \t\r\n");
-  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
-}
-
 // {"name": "...", "<args_key>": {...}} -> a call; anything else (prose, a truncated object, other
 // keys' types) is not one. Arguments written as a JSON string holding an object are read too.
 std::optional<ToolCall> read_call(const std::string& text, const char* args_key) {
   OrderedJson j;
   try {
-    j = parse_ordered_json(trim(text), "a tool call", kCallLimits);
+    j = parse_ordered_json(trim_space(text), "a tool call", kCallLimits);
   } catch (const std::exception&) {
     return std::nullopt;
   }
@@ -47,8 +43,8 @@ std::optional<ToolCall> read_call(const std::string& text, const char* args_key)
 
 // Llama 3.1: the whole answer is the call, maybe after <|python_tag|>.
 std::optional<ToolCall> read_llama_call(const std::string& text) {
-  std::string t = trim(text);
-  if (t.rfind(kPythonTag, 0) == 0) t = trim(t.substr(std::string(kPythonTag).size()));
+  std::string t = trim_space(text);
+  if (t.rfind(kPythonTag, 0) == 0) t = trim_space(t.substr(std::string(kPythonTag).size()));
   if (t.empty() || t[0] != '{') return std::nullopt;
   if (auto c = read_call(t, "parameters")) return c;
   return read_call(t, "arguments");
@@ -105,7 +101,7 @@ ParsedAnswer parse_tool_calls(ToolFamily f, const std::string& text) {
     else out.content += text.substr(open, end - open);
     pos = end;
   }
-  if (!out.calls.empty()) out.content = trim(out.content);  // the blank lines around the calls
+  if (!out.calls.empty()) out.content = trim_space(out.content);  // the blank lines around the calls
   return out;
 }
 
@@ -134,7 +130,7 @@ void ToolCallStream::drain(std::vector<Piece>& out, bool end) {
   }
   if (family_ == ToolFamily::Llama3) {
     // The call is the whole answer: decided by its first non-blank text, held to the end if it may be one.
-    std::string t = trim(held_);
+    std::string t = trim_space(held_);
     if (t.empty() && !end) return;
     std::string tag = kPythonTag;
     bool maybe = !t.empty() && (t[0] == '{' || t.rfind(tag, 0) == 0 || tag.rfind(t, 0) == 0);

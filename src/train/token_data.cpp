@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/json.h"
+#include "core/text.h"
 #include "core/utf8.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -38,10 +39,7 @@ bool is_blank(std::string_view s) {
 }
 
 bool ends_with_jsonl(const std::string& path) {
-  if (path.size() < 6) return false;
-  std::string tail = path.substr(path.size() - 6);
-  for (char& c : tail) c = (char)std::tolower((unsigned char)c);
-  return tail == ".jsonl";
+  return ascii_lower(path).ends_with(".jsonl");
 }
 
 // A file's lines, read in pieces (a line longer than 1 MB or a file of more than a million lines
