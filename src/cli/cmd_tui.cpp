@@ -70,6 +70,14 @@ std::string mb(double bytes) {
   return bytes < 1e6 ? fmt::format("{:.1f} KB", bytes / 1e3) : fmt::format("{:.1f} MB", bytes / 1e6);
 }
 
+// The keys, said on the status line until something else is: the longest wording that fits.
+const std::string kKeyHints[] = {
+    "Enter sends · Esc stops an answer · Tab: dashboard (p format, r reset, q quit) · F2 format · Ctrl-D quits",
+    "Enter sends · Esc stops · Tab: dashboard (p r q) · F2 format · Ctrl-D quits",
+    "Enter send · Esc stop · Tab dashboard · F2 format · ^D quit",
+    "Esc stop · Tab · F2 format · ^D quit",
+};
+
 // Display columns of UTF-8 text, and where to cut it to fit `cols` (whole characters).
 size_t cut_to_columns(const std::string& s, size_t from, int cols, int& used) {
   std::mbstate_t st{};
@@ -85,6 +93,14 @@ size_t cut_to_columns(const std::string& s, size_t from, int cols, int& used) {
     i += n == 0 ? 1 : n;
   }
   return i;
+}
+
+const std::string& key_hints(int cols) {
+  for (const std::string& h : kKeyHints) {
+    int used = 0;
+    if (cut_to_columns(h, 0, 1 << 30, used) == h.size() && used <= cols) return h;
+  }
+  return kKeyHints[std::size(kKeyHints) - 1];
 }
 
 // Text wrapped to `cols` columns, at spaces where a line has one.
@@ -187,7 +203,7 @@ class Tui {
       init_pair(2, COLOR_GREEN, -1);
       init_pair(3, COLOR_YELLOW, -1);
     }
-    status_ = "Enter sends · Esc stops an answer · Tab: dashboard (p format, r reset, q quit) · F2 format · Ctrl-D quits";
+    status_ = kKeyHints[0];
     StderrToStatus stderr_lines;  // until endwin(): nothing may write to the terminal behind ncurses
     while (!quit_) {
       collect_finished();
@@ -482,7 +498,8 @@ class Tui {
     int row = LINES - 2;
     mvhline(row - 1, 0, '-', COLS);
     // The status, then the newest line the process wrote to stderr (StderrToStatus).
-    std::string shown = status_ + (status_.empty() || note_.empty() ? "" : " · ") + note_;
+    const std::string& status = status_ == kKeyHints[0] ? key_hints(COLS - 1) : status_;
+    std::string shown = status + (status.empty() || note_.empty() ? "" : " · ") + note_;
     int used = 0;
     mvaddstr(LINES - 1, 0, shown.substr(0, cut_to_columns(shown, 0, COLS - 1, used)).c_str());
     std::string prompt = stream_.running ? "(answering: Esc stops) " : "> ";

@@ -20,6 +20,14 @@ wait_for 'backend +cpu '"$STORED"
 wait_for 'p cycles +f32 bf16 q8 q4'
 pass "the dashboard names the model's format and the formats p cycles through"
 
+# The keys on the status line: all of them in 120 columns, a shorter wording whole in 60.
+wait_for '^Enter sends · Esc stops an answer · Tab: dashboard \(p format, r reset, q quit\) · F2 format · Ctrl-D quits$' 5
+tm resize-window -t t -x 60 -y 40
+wait_for '^Enter send · Esc stop · Tab dashboard · F2 format · \^D quit$' 5
+tm resize-window -t t -x 120 -y 40
+wait_for 'p cycles +f32 bf16 q8 q4' 5
+pass "the status line says the keys in a wording that fits the window"
+
 # A turn: the answer appears beside live figures (decode tok/s, first token, the context used).
 type_line 'hello there'
 wait_for '^you: hello there'
