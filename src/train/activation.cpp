@@ -44,5 +44,6 @@ void swiglu_bwd(T* dgu, const T* gu, const T* dout, int64_t rows, int64_t I) {
   template void swiglu_bwd<T>(T*, const T*, const T*, int64_t, int64_t);
 KVAD_INSTANTIATE(float)
 KVAD_INSTANTIATE(double)
+#undef KVAD_INSTANTIATE
 
 }  // namespace kvad::train

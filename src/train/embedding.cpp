@@ -55,5 +55,6 @@ void embedding_bwd(T* dwte, T* dwpe, const T* dx, const int32_t* tokens, int64_t
   template void embedding_bwd<T>(T*, T*, const T*, const int32_t*, int64_t, int64_t, int64_t);
 KVAD_INSTANTIATE(float)
 KVAD_INSTANTIATE(double)
+#undef KVAD_INSTANTIATE
 
 }  // namespace kvad::train

@@ -72,5 +72,6 @@ void linear_bwd(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, int64_
   template void linear_bwd<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t, int64_t, bool);
 KVAD_INSTANTIATE(float)
 KVAD_INSTANTIATE(double)
+#undef KVAD_INSTANTIATE
 
 }  // namespace kvad::train
