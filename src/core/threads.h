@@ -6,9 +6,9 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
-#include <type_traits>
 #include <memory>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace kvad {
@@ -131,7 +131,7 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   // What a worker reads to start a region shares the generation's cache line, so the one transfer
   // that tells it a region began also brings the function to run (on a 2-vCPU Zen 5 guest each
-  // cross-core line transfer is ~150-300 ns, and a worker's start waited on three in a row).
+  // cross-core line transfer is ~60-300 ns, and a worker's start waited on three in a row).
   struct alignas(64) Start {
     std::atomic<uint32_t> generation{0};
     bool stop = false;
