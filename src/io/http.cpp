@@ -1,13 +1,13 @@
 #include "io/http.h"
 
-#include "core/text.h"
-
 #include <curl/curl.h>
 
 #include <cctype>
 #include <chrono>
 #include <exception>
 #include <mutex>
+
+#include "core/text.h"
 
 namespace kvad {
 

@@ -1,6 +1,5 @@
 #include "serve/server.h"
 
-#include "core/text.h"
 #include "runtime/devices.h"
 
 #include <netdb.h>
@@ -17,6 +16,7 @@
 
 #include "core/cpu.h"
 #include "core/meminfo.h"
+#include "core/text.h"
 #include "io/download.h"  // format_bytes
 #include "core/threads.h"
 #include "serve/server_impl.h"
