@@ -37,7 +37,7 @@ struct Row {
   int64_t last_used = 0;  // unix seconds, 0 = never (since kvad started recording)
 };
 
-bool is_gguf(const std::string& p) { return p.size() > 5 && ascii_lower(p.substr(p.size() - 5)) == ".gguf"; }
+bool is_gguf(const std::string& p) { return p.size() > 5 && ends_with_ignoring_case(p, ".gguf"); }
 
 std::string fmt_when(int64_t t) {
   if (t <= 0) return "never";
@@ -84,7 +84,7 @@ void describe_image(const image::ImageModelInfo& info, Row& row) {
   row.format = "safetensors " + info.dtype;
 }
 
-bool is_safetensors(const std::string& p) { return p.size() > 12 && ascii_lower(p.substr(p.size() - 12)) == ".safetensors"; }
+bool is_safetensors(const std::string& p) { return p.size() > 12 && ends_with_ignoring_case(p, ".safetensors"); }
 
 uint64_t du(const std::string& dir) {
   uint64_t total = 0;

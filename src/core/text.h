@@ -12,6 +12,18 @@ inline std::string ascii_lower(std::string s) {
   return s;
 }
 
+// Whether s ends with suffix, ASCII case aside (".GGUF" is a ".gguf" file).
+inline bool ends_with_ignoring_case(std::string_view s, std::string_view suffix) {
+  if (s.size() < suffix.size()) return false;
+  for (size_t i = 0, at = s.size() - suffix.size(); i < suffix.size(); i++) {
+    char c = s[at + i], d = suffix[i];
+    if (c >= 'A' && c <= 'Z') c = (char)(c - 'A' + 'a');
+    if (d >= 'A' && d <= 'Z') d = (char)(d - 'A' + 'a');
+    if (c != d) return false;
+  }
+  return true;
+}
+
 // s without the spaces, tabs, and line, form and vertical-tab breaks at either end.
 inline std::string trim_space(std::string_view s) {
   constexpr std::string_view space = " \t\n\v\f\r";

@@ -199,7 +199,7 @@ void ensure_writable(const RepoCache& rc) {
 std::vector<std::string> weight_files_of(const std::vector<std::string>& paths) {
   std::vector<std::string> out;
   for (const std::string& p : paths)
-    if (ascii_lower(p).ends_with(".gguf")) out.push_back(p);
+    if (ends_with_ignoring_case(p, ".gguf")) out.push_back(p);
   return out;
 }
 
@@ -543,7 +543,7 @@ PullResult pull(const HubConfig& cfg, const RepoRef& ref, PullProgress* progress
       std::vector<std::string> weights;
       for (const std::string& p : paths)
         if (p.ends_with(".bin") || p.ends_with(".pt") || p.ends_with(".pth") || p.ends_with(".h5") ||
-            p.ends_with(".msgpack") || p.ends_with(".safetensors") || ascii_lower(p).ends_with(".gguf"))
+            p.ends_with(".msgpack") || p.ends_with(".safetensors") || ends_with_ignoring_case(p, ".gguf"))
           weights.push_back(p);
       fail("{} has no {} or {}: kvad reads safetensors weights (weight files there: {})", ref.repo_id, kSingle, kIndex,
            list_some(weights));

@@ -39,7 +39,7 @@ bool is_blank(std::string_view s) {
 }
 
 bool ends_with_jsonl(const std::string& path) {
-  return ascii_lower(path).ends_with(".jsonl");
+  return ends_with_ignoring_case(path, ".jsonl");
 }
 
 // A file's lines, read in pieces (a line longer than 1 MB or a file of more than a million lines
