@@ -33,7 +33,7 @@ TEST(ModelBatch, EverySequenceGetsTheLogitsItGetsAlone) {
   const int64_t bs = 3;
   for (std::string arch : {"llama", "qwen2", "qwen3", "gpt2", "qwen3_moe", "qwen3_next"}) {
     SCOPED_TRACE(arch);
-    auto m = load_model_dir(test::synth_tiny(arch, "batch"), {});
+    auto m = load_model_dir(test::synth_tiny(arch, "batch", "tiny-v512"), {});
     const int64_t V = m->config().vocab_size;
     // K sequences: {tokens already held, new rows in the batched step}.
     const int64_t shape[][2] = {{0, 7}, {5, 1}, {11, 4}, {3, 1}, {0, 1}, {8, 9}, {17, 1}, {2, 2}};

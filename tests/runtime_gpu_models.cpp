@@ -79,7 +79,7 @@ TEST(GpuModels, EveryArchitectureAndFormatMatchesTheCpu) {
   // CPU's int8 rounding of activations (the GPU multiplies f32 activations by the same codes).
   const std::pair<const char*, double> formats[] = {{"f32", 1e-4}, {"bf16", 1e-4}, {"q8", 0.05}, {"q4", 0.05}};
   for (std::string arch : {"llama", "qwen2", "qwen3", "gpt2"}) {
-    const std::string dir = test::synth_tiny(arch, "gpu");
+    const std::string dir = test::synth_tiny(arch, "gpu-v512", "tiny-v512");
     for (auto [fmt, tol] : formats) {
       SCOPED_TRACE(arch + " " + fmt);
       LoadOptions lo;
@@ -110,7 +110,7 @@ TEST(GpuModels, EveryArchitectureAndFormatMatchesTheCpu) {
 TEST(GpuModels, Bf16AndQ8CachesMatchTheCpus) {
   KVAD_NEED_GPU(device);
   for (std::string arch : {"llama", "gpt2"}) {
-    auto m = load_model_dir(test::synth_tiny(arch, "gpu"), LoadOptions{});
+    auto m = load_model_dir(test::synth_tiny(arch, "gpu-v512", "tiny-v512"), LoadOptions{});
     auto cpu = make_backend("cpu", *m);
     auto gpu = make_backend(device, *m);
     for (kernels::KvType kv : {kernels::KvType::BF16, kernels::KvType::Q8}) {

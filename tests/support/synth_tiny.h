@@ -1,5 +1,7 @@
 // A tiny synthesized model of an architecture, f32 with weights ~ N(0, 0.1) and norm weights
-// 1 + N(0, 0.1): large enough weights that a wrong operation moves the logits visibly.
+// 1 + N(0, 0.1): large enough weights that a wrong operation moves the logits visibly. "tiny" has
+// the family's real vocabulary (Qwen's 151,936 rows); "tiny-v512" the same layers over 512 tokens,
+// for tests whose subject is the layers, where the head's 150k rows were most of the time.
 #pragma once
 #include <string>
 
@@ -8,10 +10,10 @@
 
 namespace kvad::test {
 
-inline std::string synth_tiny(const std::string& arch, const std::string& tag) {
+inline std::string synth_tiny(const std::string& arch, const std::string& tag, const std::string& preset = "tiny") {
   SynthOptions o;
   o.arch = arch;
-  o.preset = "tiny";
+  o.preset = preset;
   o.dtype = DType::F32;
   o.std = 0.1;
   o.norm_jitter = 0.1;
