@@ -2,6 +2,7 @@
 // bad value without recursing into it (issue 9: deep or huge values crashed listing and loading).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <cstdio>
@@ -130,4 +131,54 @@ TEST(CoreJson, MemoryAmplificationIsBounded) {
   st.back() = '}';
   EXPECT_NO_THROW(parse_json(st, "st", JsonLimits{128, st.size(), 12 * st.size()}));
   EXPECT_THROW(parse_json(st, "st", JsonLimits{128, st.size(), 2 * st.size()}), Error);
+}
+
+namespace {
+
+// Writes the events of the containers it takes as text, to compare with the input.
+struct RecordingReader : JsonSideReader {
+  std::vector<std::string> wanted;  // the key path to take
+  std::string events;
+  std::vector<std::string> offered;
+  bool take(std::span<const std::string_view> keys, bool array) override {
+    std::string path;
+    for (std::string_view k : keys) path += "/" + std::string(k);
+    offered.push_back(path + (array ? "[" : "{"));
+    if (keys.size() != wanted.size() || !std::equal(keys.begin(), keys.end(), wanted.begin())) return false;
+    events += array ? "[" : "{";
+    return true;
+  }
+  void start(bool array) override { events += array ? "[" : "{"; }
+  void end() override { events += "."; }
+  void key(std::string& k) override { events += k + ":"; }
+  void string(std::string& s) override { events += "'" + s + "' "; }
+  void scalar(const Json& v) override { events += v.dump() + " "; }
+};
+
+}  // namespace
+
+// A side reader takes one container out of the DOM as it is parsed (a tokenizer's vocabulary):
+// it is offered every container whose ancestors are all objects, sees every event inside the one
+// it takes, and the DOM holds null in its place; the bounds still hold inside it.
+TEST(CoreJson, ASideReaderTakesOneContainerOutOfTheDom) {
+  const std::string text =
+      R"({"a": {"b": [1, {"c": "x", "d": [true, null]}, 2.5], "e": 3}, "f": [4, {"g": 5}], "h": {"b": [6]}})";
+  RecordingReader r;
+  r.wanted = {"a", "b"};
+  Json dom = parse_json(text, "doc", {}, &r);
+  EXPECT_EQ(r.events, "[1 {c:'x' d:[true null ..2.5 .");
+  EXPECT_EQ(dom, Json::parse(R"({"a": {"b": null, "e": 3}, "f": [4, {"g": 5}], "h": {"b": [6]}})"));
+  // Offered: a, a/b (taken, so nothing inside it), f (an array: nothing below it), h, h/b.
+  EXPECT_EQ(r.offered, (std::vector<std::string>{"/a{", "/a/b[", "/f[", "/h{", "/h/b["}));
+
+  RecordingReader none;
+  none.wanted = {"nowhere"};
+  EXPECT_EQ(parse_json(text, "doc", {}, &none), Json::parse(text));
+
+  RecordingReader deep;
+  deep.wanted = {"a"};
+  std::string msg = error_of([&] { parse_json(R"({"a": )" + nested_arrays(200) + "}", "deep.json", {}, &deep); });
+  EXPECT_NE(msg.find("nesting deeper than 128"), std::string::npos) << msg;
+  msg = error_of([&] { parse_json(R"({"a": {"b": [1, 2,]}})", "bad.json", {}, &r); });
+  EXPECT_NE(msg.find("bad.json: invalid JSON"), std::string::npos) << msg;
 }

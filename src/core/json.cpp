@@ -26,24 +26,35 @@ class BoundedSax {
   using string_t = typename J::string_t;
   using binary_t = typename J::binary_t;
 
-  BoundedSax(J& root, size_t max_depth, size_t max_memory, size_t text_bytes)
-      : dom_(root, false), max_depth_(max_depth), max_memory_(max_memory), text_bytes_(text_bytes) {}
+  BoundedSax(J& root, size_t max_depth, size_t max_memory, size_t text_bytes, JsonSideReader* side)
+      : dom_(root, false), max_depth_(max_depth), max_memory_(max_memory), text_bytes_(text_bytes), side_(side) {}
 
-  bool null() { return scalar(dom_.null()); }
-  bool boolean(bool v) { return scalar(dom_.boolean(v)); }
-  bool number_integer(number_integer_t v) { return scalar(dom_.number_integer(v)); }
-  bool number_unsigned(number_unsigned_t v) { return scalar(dom_.number_unsigned(v)); }
-  bool number_float(number_float_t v, const string_t& s) { return scalar(dom_.number_float(v, s)); }
-  bool string(string_t& v) { return spend(48 + (v.size() > 15 ? v.size() + 1 : 0)) && scalar(dom_.string(v)); }
+  // Scalars go to the DOM, or to the side reader inside a container it took (spending the same:
+  // its tables are no larger than the DOM they replace).
+  bool null() { return taking() ? side_scalar(J(nullptr)) : scalar(dom_.null()); }
+  bool boolean(bool v) { return taking() ? side_scalar(J(v)) : scalar(dom_.boolean(v)); }
+  bool number_integer(number_integer_t v) { return taking() ? side_scalar(J(v)) : scalar(dom_.number_integer(v)); }
+  bool number_unsigned(number_unsigned_t v) { return taking() ? side_scalar(J(v)) : scalar(dom_.number_unsigned(v)); }
+  bool number_float(number_float_t v, const string_t& s) {
+    return taking() ? side_scalar(J(v)) : scalar(dom_.number_float(v, s));
+  }
+  bool string(string_t& v) {
+    if (!spend(48 + (v.size() > 15 ? v.size() + 1 : 0))) return false;
+    if (!taking()) return scalar(dom_.string(v));
+    side_->string(v);
+    return scalar(true);
+  }
   bool binary(binary_t& v) { return spend(48 + v.size()) && scalar(dom_.binary(v)); }
-  bool start_object(std::size_t n) { return spend(56) && enter(false) && dom_.start_object(n); }
-  bool end_object() { return leave() && dom_.end_object(); }
-  bool start_array(std::size_t n) { return spend(56) && enter(true) && dom_.start_array(n); }
-  bool end_array() { return leave() && dom_.end_array(); }
+  bool start_object(std::size_t n) { return start(false) && (taking() || dom_.start_object(n)); }
+  bool end_object() { return taking() ? end_taken() : leave() && dom_.end_object(); }
+  bool start_array(std::size_t n) { return start(true) && (taking() || dom_.start_array(n)); }
+  bool end_array() { return taking() ? end_taken() : leave() && dom_.end_array(); }
   bool key(string_t& k) {
     if (!spend(80 + (k.size() > 15 ? k.size() + 1 : 0))) return false;
     if (!path_.empty()) path_.back().key = utf8_prefix(k, 40);
-    return dom_.key(k);
+    if (!taking()) return dom_.key(k);
+    side_->key(k);
+    return true;
   }
   bool parse_error(std::size_t pos, const std::string&, const nlohmann::detail::exception& ex) {
     // nlohmann's message quotes the last token read, which can be most of the input: cut it.
@@ -64,6 +75,34 @@ class BoundedSax {
   bool scalar(bool ok) {
     next();
     return spend(24) && ok;  // 16 bytes in the parent, and its spare capacity
+  }
+  bool taking() const { return taken_at_ != 0; }
+  bool side_scalar(const J& v) {
+    if constexpr (std::is_same_v<J, Json>) side_->scalar(v);
+    return scalar(true);
+  }
+  // A container opens: inside a taken one it is the side reader's; else the side reader may take
+  // it (its ancestors all objects, so the DOM holds null under its key), else it is the DOM's.
+  bool start(bool array) {
+    if (!spend(56) || !enter(array)) return false;
+    if (taking()) {
+      side_->start(array);
+    } else if (side_ && path_.size() >= 2) {
+      std::vector<std::string_view> keys;
+      for (size_t i = 0; i + 1 < path_.size(); i++) {
+        if (path_[i].array) return true;
+        keys.push_back(path_[i].key);
+      }
+      if (side_->take(keys, array)) taken_at_ = path_.size();
+    }
+    return true;
+  }
+  // A container in a taken one closes, or the taken one itself: the DOM saw neither its start nor
+  // its end, so its parent holds null under its key.
+  bool end_taken() {
+    if (path_.size() == taken_at_) taken_at_ = 0;
+    side_->end();
+    return leave();
   }
   // Memory amplification: a small text must not build a huge DOM.
   bool spend(size_t bytes) {
@@ -105,17 +144,19 @@ class BoundedSax {
 
   nlohmann::detail::json_sax_dom_parser<J> dom_;
   size_t max_depth_, max_memory_, text_bytes_, memory_ = 0;
+  JsonSideReader* side_;
+  size_t taken_at_ = 0;  // the depth (path_.size()) of the container the side reader took; 0: none
   std::vector<Level> path_;
   std::string error_;
 };
 
 template <class J>
-J parse_bounded(std::string_view text, const std::string& what, const JsonLimits& limits) {
+J parse_bounded(std::string_view text, const std::string& what, const JsonLimits& limits, JsonSideReader* side) {
   if (text.size() > limits.max_bytes)
     fail("{}: {} bytes of JSON is more than the {} accepted", what, text.size(), limits.max_bytes);
   J root;
   size_t max_memory = limits.max_memory ? limits.max_memory : 12 * text.size() + (size_t(64) << 20);
-  BoundedSax<J> sax(root, limits.max_depth, max_memory, text.size());
+  BoundedSax<J> sax(root, limits.max_depth, max_memory, text.size(), side);
   bool ok = false;
   try {
     ok = J::sax_parse(text.begin(), text.end(), &sax, nlohmann::detail::input_format_t::json, true, false);
@@ -185,20 +226,20 @@ std::string snippet(const J& root, size_t max) {
 
 }  // namespace
 
-Json parse_json(std::string_view text, const std::string& what, const JsonLimits& limits) {
-  return parse_bounded<Json>(text, what, limits);
+Json parse_json(std::string_view text, const std::string& what, const JsonLimits& limits, JsonSideReader* side) {
+  return parse_bounded<Json>(text, what, limits, side);
 }
 
 OrderedJson parse_ordered_json(std::string_view text, const std::string& what, const JsonLimits& limits) {
-  return parse_bounded<OrderedJson>(text, what, limits);
+  return parse_bounded<OrderedJson>(text, what, limits, nullptr);
 }
 
-Json read_json_file(const std::string& path, const JsonLimits& limits) {
+Json read_json_file(const std::string& path, const JsonLimits& limits, JsonSideReader* side) {
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size > limits.max_bytes)
     fail("{}: {} bytes is more than the {} bytes accepted for a JSON file", path, (uint64_t)st.st_size,
          limits.max_bytes);
-  return parse_json(read_file(path), path, limits);
+  return parse_json(read_file(path), path, limits, side);
 }
 
 std::string json_snippet(const Json& v, size_t max_chars) { return snippet(v, max_chars); }

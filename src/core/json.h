@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -32,11 +33,31 @@ struct JsonLimits {
 };
 inline constexpr size_t kJsonMaxDepth = 128;
 
+// Takes the big containers of a document out of its DOM as the parser reads them: a
+// tokenizer.json's vocab and merges (150k members each) become the reader's own tables, and the DOM
+// holds null in their place. Building nlohmann's DOM of them and freeing it was ~40% of loading a
+// tokenizer (docs/tokenizer.md). The reader's methods may throw kvad::Error.
+class JsonSideReader {
+ public:
+  virtual ~JsonSideReader() = default;
+  // A container whose ancestors are all objects, `keys` its path from the root (never empty):
+  // true to take it. Its events follow, then end() when it closes.
+  virtual bool take(std::span<const std::string_view> keys, bool array) = 0;
+  // Inside a taken container: containers in it open and close, keys, strings, other scalars
+  // (numbers, true/false, null) as a Json.
+  virtual void start(bool array) = 0;
+  virtual void end() = 0;
+  virtual void key(std::string& k) = 0;
+  virtual void string(std::string& s) = 0;
+  virtual void scalar(const Json& v) = 0;
+};
+
 // Parses a JSON file; throws kvad::Error naming the file on I/O or syntax errors, on numbers out
 // of range (1e999), on nesting deeper than limits.max_depth and on files over limits.max_bytes
-// (checked before reading).
-Json read_json_file(const std::string& path, const JsonLimits& limits = {});
-Json parse_json(std::string_view text, const std::string& what, const JsonLimits& limits = {});
+// (checked before reading). `side`: a reader that takes some containers out of the DOM.
+Json read_json_file(const std::string& path, const JsonLimits& limits = {}, JsonSideReader* side = nullptr);
+Json parse_json(std::string_view text, const std::string& what, const JsonLimits& limits = {},
+                JsonSideReader* side = nullptr);
 OrderedJson parse_ordered_json(std::string_view text, const std::string& what, const JsonLimits& limits = {});
 
 // At most max_chars characters (plus "...") of v serialised, for error messages. Iterative: safe
