@@ -20,14 +20,27 @@ Json minimal() {
   })");
 }
 
-// The error message of loading `j`, or "" when it loads.
+// The error message of loading `j`, or "" when it loads. Both ways a tokenizer.json is read must
+// say the same: from a DOM (Tokenizer::from_json, a GGUF's tokenizer) and from the file, where the
+// parser hands a BPE vocab and merges to the tokenizer's tables instead of the DOM.
 std::string load_error_of(const Json& j, const Json& config = Json::object()) {
+  std::string from_dom, from_file;
   try {
     Tokenizer::from_json(j, config, "x/tokenizer.json");
   } catch (const Error& e) {
-    return e.what();
+    from_dom = e.what();
   }
-  return "";
+  const std::string dir = test::temp_dir("tokenizer-errors");
+  std::ofstream(dir + "/tokenizer.json") << j.dump();
+  std::ofstream(dir + "/tokenizer_config.json") << config.dump();
+  try {
+    Tokenizer::load(dir + "/tokenizer.json", dir + "/tokenizer_config.json");
+  } catch (const Error& e) {
+    from_file = e.what();
+    for (size_t p; (p = from_file.find(dir + "/")) != std::string::npos;) from_file.replace(p, dir.size() + 1, "x/");
+  }
+  EXPECT_EQ(from_file, from_dom) << j.dump();
+  return from_dom;
 }
 
 #define EXPECT_ERROR(j, ...)                                                                   \
@@ -81,6 +94,34 @@ TEST(TokenizerErrors, BadMerges) {
   EXPECT_ERROR(j, "model.merges[0]");
   j["model"]["merges"] = "a b";
   EXPECT_ERROR(j, "model.merges: expected an array");
+  // The shape of a pair is checked before its elements', as HF's does.
+  j["model"]["merges"] = Json::parse(R"([["a", "b"], [1, 2, 3]])");
+  EXPECT_ERROR(j, "model.merges[1]", "an array of 3");
+  j["model"]["merges"] = Json::parse(R"([["a", ["b"]]])");
+  EXPECT_ERROR(j, "model.merges[0][1]", "expected a string, got array");
+  j["model"]["merges"] = Json::parse(R"([[{"a": 1}, "b"]])");
+  EXPECT_ERROR(j, "model.merges[0][0]", "expected a string, got object");
+  j["model"]["merges"] = Json::parse(R"(["a b", {"a": "b"}])");
+  EXPECT_ERROR(j, "model.merges[1]", "got object");
+  j["model"]["merges"] = Json::parse(R"([null])");
+  EXPECT_ERROR(j, "model.merges[0]", "got null");
+  // A merges.txt header is not a merge, but still an element: errors after it count it.
+  j["model"]["merges"] = Json::parse(R"(["#version: 0.2", "a c"])");
+  EXPECT_ERROR(j, "model.merges[1]", "'c' is not in the vocab");
+}
+
+// A pair listed twice keeps its last rank and a piece listed twice its last id, as HF's maps do.
+TEST(TokenizerErrors, RepeatedEntriesKeepTheLast) {
+  Json j = minimal();
+  j["model"]["vocab"] = {{"a", 0}, {"b", 1}, {"c", 2}, {"ab", 3}, {"bc", 4}};
+  j["model"]["merges"] = {"b c", "a b", "b c"};  // "a b" now outranks "b c"
+  EXPECT_EQ(load_error_of(j), "");
+  EXPECT_EQ(Tokenizer::from_json(j, Json::object(), "x").encode("abc"), (std::vector<int32_t>{3, 2}));
+  const std::string dir = test::temp_dir("tokenizer-repeated");
+  std::string text = j.dump();
+  text.replace(text.find("\"ab\":3"), 6, "\"ab\":9,\"ab\":3");  // the DOM (and HF) keep the last
+  std::ofstream(dir + "/tokenizer.json") << text;
+  EXPECT_EQ(Tokenizer::load(dir + "/tokenizer.json", "").encode("abc"), (std::vector<int32_t>{3, 2}));
 }
 
 TEST(TokenizerErrors, BadIds) {
@@ -91,6 +132,12 @@ TEST(TokenizerErrors, BadIds) {
   EXPECT_ERROR(j, "model.vocab.a", "integer");
   j["model"]["vocab"]["a"] = 1e12;
   EXPECT_ERROR(j, "model.vocab.a");
+  j["model"]["vocab"]["a"] = Json::array({0});
+  EXPECT_ERROR(j, "model.vocab.a", "integer", "got array");
+  j["model"]["vocab"]["a"] = {{"id", 0}};
+  EXPECT_ERROR(j, "model.vocab.a", "integer", "got object");
+  j["model"]["vocab"]["a"] = nullptr;
+  EXPECT_ERROR(j, "model.vocab.a", "integer", "got null");
   j = minimal();
   j["added_tokens"] = {{{"id", 3}}};
   EXPECT_ERROR(j, "added_tokens[0].content: missing");

@@ -22,10 +22,13 @@ std::string read_file(const std::string& path) {
     ::close(fd);
     fail("{}: cannot read (is it a directory?)", path);
   }
-  std::string out;
-  char buf[1 << 16];
+  // Straight into the string, sized once from the file's size (+1 to see the end without growing):
+  // appending 64 KiB at a time copied a 9 MB tokenizer.json about three times over.
+  std::string out(S_ISREG(st.st_mode) && st.st_size > 0 ? (size_t)st.st_size + 1 : size_t{1} << 16, '\0');
+  size_t used = 0;
   for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (used == out.size()) out.resize(2 * out.size());  // a file that grew, or one without a size (/proc)
+    ssize_t n = ::read(fd, out.data() + used, out.size() - used);
     if (n < 0) {
       if (errno == EINTR) continue;
       int e = errno;
@@ -33,9 +36,10 @@ std::string read_file(const std::string& path) {
       fail("{}: read failed: {}", path, std::strerror(e));
     }
     if (n == 0) break;
-    out.append(buf, (size_t)n);
+    used += (size_t)n;
   }
   ::close(fd);
+  out.resize(used);
   return out;
 }
 

@@ -11,21 +11,24 @@ namespace {
 constexpr std::string_view kMetaspace = "\u2581";  // SentencePiece's word-start mark
 }  // namespace
 
-BpeModel::BpeModel(const Json& model, const Field& f, bool byte_level) : byte_level_(byte_level) {
+BpeModel::BpeModel(const Json& model, const Field& f, bool byte_level, BpeTables* read_aside) : byte_level_(byte_level) {
   require_object(model, f);
   const Json* type = find_field(model, "type");
   if (type) {
     std::string t = read_string(*type, f.at("type"));
     if (t != "BPE") f.at("type").fail("model type '{}' is not supported (only BPE and Unigram)", t);
   }
-  const Json* vocab = find_field(model, "vocab");
-  const Json* merges = find_field(model, "merges");
-  if (!vocab) f.at("vocab").fail("missing");
-  if (!merges) f.at("merges").fail("missing");
-  if (!vocab->is_object()) f.at("vocab").fail("expected an object of piece -> id, got {}", json_type(*vocab));
-  if (!merges->is_array()) f.at("merges").fail("expected an array, got {}", json_type(*merges));
+  BpeTables from_dom;
+  BpeTables& t = read_aside ? *read_aside : from_dom;
+  const Json* vocab = t.has_vocab ? nullptr : find_field(model, "vocab");
+  const Json* merges = t.has_merges ? nullptr : find_field(model, "merges");
+  if (!t.has_vocab && !vocab) f.at("vocab").fail("missing");
+  if (!t.has_merges && !merges) f.at("merges").fail("missing");
+  if (vocab && !vocab->is_object()) f.at("vocab").fail("expected an object of piece -> id, got {}", json_type(*vocab));
+  if (merges && !merges->is_array()) f.at("merges").fail("expected an array, got {}", json_type(*merges));
   read_options(model, f);
-  read_vocab(*vocab, f.at("vocab"));
+  if (vocab) t.read_vocab(*vocab, f.at("vocab"));
+  use_vocab(std::move(t.vocab));
 
   std::string unk = read_string_or(model, "unk_token", "", f);
   if (!unk.empty()) {
@@ -39,7 +42,8 @@ BpeModel::BpeModel(const Json& model, const Field& f, bool byte_level) : byte_le
     if (const int32_t* id = piece_to_id_.find(fmt::format("<0x{:02X}>", b))) fallback_id_[b] = *id;
   if (byte_level_) init_byte_level_symbols(byte_fallback);
   else init_char_symbols();
-  read_merges(*merges, f.at("merges"));
+  if (merges) t.read_merges(*merges, f.at("merges"));
+  resolve_merges(t, f.at("merges"));
   init_metaspace_split();
 }
 
@@ -56,17 +60,13 @@ void BpeModel::read_options(const Json& model, const Field& f) {
   ignore_merges_ = read_bool(model, "ignore_merges", false, f);
 }
 
-void BpeModel::read_vocab(const Json& vocab, const Field& f) {
+void BpeModel::use_vocab(PieceTable&& vocab) {
+  piece_to_id_ = std::move(vocab);
+  if (!byte_level_) return;
   const ByteLevelAlphabet& alphabet = byte_level_alphabet();
-  piece_to_id_.reserve(vocab.size(), 8 * vocab.size());
-  if (byte_level_) bytes_to_id_.reserve(vocab.size(), 8 * vocab.size());
-  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    int32_t id = valid_id_or_negative(it.value());
-    if (id < 0) id = read_id(it.value(), f.at(it.key()));  // fails, naming the entry
-    piece_to_id_.insert(it.key(), id);
-    if (!byte_level_) continue;
-    if (auto bytes = alphabet.decode(it.key())) bytes_to_id_.insert(*bytes, id);
-  }
+  bytes_to_id_.reserve(piece_to_id_.size(), 8 * piece_to_id_.size());
+  for (const auto& [piece, id] : piece_to_id_)
+    if (auto bytes = alphabet.decode(piece)) bytes_to_id_.insert(*bytes, id);
 }
 
 // Byte-level: each byte is its alphabet character's token. With byte_fallback a missing one is
@@ -109,38 +109,23 @@ void BpeModel::init_metaspace_split() {
   split_at_metaspace_ = true;
 }
 
-void BpeModel::read_merges(const Json& merges, const Field& f) {
-  merges_.reserve(merges.size());
-  uint32_t rank = 0;
+void BpeModel::resolve_merges(const BpeTables& t, const Field& f) {
+  size_t slots = 16;
+  while (2 * slots < 3 * t.merge_count()) slots *= 2;  // at most 2/3 full
+  merge_slots_.assign(slots, MergeSlot{kNoPair, {}});
   std::string joined;  // a + b, reused: one allocation for the whole list
-  for (size_t i = 0; i < merges.size(); i++) {
-    const Json& m = merges[i];
-    auto mf = [&] { return f.at(i); };  // built only for an error
-    std::string_view a, b;
-    if (m.is_string()) {
-      // Legacy "a b" form (merges.txt lines): exactly two parts around one space.
-      std::string_view s = m.get_ref<const std::string&>();
-      if (s.substr(0, 8) == "#version") continue;  // a merges.txt header that slipped in
-      size_t sp = s.find(' ');
-      if (sp == std::string_view::npos || s.find(' ', sp + 1) != std::string_view::npos)
-        mf().fail("expected two tokens separated by one space, got '{}'", s);
-      a = s.substr(0, sp);
-      b = s.substr(sp + 1);
-    } else if (m.is_array() && m.size() == 2) {
-      a = string_ref(m[0], [&] { return mf().at(size_t{0}); });
-      b = string_ref(m[1], [&] { return mf().at(size_t{1}); });
-    } else {
-      mf().fail("expected \"a b\" or [\"a\", \"b\"], got {}", m.is_array() ? "an array of " + std::to_string(m.size()) : json_type(m));
-    }
+  for (size_t k = 0; k < t.merge_count(); k++) {
+    auto [a, b] = t.merge(k);
     joined.assign(a).append(b);
     const int32_t* ia = piece_to_id_.find(a);
     const int32_t* ib = piece_to_id_.find(b);
     const int32_t* inew = piece_to_id_.find(joined);
-    if (!ia) mf().fail("token '{}' is not in the vocab", a);
-    if (!ib) mf().fail("token '{}' is not in the vocab", b);
-    if (!inew) mf().fail("token '{}' is not in the vocab", joined);
+    if (!ia) f.at(t.merge_index(k)).fail("token '{}' is not in the vocab", a);
+    if (!ib) f.at(t.merge_index(k)).fail("token '{}' is not in the vocab", b);
+    if (!inew) f.at(t.merge_index(k)).fail("token '{}' is not in the vocab", joined);
     // A pair listed twice keeps its last rank, as in HF (the later map insert wins).
-    merges_[pair_key(*ia, *ib)] = Merge{rank++, *inew};
+    const uint64_t key = pair_key(*ia, *ib);
+    merge_slots_[merge_slot(key)] = MergeSlot{key, Merge{(uint32_t)k, *inew}};
   }
 }
 

@@ -12,10 +12,10 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
+#include "tokenizer/bpe_tables.h"
 #include "tokenizer/model.h"
 #include "tokenizer/tokenizer_json.h"
 
@@ -24,8 +24,9 @@ namespace kvad::tok {
 class BpeModel : public Model {
  public:
   // `model` is tokenizer.json's "model" value, `f` names it in errors. `byte_level`: the
-  // pre-tokenizer ends in ByteLevel, so pieces are in GPT-2's byte alphabet.
-  BpeModel(const Json& model, const Field& f, bool byte_level);
+  // pre-tokenizer ends in ByteLevel, so pieces are in GPT-2's byte alphabet. `read_aside`: the
+  // vocab and merges the parser took out of `model` (BpeTablesReader), consumed here.
+  BpeModel(const Json& model, const Field& f, bool byte_level, BpeTables* read_aside = nullptr);
 
   void encode(std::string_view word, std::vector<int32_t>& out) const override;
 
@@ -34,17 +35,31 @@ class BpeModel : public Model {
     uint32_t rank;
     int32_t new_id;
   };
+  // (a, b) -> its merge in an open-addressing table at most 2/3 full: the 280k merges of a 150k
+  // vocabulary were as many unordered_map nodes, a tenth of loading the tokenizer.
+  struct MergeSlot {
+    uint64_t key;  // kNoPair: empty
+    Merge merge;
+  };
+  static constexpr uint64_t kNoPair = ~uint64_t{0};  // ids are below 2^24: no pair's key
   static uint64_t pair_key(int32_t a, int32_t b) { return ((uint64_t)(uint32_t)a << 32) | (uint32_t)b; }
+  size_t merge_slot(uint64_t key) const {
+    const size_t mask = merge_slots_.size() - 1;
+    size_t s = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & mask;
+    while (merge_slots_[s].key != key && merge_slots_[s].key != kNoPair) s = (s + 1) & mask;
+    return s;
+  }
   const Merge* find_merge(int32_t a, int32_t b) const {
-    auto it = merges_.find(pair_key(a, b));
-    return it == merges_.end() ? nullptr : &it->second;
+    if (merge_slots_.empty()) return nullptr;
+    const MergeSlot& slot = merge_slots_[merge_slot(pair_key(a, b))];
+    return slot.key == kNoPair ? nullptr : &slot.merge;
   }
   void read_options(const Json& model, const Field& f);
-  void read_vocab(const Json& vocab, const Field& f);
+  void use_vocab(PieceTable&& vocab);
   void init_byte_level_symbols(bool byte_fallback);
   void init_char_symbols();
   void init_metaspace_split();
-  void read_merges(const Json& merges, const Field& f);
+  void resolve_merges(const BpeTables& t, const Field& f);
   void encode_piece(std::string_view word, std::vector<int32_t>& out) const;
   void merge_word(std::string_view word, std::vector<int32_t>& out) const;
   template <typename Add, typename Unknown>
@@ -52,7 +67,7 @@ class BpeModel : public Model {
 
   bool byte_level_;
   PieceTable bytes_to_id_;  // byte-level: entries whose piece is all alphabet, by raw bytes
-  std::unordered_map<uint64_t, Merge> merges_;
+  std::vector<MergeSlot> merge_slots_;
   // Starting symbols of a byte (byte-level) or of an ASCII character (SentencePiece-style): its own
   // token, or with byte_fallback its <0xXX> tokens; empty when it has no token.
   std::array<std::vector<int32_t>, 256> byte_symbols_;

@@ -4,6 +4,8 @@
 // decodes through the decoder, and reads tokenizer_config.json for BOS/EOS and the chat template.
 #include "tokenizer/tokenizer.h"
 
+#include <functional>
+
 #include "core/error.h"
 #include "core/utf8.h"
 #include "tokenizer/added_vocab.h"
@@ -95,16 +97,18 @@ std::vector<tok::AddedToken> read_added_tokens(const Json& tj, const Field& doc)
 }
 
 // "model": BPE or Unigram (HF tells them apart by the vocab's shape when "type" is missing).
-std::unique_ptr<tok::Model> read_model(const Json& model, const Field& f, bool byte_level) {
+// `read_aside`: what the parser took out of it (BPE's vocab object and merges), or nullptr.
+std::unique_ptr<tok::Model> read_model(const Json& model, const Field& f, bool byte_level, tok::BpeTables* read_aside) {
   tok::require_object(model, f);
   std::string type = tok::read_string_or(model, "type", "", f);
   const Json* vocab = find_field(model, "vocab");
   if (type == "Unigram" || (type.empty() && vocab && vocab->is_array())) {
     // kvad's ByteLevel step leaves the byte alphabet to the model, which only BPE applies.
     if (byte_level) f.fail("a Unigram model after a ByteLevel pre-tokenizer is not supported");
+    if (read_aside && read_aside->has_vocab) f.at("vocab").fail("expected an array of [piece, score], got object");
     return std::make_unique<tok::UnigramModel>(model, f);
   }
-  return std::make_unique<tok::BpeModel>(model, f, byte_level);  // refuses any other type
+  return std::make_unique<tok::BpeModel>(model, f, byte_level, read_aside);  // refuses any other type
 }
 
 // Special-token ids a post-processor puts before and after a single sequence.
@@ -200,7 +204,7 @@ std::string config_name_for(const std::string& what) {
 }
 
 void build(tok::TokenizerData* impl, const Json& tj, const Json& tc, const std::string& what,
-           const std::string& config_what) {
+           const std::string& config_what, tok::BpeTables* read_aside = nullptr) {
   Field doc{what, ""};
   if (!tj.is_object()) doc.fail("expected a JSON object, got {}", tok::json_type(tj));
   const Json* model = find_field(tj, "model");
@@ -210,7 +214,7 @@ void build(tok::TokenizerData* impl, const Json& tj, const Json& tc, const std::
   impl->pretokenizer = tok::PreTokenizer::from_json(find_field(tj, "pre_tokenizer"), doc.at("pre_tokenizer"));
   bool byte_level = impl->pretokenizer.byte_level();
   impl->decoder = tok::Decoder::from_json(find_field(tj, "decoder"), doc.at("decoder"), byte_level);
-  impl->model = read_model(*model, doc.at("model"), byte_level);
+  impl->model = read_model(*model, doc.at("model"), byte_level, read_aside);
   std::vector<tok::AddedToken> added = read_added_tokens(tj, doc);
   read_post_processor(find_field(tj, "post_processor"), doc.at("post_processor"), impl->prefix, impl->suffix);
 
@@ -266,35 +270,57 @@ Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
-Tokenizer Tokenizer::load(const std::string& tokenizer_json_path, const std::string& tokenizer_config_path) {
-  // read_json_file reports syntax errors as kvad::Error, but nlohmann throws out_of_range for a
-  // number too large for a double ("1e999"): turn that into a named error as well.
-  auto read = [](const std::string& path) {
-    try {
-      return read_json_file(path);
-    } catch (const Json::exception& e) {
-      fail("{}: invalid JSON: {}", path, e.what());
-    }
-  };
-  Json tj = read(tokenizer_json_path);
-  Json tc = tokenizer_config_path.empty() ? Json::object() : read(tokenizer_config_path);
-  auto impl = std::make_unique<Impl>();
+namespace {
+
+// A JSON document parsed by `parse` (given `side`, or nullptr); nlohmann's out_of_range for a
+// number too large for a double ("1e999") becomes an error naming the document too.
+Json parse_named(const std::function<Json(JsonSideReader*)>& parse, JsonSideReader* side, const std::string& what) {
   try {
-    build(impl.get(), tj, tc, tokenizer_json_path,
-          tokenizer_config_path.empty() ? "tokenizer_config.json" : tokenizer_config_path);
-  } catch (const Json::exception& e) {  // a shape the explicit checks missed: still a clean error
-    fail("{}: {}", tokenizer_json_path, e.what());
+    return parse(side);
+  } catch (const Json::exception& e) {
+    fail("{}: invalid JSON: {}", what, e.what());
   }
+}
+
+void build_named(tok::TokenizerData* impl, const Json& tj, const Json& tc, const std::string& what,
+                 const std::string& config_what, tok::BpeTables* read_aside) {
+  try {
+    build(impl, tj, tc, what, config_what, read_aside);
+  } catch (const Json::exception& e) {  // a shape the explicit checks missed: still a clean error
+    fail("{}: {}", what, e.what());
+  }
+}
+
+}  // namespace
+
+Tokenizer Tokenizer::load(const std::string& tokenizer_json_path, const std::string& tokenizer_config_path) {
+  tok::BpeTables tables;
+  tok::BpeTablesReader tables_reader(tables, tokenizer_json_path);
+  Json tj = parse_named([&](JsonSideReader* side) { return read_json_file(tokenizer_json_path, {}, side); },
+                        &tables_reader, tokenizer_json_path);
+  Json tc = Json::object();
+  if (!tokenizer_config_path.empty())
+    tc = parse_named([&](JsonSideReader*) { return read_json_file(tokenizer_config_path); }, nullptr, tokenizer_config_path);
+  auto impl = std::make_unique<Impl>();
+  build_named(impl.get(), tj, tc, tokenizer_json_path,
+              tokenizer_config_path.empty() ? "tokenizer_config.json" : tokenizer_config_path, &tables);
   return Tokenizer(std::move(impl));
 }
 
-Tokenizer Tokenizer::from_json(const Json& tokenizer_json, const Json& tokenizer_config, const std::string& what) {
+Tokenizer Tokenizer::parse(std::string_view tokenizer_json, const Json& tokenizer_config, const std::string& what) {
+  tok::BpeTables tables;
+  tok::BpeTablesReader tables_reader(tables, what);
+  Json tj = parse_named([&](JsonSideReader* side) { return parse_json(tokenizer_json, what, {}, side); }, &tables_reader,
+                        what);
   auto impl = std::make_unique<Impl>();
-  try {
-    build(impl.get(), tokenizer_json, tokenizer_config, what, config_name_for(what));
-  } catch (const Json::exception& e) {
-    fail("{}: {}", what, e.what());
-  }
+  build_named(impl.get(), tj, tokenizer_config, what, config_name_for(what), &tables);
+  return Tokenizer(std::move(impl));
+}
+
+Tokenizer Tokenizer::from_json(const Json& tokenizer_json, const Json& tokenizer_config, const std::string& what,
+                               tok::BpeTables* bpe) {
+  auto impl = std::make_unique<Impl>();
+  build_named(impl.get(), tokenizer_json, tokenizer_config, what, config_name_for(what), bpe);
   return Tokenizer(std::move(impl));
 }
 
