@@ -10,6 +10,7 @@
 #include "models/gguf_model.h"
 #include "models/registry.h"
 #include "backend/weight.h"
+#include "runtime/gguf_loader.h"
 #include "tokenizer/tokenizer.h"
 
 using namespace kvad;
@@ -26,7 +27,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (t.nbytes) sink = sink + t.data[0] + t.data[t.nbytes - 1];  // every range must be readable
   try {
     GgufTokenizerJson tj = gguf_tokenizer(*f);
-    Tokenizer tok = Tokenizer::from_json(tj.tokenizer, tj.config, "fuzz.gguf");
+    Tokenizer tok = tokenizer_of_gguf(tj, "fuzz.gguf");
     tok.encode("Hello world 123 <|endoftext|>");
   } catch (const Error&) {
   }

@@ -16,6 +16,7 @@
 #include "gguf_writer.h"
 #include "io/gguf.h"
 #include "models/synth.h"
+#include "runtime/gguf_loader.h"
 #include "runtime/loader.h"
 #include "test_support.h"
 
@@ -92,7 +93,7 @@ TEST_P(GgufTokenizer, IdsMatchTheHuggingFaceReference) {
   std::string bytes = gguf_of_tokenizer(family, pre);
   GgufFile f((const uint8_t*)bytes.data(), bytes.size(), std::string(family) + ".gguf");
   GgufTokenizerJson tj = gguf_tokenizer(f);
-  Tokenizer tok = Tokenizer::from_json(tj.tokenizer, tj.config, "gguf tokenizer");
+  Tokenizer tok = tokenizer_of_gguf(tj, "gguf tokenizer");
   Json goldens = read_json_file(test::source_path("tests/fixtures/tokenizer_goldens/goldens.json"));
   size_t n = 0;
   for (const Json& c : goldens["cases"]) {

@@ -574,8 +574,7 @@ GgufTokenizerJson gguf_tokenizer(const GgufFile& f) {
     fail("{}: tokenizer.ggml.model '{}' is not supported: kvad reads byte-level BPE tokenizers ('gpt2')", what, model);
   const std::vector<std::string_view>* tokens = f.get_string_array("tokenizer.ggml.tokens");
   if (!tokens || tokens->empty()) fail("{}: tokenizer.ggml.tokens is missing or empty", what);
-  // The tokenizer's id bound (2^24, tokenizer_json.h): more would only build a vocabulary Json of
-  // ~100 bytes a token (10x the file's 9) for ids the tokenizer then refuses.
+  // The tokenizer's id bound (2^24, tokenizer_json.h): more ids than the tokenizer accepts.
   if (tokens->size() > ((size_t)1 << 24)) fail("{}: {} tokens is too many (at most 2^24)", what, tokens->size());
   const std::vector<std::string_view>* merges = f.get_string_array("tokenizer.ggml.merges");
   if (!merges) fail("{}: tokenizer.ggml.merges is missing (a BPE tokenizer needs its merges)", what);
@@ -588,10 +587,11 @@ GgufTokenizerJson gguf_tokenizer(const GgufFile& f) {
   Pre pre = pre_type(f.get_string("tokenizer.ggml.pre").value_or(""), what);
 
   // llama.cpp token types: 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte.
-  Json vocab = Json::object(), added = Json::array();
+  Json added = Json::array();
   GgufTokenizerJson out;
+  out.vocab.reserve(tokens->size());
   for (size_t id = 0; id < tokens->size(); id++) {
-    std::string tok((*tokens)[id]);
+    std::string_view tok = (*tokens)[id];
     int64_t type = types.empty() ? 1 : types[id];
     if (type == 5) continue;  // [PADn] fillers of ids the original tokenizer did not define
     if (type == 3 || type == 4) {
@@ -601,10 +601,9 @@ GgufTokenizerJson gguf_tokenizer(const GgufFile& f) {
       if (type == 3 && is_eog_text(tok)) out.end_of_generation.push_back((int32_t)id);
       continue;
     }
-    if (!vocab.contains(tok)) vocab[tok] = id;  // a repeated piece keeps its first id
+    out.vocab.emplace_back(tok, (int32_t)id);
   }
-  Json merge_list = Json::array();
-  for (std::string_view m : *merges) merge_list.push_back(std::string(m));
+  out.merges = *merges;
 
   Json tj = Json::object();
   tj["version"] = "1.0";
@@ -629,8 +628,7 @@ GgufTokenizerJson gguf_tokenizer(const GgufFile& f) {
   tj["decoder"] = byte_level(true);
   tj["model"] = {{"type", "BPE"},           {"dropout", nullptr},       {"unk_token", nullptr},
                  {"continuing_subword_prefix", ""}, {"end_of_word_suffix", ""}, {"fuse_unk", false},
-                 {"byte_fallback", false},  {"ignore_merges", pre == Pre::Llama3},
-                 {"vocab", vocab},          {"merges", merge_list}};
+                 {"byte_fallback", false},  {"ignore_merges", pre == Pre::Llama3}};
 
   // Special tokens and what encode(add_special) adds, as llama.cpp reads them.
   Json cfg = Json::object();

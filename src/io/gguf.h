@@ -154,9 +154,14 @@ class GgufCheckpoint : public Checkpoint {
 // tokens, the pre-tokenizer of tokenizer.ggml.pre (qwen2, llama-bpe, gpt-2, smollm and their
 // aliases), BOS/EOS and add_bos/add_eos as a template post-processor, tokenizer.chat_template.
 struct GgufTokenizerJson {
-  Json tokenizer;  // tokenizer.json
+  Json tokenizer;  // tokenizer.json, but for its model's vocab and merges: those are below
   Json config;     // tokenizer_config.json
   std::vector<int32_t> end_of_generation;  // eos, eot, eom ids and llama.cpp's end-of-turn tokens
+  // The BPE vocabulary (a piece listed twice keeps its first id) and merges ("a b"), views into the
+  // GgufFile's metadata, valid while it is: the tokenizer reads them into its tables
+  // (runtime/gguf_loader.h tokenizer_of_gguf) without a Json of 150k entries between.
+  std::vector<std::pair<std::string_view, int32_t>> vocab;
+  std::vector<std::string_view> merges;
 };
 GgufTokenizerJson gguf_tokenizer(const GgufFile& f);
 

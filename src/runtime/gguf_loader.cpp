@@ -4,13 +4,23 @@
 
 #include "core/error.h"
 #include "io/gguf.h"
+#include "tokenizer/bpe_tables.h"
 
 namespace kvad {
 
+Tokenizer tokenizer_of_gguf(const GgufTokenizerJson& tj, const std::string& what) {
+  tok::BpeTables tables;
+  tables.has_vocab = tables.has_merges = true;
+  tables.vocab.reserve(tj.vocab.size(), 8 * tj.vocab.size());
+  for (auto [piece, id] : tj.vocab) tables.vocab.insert(piece, id);  // a repeated piece keeps its first id
+  const tok::Field merges_field{what, "model.merges"};
+  for (size_t i = 0; i < tj.merges.size(); i++) tables.add_merge_text(tj.merges[i], i, merges_field);
+  return Tokenizer::from_json(tj.tokenizer, tj.config, what, &tables);
+}
+
 Tokenizer load_gguf_tokenizer(const std::string& path) {
   GgufFile f(path);
-  GgufTokenizerJson tj = gguf_tokenizer(f);
-  return Tokenizer::from_json(tj.tokenizer, tj.config, path + " (GGUF tokenizer)");
+  return tokenizer_of_gguf(gguf_tokenizer(f), path + " (GGUF tokenizer)");
 }
 
 void load_gguf_model(LoadedModel& m, const LoadOptions& opts) {
@@ -21,7 +31,7 @@ void load_gguf_model(LoadedModel& m, const LoadOptions& opts) {
   m.model = load_model_gguf(m.path, opts);
   GgufFile f(m.path);  // parsed again: the metadata only, through a second mapping
   GgufTokenizerJson tj = gguf_tokenizer(f);
-  m.tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_json(tj.tokenizer, tj.config, m.path + " (GGUF tokenizer)"));
+  m.tokenizer = std::make_unique<Tokenizer>(tokenizer_of_gguf(tj, m.path + " (GGUF tokenizer)"));
   finish_loaded_model(m, m.path + ": tokenizer.chat_template", tj.end_of_generation);
 }
 

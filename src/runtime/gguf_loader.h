@@ -2,6 +2,7 @@
 // registry (models/registry.h load_model_gguf), the tokenizer and chat template from the file's
 // metadata (io/gguf.h gguf_tokenizer), and the end-of-generation ids llama.cpp would use.
 #pragma once
+#include "io/gguf.h"
 #include "runtime/loader.h"
 
 namespace kvad {
@@ -11,5 +12,8 @@ namespace kvad {
 void load_gguf_model(LoadedModel& m, const LoadOptions& opts);
 // The tokenizer of a .gguf file alone (its metadata: no tensor is read).
 Tokenizer load_gguf_tokenizer(const std::string& path);
+// The tokenizer gguf_tokenizer() describes (its vocab and merges views into a GgufFile that is
+// still open); `what` names it in errors.
+Tokenizer tokenizer_of_gguf(const GgufTokenizerJson& tj, const std::string& what);
 
 }  // namespace kvad
