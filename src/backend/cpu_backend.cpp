@@ -93,7 +93,7 @@ class CpuBackend final : public Backend {
       o[n++] = {w, y.data};
     }
     {
-      const Weight* ws[4];
+      const Weight* ws[4] = {};  // (n of them set: GCC cannot tell, and warned)
       Tensor ys[4];
       size_t i = 0;
       for (const auto& [w, y] : outs) ws[i] = w, ys[i++] = y;
