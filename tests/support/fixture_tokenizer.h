@@ -14,9 +14,9 @@ inline Tokenizer load_fixture_tokenizer(const std::string& name) {
   std::string dir = source_path("tests/fixtures/tokenizers/" + name);
   if (!std::filesystem::exists(dir + "/tokenizer.json.gz"))
     return Tokenizer::load(dir + "/tokenizer.json", dir + "/tokenizer_config.json");
-  Json tj = Json::parse(read_gzip_file(dir + "/tokenizer.json.gz"));
+  // The text as kvad reads a tokenizer.json file (its vocab and merges straight into tables).
   Json tc = Json::parse(read_gzip_file(dir + "/tokenizer_config.json.gz"));
-  return Tokenizer::from_json(tj, tc, dir + "/tokenizer.json");
+  return Tokenizer::parse(read_gzip_file(dir + "/tokenizer.json.gz"), tc, dir + "/tokenizer.json");
 }
 
 }  // namespace kvad::test
