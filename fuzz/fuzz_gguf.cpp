@@ -26,7 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const GgufTensorInfo& t : f->tensors())
     if (t.nbytes) sink = sink + t.data[0] + t.data[t.nbytes - 1];  // every range must be readable
   try {
-    GgufTokenizerJson tj = gguf_tokenizer(*f);
+    GgufTokenizerParts tj = gguf_tokenizer(*f);
     Tokenizer tok = tokenizer_of_gguf(tj, "fuzz.gguf");
     tok.encode("Hello world 123 <|endoftext|>");
   } catch (const Error&) {

@@ -141,7 +141,7 @@ TEST(Gguf, TokenizerJsonFromMetadata) {
   w.str("tokenizer.chat_template", "{{ messages }}");
   std::string b = w.bytes();
   GgufFile f((const uint8_t*)b.data(), b.size(), "t.gguf");
-  GgufTokenizerJson t = gguf_tokenizer(f);
+  GgufTokenizerParts t = gguf_tokenizer(f);
   using Piece = std::pair<std::string_view, int32_t>;
   EXPECT_EQ(t.vocab, (std::vector<Piece>{{"a", 0}, {"b", 1}, {"ab", 2}}));
   EXPECT_EQ(t.merges, std::vector<std::string_view>{"a b"});

@@ -92,7 +92,7 @@ TEST_P(GgufTokenizer, IdsMatchTheHuggingFaceReference) {
   auto [family, pre] = GetParam();
   std::string bytes = gguf_of_tokenizer(family, pre);
   GgufFile f((const uint8_t*)bytes.data(), bytes.size(), std::string(family) + ".gguf");
-  GgufTokenizerJson tj = gguf_tokenizer(f);
+  GgufTokenizerParts tj = gguf_tokenizer(f);
   Tokenizer tok = tokenizer_of_gguf(tj, "gguf tokenizer");
   Json goldens = read_json_file(test::source_path("tests/fixtures/tokenizer_goldens/goldens.json"));
   size_t n = 0;

@@ -6,21 +6,18 @@
 
 namespace kvad {
 
+inline char ascii_lower(char c) { return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c; }
+
 inline std::string ascii_lower(std::string s) {
-  for (char& c : s)
-    if (c >= 'A' && c <= 'Z') c = (char)(c - 'A' + 'a');
+  for (char& c : s) c = ascii_lower(c);
   return s;
 }
 
 // Whether s ends with suffix, ASCII case aside (".GGUF" is a ".gguf" file).
 inline bool ends_with_ignoring_case(std::string_view s, std::string_view suffix) {
   if (s.size() < suffix.size()) return false;
-  for (size_t i = 0, at = s.size() - suffix.size(); i < suffix.size(); i++) {
-    char c = s[at + i], d = suffix[i];
-    if (c >= 'A' && c <= 'Z') c = (char)(c - 'A' + 'a');
-    if (d >= 'A' && d <= 'Z') d = (char)(d - 'A' + 'a');
-    if (c != d) return false;
-  }
+  for (size_t i = 0, at = s.size() - suffix.size(); i < suffix.size(); i++)
+    if (ascii_lower(s[at + i]) != ascii_lower(suffix[i])) return false;
   return true;
 }
 

@@ -566,7 +566,7 @@ bool is_eog_text(std::string_view t) {
 
 }  // namespace
 
-GgufTokenizerJson gguf_tokenizer(const GgufFile& f) {
+GgufTokenizerParts gguf_tokenizer(const GgufFile& f) {
   const std::string& what = f.what();
   std::string model = f.get_string("tokenizer.ggml.model").value_or("");
   if (model.empty()) fail("{}: no tokenizer in the GGUF file (tokenizer.ggml.model is missing)", what);
@@ -588,7 +588,7 @@ GgufTokenizerJson gguf_tokenizer(const GgufFile& f) {
 
   // llama.cpp token types: 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte.
   Json added = Json::array();
-  GgufTokenizerJson out;
+  GgufTokenizerParts out;
   out.vocab.reserve(tokens->size());
   for (size_t id = 0; id < tokens->size(); id++) {
     std::string_view tok = (*tokens)[id];

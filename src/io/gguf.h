@@ -149,11 +149,11 @@ class GgufCheckpoint : public Checkpoint {
   std::vector<std::shared_ptr<std::vector<uint8_t>>> owned_;  // un-permuted copies
 };
 
-// tokenizer.json and tokenizer_config.json equivalent to the GGUF tokenizer (byte-level BPE:
-// tokenizer.ggml.model "gpt2"): vocabulary and merges, CONTROL / USER_DEFINED tokens as added
+// The parts of the GGUF tokenizer (byte-level BPE: tokenizer.ggml.model "gpt2") in tokenizer.json's
+// terms: vocabulary and merges, CONTROL / USER_DEFINED tokens as added
 // tokens, the pre-tokenizer of tokenizer.ggml.pre (qwen2, llama-bpe, gpt-2, smollm and their
 // aliases), BOS/EOS and add_bos/add_eos as a template post-processor, tokenizer.chat_template.
-struct GgufTokenizerJson {
+struct GgufTokenizerParts {
   Json tokenizer;  // tokenizer.json, but for its model's vocab and merges: those are below
   Json config;     // tokenizer_config.json
   std::vector<int32_t> end_of_generation;  // eos, eot, eom ids and llama.cpp's end-of-turn tokens
@@ -163,7 +163,7 @@ struct GgufTokenizerJson {
   std::vector<std::pair<std::string_view, int32_t>> vocab;
   std::vector<std::string_view> merges;
 };
-GgufTokenizerJson gguf_tokenizer(const GgufFile& f);
+GgufTokenizerParts gguf_tokenizer(const GgufFile& f);
 
 // Undoes llama.cpp's permutation of Q/K rows for the llama architecture (convert_hf_to_gguf.py
 // LlamaModel.permute: per head, rows (2, half) -> (half, 2)). `row_bytes` per row, rows = n_head x

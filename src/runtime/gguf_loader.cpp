@@ -8,7 +8,7 @@
 
 namespace kvad {
 
-Tokenizer tokenizer_of_gguf(const GgufTokenizerJson& tj, const std::string& what) {
+Tokenizer tokenizer_of_gguf(const GgufTokenizerParts& tj, const std::string& what) {
   tok::BpeTables tables;
   tables.has_vocab = tables.has_merges = true;
   tables.vocab.reserve(tj.vocab.size(), 8 * tj.vocab.size());
@@ -30,7 +30,7 @@ void load_gguf_model(LoadedModel& m, const LoadOptions& opts) {
          m.path, weight_format_name(opts.format));
   m.model = load_model_gguf(m.path, opts);
   GgufFile f(m.path);  // parsed again: the metadata only, through a second mapping
-  GgufTokenizerJson tj = gguf_tokenizer(f);
+  GgufTokenizerParts tj = gguf_tokenizer(f);
   m.tokenizer = std::make_unique<Tokenizer>(tokenizer_of_gguf(tj, m.path + " (GGUF tokenizer)"));
   finish_loaded_model(m, m.path + ": tokenizer.chat_template", tj.end_of_generation);
 }

@@ -14,6 +14,6 @@ void load_gguf_model(LoadedModel& m, const LoadOptions& opts);
 Tokenizer load_gguf_tokenizer(const std::string& path);
 // The tokenizer gguf_tokenizer() describes (its vocab and merges views into a GgufFile that is
 // still open); `what` names it in errors.
-Tokenizer tokenizer_of_gguf(const GgufTokenizerJson& tj, const std::string& what);
+Tokenizer tokenizer_of_gguf(const GgufTokenizerParts& tj, const std::string& what);
 
 }  // namespace kvad

@@ -272,11 +272,11 @@ Tokenizer::~Tokenizer() = default;
 
 namespace {
 
-// A JSON document parsed by `parse` (given `side`, or nullptr); nlohmann's out_of_range for a
-// number too large for a double ("1e999") becomes an error naming the document too.
-Json parse_named(const std::function<Json(JsonSideReader*)>& parse, JsonSideReader* side, const std::string& what) {
+// A JSON document parsed by `parse`; nlohmann's out_of_range for a number too large for a double
+// ("1e999") becomes an error naming the document too.
+Json parse_named(const std::function<Json()>& parse, const std::string& what) {
   try {
-    return parse(side);
+    return parse();
   } catch (const Json::exception& e) {
     fail("{}: invalid JSON: {}", what, e.what());
   }
@@ -296,11 +296,10 @@ void build_named(tok::TokenizerData* impl, const Json& tj, const Json& tc, const
 Tokenizer Tokenizer::load(const std::string& tokenizer_json_path, const std::string& tokenizer_config_path) {
   tok::BpeTables tables;
   tok::BpeTablesReader tables_reader(tables, tokenizer_json_path);
-  Json tj = parse_named([&](JsonSideReader* side) { return read_json_file(tokenizer_json_path, {}, side); },
-                        &tables_reader, tokenizer_json_path);
+  Json tj = parse_named([&] { return read_json_file(tokenizer_json_path, {}, &tables_reader); }, tokenizer_json_path);
   Json tc = Json::object();
   if (!tokenizer_config_path.empty())
-    tc = parse_named([&](JsonSideReader*) { return read_json_file(tokenizer_config_path); }, nullptr, tokenizer_config_path);
+    tc = parse_named([&] { return read_json_file(tokenizer_config_path); }, tokenizer_config_path);
   auto impl = std::make_unique<Impl>();
   build_named(impl.get(), tj, tc, tokenizer_json_path,
               tokenizer_config_path.empty() ? "tokenizer_config.json" : tokenizer_config_path, &tables);
@@ -310,8 +309,7 @@ Tokenizer Tokenizer::load(const std::string& tokenizer_json_path, const std::str
 Tokenizer Tokenizer::parse(std::string_view tokenizer_json, const Json& tokenizer_config, const std::string& what) {
   tok::BpeTables tables;
   tok::BpeTablesReader tables_reader(tables, what);
-  Json tj = parse_named([&](JsonSideReader* side) { return parse_json(tokenizer_json, what, {}, side); }, &tables_reader,
-                        what);
+  Json tj = parse_named([&] { return parse_json(tokenizer_json, what, {}, &tables_reader); }, what);
   auto impl = std::make_unique<Impl>();
   build_named(impl.get(), tj, tokenizer_config, what, config_name_for(what), &tables);
   return Tokenizer(std::move(impl));
