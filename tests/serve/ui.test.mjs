@@ -87,11 +87,12 @@ test('chat: Stop ends a streaming answer, which keeps what came', async () => {
   await page.click('#chat-new');
   await page.fill('#chat-max', '');  // no limit: it would run to the end of the context
   await page.fill('#chat-input', 'Talk for a long time.');
-  await page.press('#chat-input', 'Enter');
   // Stop is pressed inside the page the moment the first text shows: the tiny model fills its
   // 512 positions in a fraction of a second, which a click from here (a round trip per poll)
-  // could miss, finding the answer already complete and Stop gone.
-  await page.evaluate(() => new Promise((resolve, reject) => {
+  // could miss, finding the answer already complete and Stop gone. The watcher is in place before
+  // Enter: set up after it, it once arrived when the answer was already complete (a CI rehearsal
+  // of 2026-12-06 waited its 30 s for text that had come and gone).
+  await page.evaluate(() => { window.stoppedOnText = new Promise((resolve, reject) => {
     const stopOnText = () => {
       if (!(document.querySelector('.msg.streaming .text')?.textContent || '').length) return false;
       document.querySelector('#chat-stop').click();
@@ -101,7 +102,9 @@ test('chat: Stop ends a streaming answer, which keeps what came', async () => {
     const seen = new MutationObserver(() => { if (stopOnText()) { seen.disconnect(); resolve(); } });
     seen.observe(document.body, { subtree: true, childList: true, characterData: true });
     setTimeout(() => { seen.disconnect(); reject(new Error('no streaming text within 30 s')); }, 30000);
-  }));
+  }); });
+  await page.press('#chat-input', 'Enter');
+  await page.evaluate(() => window.stoppedOnText);
   await waitForAnswers(page, 1);
   assert.match(await page.textContent('.msg.assistant .stats'), /stopped/);
   assert.ok(await page.isVisible('#chat-send'), 'Send is back');
