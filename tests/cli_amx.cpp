@@ -5,6 +5,7 @@
 // themselves are tested where the CPU has them (tests/kernels_amx.cpp).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -19,7 +20,12 @@ namespace {
 
 const char* kEmulate = "env KVAD_AMX_EMULATE=1";
 
-bool emulation_runs_here() { return best_isa() == Isa::Avx512; }
+// The model of the tiles runs where amx_enabled() would take it: AVX-512 with BF16, and no
+// KVAD_ISA asking for less than "amx" (the children inherit this process's).
+bool emulation_runs_here() {
+  const char* isa = std::getenv("KVAD_ISA");
+  return best_isa() == Isa::Avx512 && cpu_features().avx512bf16 && (!isa || std::string(isa) == "amx");
+}
 
 }  // namespace
 
@@ -27,7 +33,7 @@ bool emulation_runs_here() { return best_isa() == Isa::Avx512; }
 // 24 bits: greedy decoding of a 61-token prompt (prefill tiles of 16 tokens and a tail) gives the
 // same text. The note says the tiles were taken.
 TEST(CliAmx, EmulatedTilesGiveTheSameTokensInEveryFormat) {
-  if (!emulation_runs_here()) GTEST_SKIP() << "the model of the tiles runs on AVX-512 (" << cpu_summary() << ")";
+  if (!emulation_runs_here()) GTEST_SKIP() << "the model of the tiles runs on AVX-512 with BF16, KVAD_ISA unset or amx (" << cpu_summary() << ")";
   const std::string dir = test::temp_dir("amx-tiny-kq");
   auto synth = test::run_kvad("synth --arch qwen3 --preset tiny-kq --std 0.1 --out " + dir);
   ASSERT_EQ(synth.exit_code, 0) << synth.err;
@@ -62,7 +68,7 @@ TEST(CliAmx, EmulatedTilesGiveTheSameTokensInEveryFormat) {
 // `kvad train --precision bf16` on the tiles: the same run's loss to f32 rounding (the sums'
 // order differs from vdpbf16ps's), and the note.
 TEST(CliAmx, EmulatedTilesTrainBf16) {
-  if (!emulation_runs_here()) GTEST_SKIP() << "the model of the tiles runs on AVX-512 (" << cpu_summary() << ")";
+  if (!emulation_runs_here()) GTEST_SKIP() << "the model of the tiles runs on AVX-512 with BF16, KVAD_ISA unset or amx (" << cpu_summary() << ")";
   const std::string home = test::temp_dir("amx-train");
   const std::string data = join_path(home, "corpus.txt");
   {

@@ -111,10 +111,10 @@ TEST(CliImages, BadFlagsAndFoldersAreClearErrors) {
 
 // --quant q8 paints and says what each part became; kvad bench images times the tiny pipeline's
 // parts in every format the painter would give them: the VAE never q8, and bf16 only on a CPU
-// with bf16 products (kvad's avx512 level; the child inherits this process's KVAD_ISA).
+// with bf16 products (AVX512-BF16; the child inherits this process's KVAD_ISA).
 TEST(CliImages, QuantisedFormatsPaintAndBenchmark) {
   KVAD_REQUIRE_PEER_IMAGE();
-  const bool bf16_vae = best_isa() == Isa::Avx512;
+  const bool bf16_vae = avx512_bf16_enabled();
   std::string dir = test::temp_dir("cli-images-quant");
   Made q8 = make(join_path(dir, "q8.png"), "--quant q8 --steps 2 --seed 5");
   ASSERT_EQ(q8.run.exit_code, 0) << q8.run.err;

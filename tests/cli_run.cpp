@@ -6,6 +6,7 @@
 #include <regex>
 #include <sstream>
 
+#include "core/cpu.h"
 #include "core/fs.h"
 #include "core/json.h"
 #include "core/utf8.h"
@@ -59,6 +60,30 @@ TEST(CliRun, StreamsTextAndStatsForEveryArchitecture) {
     EXPECT_TRUE(std::regex_search(r.err, std::regex(R"(prompt \d+ tokens \(0 cached\) \| prefill [\d.]+ tok/s \| 8 tokens, decode [\d.]+ tok/s)")))
         << r.err;
   }
+}
+
+// KVAD_ISA=avx512-nobf16 runs what an AVX-512 CPU without BF16 (Ice Lake, Cascade Lake) runs: the
+// AVX-512 kernels, not AVX2's. Language models' products do without BF16's instructions (the
+// integer ones, and bf16 weights widened), so they write what the full set writes; the summary
+// says the BF16 products are unused, and training in bf16 is refused by name.
+TEST(CliRun, Avx512WithoutBf16WritesWhatAvx512Writes) {
+  if (best_isa() < Isa::Avx512 || !cpu_features().avx512bf16)
+    GTEST_SKIP() << "SKIPPED: needs AVX-512 with BF16 to compare with (" << cpu_summary() << ")";
+  const std::string m = tiny("qwen2"), no_bf16 = "env KVAD_ISA=avx512-nobf16";
+  const std::string prompt = "In the beginning God created the heaven and the earth, and the earth was without form";
+  for (const char* quant : {"q8", "q4", "bf16"}) {
+    const std::string args = "run --model " + m + " -q " + quant + " --prompt '" + prompt + "' -n 12 --temperature 0 --threads 2";
+    auto all = run_kvad(args), without = test::run_kvad_under(no_bf16, args);
+    ASSERT_EQ(all.exit_code, 0) << all.err;
+    ASSERT_EQ(without.exit_code, 0) << without.err;
+    EXPECT_EQ(without.out, all.out) << quant;
+  }
+  auto devices = test::run_kvad_under(no_bf16, "devices");
+  EXPECT_NE(devices.out.find("kernels avx512 (avx512-vnni bf16 unused)"), std::string::npos) << devices.out << devices.err;
+  auto train = test::run_kvad_under(no_bf16, "train --data '" + test::source_path("README.md") +
+                                                 "' --name never --steps 1 --precision bf16");
+  EXPECT_NE(train.exit_code, 0);
+  EXPECT_NE(train.err.find("--precision bf16 needs a CPU with AVX512-BF16"), std::string::npos) << train.err;
 }
 
 TEST(CliRun, JsonOutputAndSameSeedSameText) {

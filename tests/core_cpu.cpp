@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <csignal>
+#include <cstdlib>
+#include <string>
 
 #include "core/cpu.h"
 #include "core/threads.h"
@@ -62,4 +64,28 @@ TEST(Cpu, AmxIsOnlyEnabledWhereTheCpuHasTiles) {
     EXPECT_FALSE(amx_usable_for(true, "test", [] { return true; }));
   }
   EXPECT_EQ(cpu_summary().find("amx") != std::string::npos, cpu_features().amx_tile) << cpu_summary();
+}
+
+// Whether AVX512-BF16's instructions are used is a switch within the AVX-512 kernels (Ice Lake and
+// Cascade Lake have AVX-512 VNNI without BF16): the summary names it, and AMX, whose kernels lean
+// on it, is never enabled without it.
+TEST(Cpu, Bf16ProductsAreAFeatureOfTheAvx512Level) {
+  const CpuFeatures& f = cpu_features();
+  if (best_isa() < Isa::Avx512) {
+    EXPECT_FALSE(avx512_bf16_enabled());
+    GTEST_SKIP() << "SKIPPED: no AVX-512 here (" << cpu_summary() << "); AVX512-BF16 checked off";
+  }
+  EXPECT_TRUE(f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni);
+  const char* isa = std::getenv("KVAD_ISA");
+  EXPECT_EQ(avx512_bf16_enabled(), f.avx512bf16 && !(isa && std::string(isa) == "avx512-nobf16")) << cpu_summary();
+  if (!f.avx512bf16) EXPECT_FALSE(amx_enabled());
+  if (!avx512_bf16_enabled()) GTEST_SKIP() << "SKIPPED: AVX512-BF16 not in use (" << cpu_summary() << ")";
+  EXPECT_NE(cpu_summary().find(" bf16)"), std::string::npos) << cpu_summary();
+  set_avx512_bf16_allowed(false);
+  const bool off = avx512_bf16_enabled();
+  const std::string summary = cpu_summary();
+  set_avx512_bf16_allowed(true);
+  EXPECT_FALSE(off);
+  EXPECT_NE(summary.find("bf16 unused"), std::string::npos) << summary;
+  EXPECT_TRUE(avx512_bf16_enabled());
 }

@@ -190,7 +190,7 @@ TEST(ImageNn, AttentionMatchesTheDefinition) {
 // the ones described (a numerator may still round to the neighbouring bf16: the kernel's exp is
 // a polynomial, so the max difference to the rounded definition is not the test).
 TEST(ImageNn, AttentionInBf16MatchesTheRoundedDefinition) {
-  if (best_isa() != Isa::Avx512) GTEST_SKIP() << "no AVX512-BF16 here: bf16 attention runs the f32 path (tested above)";
+  if (!avx512_bf16_enabled()) GTEST_SKIP() << "no AVX512-BF16 here: bf16 attention runs the f32 path (tested below)";
   Rng r(19);
   auto mean_abs = [](const std::vector<float>& a, const std::vector<double>& b) {
     double s = 0;
@@ -210,6 +210,24 @@ TEST(ImageNn, AttentionInBf16MatchesTheRoundedDefinition) {
     EXPECT_LE(max_abs_diff(out, exact), 0.06) << c.n_q << "x" << c.n_kv << " heads " << c.heads << " d " << c.d;
     EXPECT_LT(mean_abs(out, rounded), 0.1 * mean_abs(out, exact)) << c.n_q << "x" << c.n_kv << " heads " << c.heads;
   }
+}
+
+// Without AVX512-BF16's instructions (Ice Lake, Cascade Lake; here by switching them off) a bf16
+// attention is the f32 one, bit for bit: its rounding is the products', which that CPU lacks.
+TEST(ImageNn, AttentionInBf16WithoutBf16ProductsIsTheF32One) {
+  Rng r(23);
+  const AttentionCase c{100, 77, 5, 16};
+  const int64_t width = c.heads * c.d, stride = 3 * width;
+  auto fused_q = randn(r, c.n_q * stride, 1.5f), fused_kv = randn(r, c.n_kv * stride, 1.5f);
+  std::vector<float> f32((size_t)(c.n_q * width)), bf16(f32.size());
+  set_avx512_bf16_allowed(false);
+  attention(fused_q.data(), stride, fused_kv.data() + width, fused_kv.data() + 2 * width, stride, c.n_q, c.n_kv, c.heads,
+            c.d, f32.data(), /*bf16=*/false);
+  attention(fused_q.data(), stride, fused_kv.data() + width, fused_kv.data() + 2 * width, stride, c.n_q, c.n_kv, c.heads,
+            c.d, bf16.data(), /*bf16=*/true);
+  set_avx512_bf16_allowed(true);
+  EXPECT_EQ(f32, bf16);
+  EXPECT_LE(max_abs_diff(bf16, attention_definition(fused_q, fused_kv, c, false)), 1e-5);
 }
 
 TEST(ImageNn, LinearReadsAOneByOneConvToo) {

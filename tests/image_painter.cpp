@@ -171,7 +171,7 @@ TEST(ImagePainter, Bf16AndQ8PaintTheSamePicture) {
   for (WeightFormat f : {WeightFormat::BF16, WeightFormat::Q8}) {
     auto p = Painter::load(test::peer_image("models/sd15-tiny"), f);
     EXPECT_EQ(p->formats().unet, f);
-    EXPECT_EQ(p->formats().vae, best_isa() == Isa::Avx512 ? WeightFormat::BF16 : WeightFormat::F32);
+    EXPECT_EQ(p->formats().vae, avx512_bf16_enabled() ? WeightFormat::BF16 : WeightFormat::F32);
     PaintRequest r;
     r.prompt = test::golden_text("prompt_astronaut");
     r.width = r.height = 128;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/error.h"
 #include "core/rng.h"
 #include "core/threads.h"
 #include "train/gemm.h"
@@ -122,6 +123,29 @@ TEST(TrainGemm, Bf16ProductsMatchTheRoundedReference) {
   g.bf16 = true;
   gemm(g);
   EXPECT_NE(c32, c16);
+}
+
+// An AVX-512 CPU without BF16's instructions (Ice Lake, Cascade Lake; here by switching them off)
+// trains in f32 on its AVX-512 kernel and refuses --precision bf16 by name, not with a SIGILL.
+TEST(TrainGemm, WithoutAvx512Bf16TheF32KernelStaysAndBf16IsRefused) {
+  if (best_isa() < Isa::Avx512) GTEST_SKIP() << "SKIPPED: no AVX-512 here (" << cpu_summary() << ")";
+  set_avx512_bf16_allowed(false);
+  const MicroKernel uk = micro_kernel(Isa::Avx512);
+  const bool supported = bf16_gemm_supported();
+  std::string why;
+  try {
+    set_linear_bf16(true);
+  } catch (const Error& e) {
+    why = e.what();
+  }
+  set_avx512_bf16_allowed(true);
+  set_linear_bf16(false);
+  EXPECT_EQ(uk.run_bf16, nullptr);
+  EXPECT_EQ(uk.to_pairs, nullptr);
+  EXPECT_EQ(uk.mr, 12);  // the AVX-512 tile, not AVX2's
+  EXPECT_FALSE(supported);
+  EXPECT_NE(why.find("--precision bf16 needs a CPU with AVX512-BF16"), std::string::npos) << why;
+  EXPECT_NE(why.find("bf16 unused"), std::string::npos) << why;  // the summary says why
 }
 
 // The AMX-BF16 tiles (train/gemm_amx.cpp): over the model of the tiles on any CPU with

@@ -69,8 +69,7 @@ Isa best_isa() {
     const CpuFeatures& f = cpu_features();
     Isa best = Isa::Scalar;
     if (f.avx2 && f.fma && f.f16c) best = Isa::Avx2;
-    if (best == Isa::Avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni && f.avx512bf16)
-      best = Isa::Avx512;
+    if (best == Isa::Avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni) best = Isa::Avx512;
     if (const char* env = std::getenv("KVAD_ISA")) {
       Isa want = !std::strcmp(env, "scalar") ? Isa::Scalar : !std::strcmp(env, "avx2") ? Isa::Avx2 : Isa::Avx512;
       if (want < best) best = want;
@@ -78,6 +77,17 @@ Isa best_isa() {
     return best;
   }();
   return isa;
+}
+
+static std::atomic<bool> g_avx512_bf16_allowed{true};
+void set_avx512_bf16_allowed(bool allowed) { g_avx512_bf16_allowed.store(allowed, std::memory_order_relaxed); }
+
+bool avx512_bf16_enabled() {
+  static const bool available = [] {
+    const char* env = std::getenv("KVAD_ISA");
+    return best_isa() == Isa::Avx512 && cpu_features().avx512bf16 && !(env && !std::strcmp(env, "avx512-nobf16"));
+  }();
+  return available && g_avx512_bf16_allowed.load(std::memory_order_relaxed);
 }
 
 // Linux (5.16 on) keeps the 8 KB tile state out of a process's signal frames and context switches
@@ -102,7 +112,9 @@ bool amx_emulated() {
 bool amx_enabled() {
   static const bool enabled = [] {
     const CpuFeatures& f = cpu_features();
-    if (best_isa() != Isa::Avx512) return false;
+    // The tiles' results are checked against, and scaled with, AVX-512 kernels that use BF16 (every
+    // AMX CPU has it).
+    if (best_isa() != Isa::Avx512 || !f.avx512bf16) return false;
     const char* env = std::getenv("KVAD_ISA");
     if (env && *env && std::strcmp(env, "amx") != 0) return false;  // asked for a lower ISA
     if (amx_emulated()) return true;
@@ -165,7 +177,8 @@ std::string cpu_summary() {
   if (f.avx512vnni) s += " (avx512-vnni";
   else if (f.avx2) s += " (avx2";
   else s += " (";
-  if (f.avx512bf16) s += " bf16";
+  if (avx512_bf16_enabled()) s += " bf16";
+  else if (f.avx512bf16 && best_isa() == Isa::Avx512) s += " bf16 unused";
   if (amx_emulated() && amx_enabled()) s += " amx emulated";
   else if (f.amx_tile) s += amx_enabled() ? " amx" : " amx unused";
   s += ")";

@@ -18,8 +18,18 @@ struct CpuFeatures {
 };
 
 const CpuFeatures& cpu_features();
-// The best ISA this CPU supports, lowered by KVAD_ISA=scalar|avx2|avx512|amx (for tests and comparison).
+// The best ISA this CPU supports, lowered by KVAD_ISA=scalar|avx2|avx512-nobf16|avx512|amx (for
+// tests and comparison). Avx512 needs F, BW, VL, DQ and VNNI (Cascade Lake, Ice Lake, Tiger Lake,
+// Rocket Lake, Zen 4 and later); BF16 is a feature within it (avx512_bf16_enabled()).
 Isa best_isa();
+// AVX512-BF16's instructions (vdpbf16ps, vcvtne2ps2bf16) may be used: the ISA is AVX-512, the CPU
+// has them (Zen 4 and later, Cooper Lake, Sapphire Rapids and later), KVAD_ISA is not
+// "avx512-nobf16", and set_avx512_bf16_allowed(false) has not turned them off. Without them the
+// AVX-512 kernels stay (files *_avx512.cpp are compiled without BF16); the few that multiply in
+// bf16 (*_avx512bf16.cpp) give way to f32 products of the same bf16 values.
+bool avx512_bf16_enabled();
+// For tests and benchmarks that compare both paths in one process (like set_amx_allowed).
+void set_avx512_bf16_allowed(bool allowed);
 // The AMX tiles may be used: the CPU has them, KVAD_ISA does not ask for less than "amx", the
 // ISA is AVX-512 (the tiles' results are scaled with it), and Linux granted this process the tile
 // state (arch_prctl ARCH_REQ_XCOMP_PERM, asked once; a refusal is not an error, the vector kernels

@@ -26,10 +26,10 @@ PartFormats PartFormats::for_quant(WeightFormat q) {
     fail("--quant {}: image models run in f32, bf16 or q8", weight_format_name(q));
   PartFormats f;
   f.unet = q;
-  // bf16 VAE products only where the CPU multiplies bf16 (AVX512-BF16, kvad's avx512 level): on
-  // AVX2 its panels are widened in registers and the decode took 29.7 s at 512x512 where f32 took
-  // 21.8 (docs/images.md).
-  f.vae = q == WeightFormat::F32 || best_isa() < Isa::Avx512 ? WeightFormat::F32 : WeightFormat::BF16;
+  // bf16 VAE products only where the CPU multiplies bf16 (AVX512-BF16): elsewhere its panels are
+  // widened in registers, and on AVX2 the decode took 29.7 s at 512x512 where f32 took 21.8
+  // (docs/images.md).
+  f.vae = q == WeightFormat::F32 || !avx512_bf16_enabled() ? WeightFormat::F32 : WeightFormat::BF16;
   f.text = q == WeightFormat::F32 ? WeightFormat::AsStored : q;
   return f;
 }

@@ -90,8 +90,8 @@ void for_each_task(int64_t n, const PackedWeight& w, const Body& body) {
 
 void to_bf16(const float* x, int64_t n, uint16_t* out, Isa isa) {
 #if defined(__x86_64__)
-  if (isa == Isa::Avx512) return bf16_rows_avx512(x, 1, n, n, out);
-  if (isa == Isa::Avx2) return bf16_rows_avx2(x, 1, n, n, out);
+  if (isa == Isa::Avx512 && avx512_bf16_enabled()) return bf16_rows_avx512(x, 1, n, n, out);
+  if (isa == Isa::Avx512 || isa == Isa::Avx2) return bf16_rows_avx2(x, 1, n, n, out);
 #endif
   (void)isa;
   for (int64_t i = 0; i < n; i++) out[i] = f32_to_bf16(x[i]);
@@ -121,7 +121,9 @@ static bool amx_bf16_gemm_agrees() {
 
 bool amx_bf16_gemm_usable() {
 #if defined(__x86_64__)
-  if (!amx_allowed()) return false;  // checked first: the first-use check waits for an allowed call
+  // Checked first: the first-use check waits for an allowed call; it compares with the
+  // AVX512-BF16 kernel.
+  if (!amx_allowed() || !avx512_bf16_enabled()) return false;
   static const bool usable = amx_usable_for(cpu_features().amx_bf16, "bf16", amx_bf16_gemm_agrees);
   return usable;
 #else
@@ -136,16 +138,17 @@ void gemm_packed_bf16(const uint16_t* a, int64_t n, int64_t kp, const PackedWeig
     for_each_task(n, w, [&](int64_t r0, int64_t r1, int64_t q0, int64_t q1) { block(a, kp, w, r0, r1, q0, q1, c); });
     return;
   }
-  if (isa == Isa::Avx512) {
+  if (isa == Isa::Avx512 && avx512_bf16_enabled()) {
     for_each_task(n, w, [&](int64_t r0, int64_t r1, int64_t q0, int64_t q1) { gemm_block_bf16_avx512(a, kp, w, r0, r1, q0, q1, c); });
     return;
   }
-  if (isa == Isa::Avx2) {  // no bf16 products: the activations widened to f32 once (exact)
+  if (isa == Isa::Avx512 || isa == Isa::Avx2) {  // no bf16 products: the activations widened to f32 once (exact)
     thread_local std::vector<float> af;
     af.resize((size_t)(n * kp));
     float* afp = af.data();
     pool().parallel_for(n, 64, [&](int64_t b, int64_t e) { widen_bf16_rows_avx2(a + b * kp, e - b, kp, afp + b * kp); });
-    for_each_task(n, w, [&](int64_t r0, int64_t r1, int64_t q0, int64_t q1) { gemm_block_bf16w_avx2(afp, kp, w, r0, r1, q0, q1, c); });
+    auto block = isa == Isa::Avx512 ? gemm_block_bf16w_avx512 : gemm_block_bf16w_avx2;
+    for_each_task(n, w, [&](int64_t r0, int64_t r1, int64_t q0, int64_t q1) { block(afp, kp, w, r0, r1, q0, q1, c); });
     return;
   }
 #endif
@@ -164,7 +167,7 @@ void gemm_packed(const float* a, int64_t n, const PackedWeight& w, float* c, Isa
     thread_local std::vector<uint16_t> ab;
     ab.resize((size_t)(n * kp));
     uint16_t* abp = ab.data();
-    auto round_rows = isa == Isa::Avx512 ? bf16_rows_avx512 : bf16_rows_avx2;
+    auto round_rows = isa == Isa::Avx512 && avx512_bf16_enabled() ? bf16_rows_avx512 : bf16_rows_avx2;
     pool().parallel_for(n, 64, [&](int64_t b, int64_t e) { round_rows(a + b * w.k, e - b, w.k, kp, abp + b * kp); });
     return gemm_packed_bf16(abp, n, kp, w, c, isa);
   }

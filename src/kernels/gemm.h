@@ -49,10 +49,15 @@ void gemm_block_scalar(const float* a, const PackedWeight& w, int64_t r0, int64_
 // appends to its panels and multiplies by their first w.k rows (prefill attention's values).
 void gemm_block_f32_avx512(const float* a, const PackedWeight& w, int64_t r0, int64_t r1, int64_t p0, int64_t p1, float* c,
                            int64_t panel_k = 0);
-// n rows of x [n, k] rounded to bf16 into out [n, kp], each row zero-padded to kp >= k.
+// AVX512-BF16 (gemm_avx512bf16.cpp; only where avx512_bf16_enabled()): n rows of x [n, k] rounded
+// to bf16 into out [n, kp], each row zero-padded to kp >= k; and the vdpbf16ps tiles.
 void bf16_rows_avx512(const float* x, int64_t n, int64_t k, int64_t kp, uint16_t* out);
 void gemm_block_bf16_avx512(const uint16_t* a, int64_t kp, const PackedWeight& w, int64_t r0, int64_t r1, int64_t p0,
                             int64_t p1, float* c);
+// AVX-512 without BF16 (Ice Lake, Cascade Lake): bf16 panels widened in registers against f32
+// activations already rounded to bf16, [n, lda] with lda >= k rounded up to even and the pad zero.
+void gemm_block_bf16w_avx512(const float* a, int64_t lda, const PackedWeight& w, int64_t r0, int64_t r1, int64_t p0,
+                             int64_t p1, float* c);
 // AMX-BF16 (gemm_amx.cpp): the panels read as B tiles in place, 32 rows x 32 outputs a tile over
 // all of k. The emulated form runs the same code over kernels/amx_tiles.h's model, for tests.
 void gemm_block_bf16_amx(const uint16_t* a, int64_t kp, const PackedWeight& w, int64_t r0, int64_t r1, int64_t p0,

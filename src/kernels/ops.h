@@ -42,7 +42,7 @@ void softmax_scaled(float* x, int64_t n, float scale, Isa isa = best_isa());
 // i < n, zero for n <= i < n_out; returns their sum (before rounding), by which the caller
 // divides the product's row: one pass over the row instead of softmax_scaled's three. The SIMD
 // exp is a degree-4 polynomial (< 5e-5 relative, 1/40 of bf16's rounding), so a value may round
-// to the neighbouring bf16 of the exact one. The SIMD path needs AVX512-BF16 (Isa::Avx512).
+// to the neighbouring bf16 of the exact one. The SIMD path needs AVX512-BF16 (avx512_bf16_enabled(), core/cpu.h).
 float softmax_numerators_bf16(const float* x, int64_t n, float scale, uint16_t* out, int64_t n_out,
                               Isa isa = best_isa());
 // gate = silu(gate) * up   (SwiGLU); runs on the pool for large n

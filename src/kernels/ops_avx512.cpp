@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "kernels/vexp.h"
+#include "kernels/x86_helpers.h"
 
 namespace kvad::kernels {
 
@@ -38,24 +39,6 @@ void silu_mul_avx512(float* gate, const float* up, int64_t n) {
 
 // Three passes over the row (max, exp and sum, scale), 16 lanes at a time; the sum in f32 lanes
 // (4,096 terms in [0, 1] lose nothing that matters next to the scores' own rounding).
-namespace {
-
-// max of x[0, n): two accumulators over full vectors, then the masked tail.
-float row_max(const float* x, int64_t n) {
-  __m512 mx0 = _mm512_set1_ps(-INFINITY), mx1 = mx0;
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    mx0 = _mm512_max_ps(mx0, _mm512_loadu_ps(x + i));
-    mx1 = _mm512_max_ps(mx1, _mm512_loadu_ps(x + i + 16));
-  }
-  for (; i < n; i += 16) {
-    __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
-    mx0 = _mm512_mask_max_ps(mx0, m, mx0, _mm512_maskz_loadu_ps(m, x + i));
-  }
-  return _mm512_reduce_max_ps(_mm512_max_ps(mx0, mx1));
-}
-
-}  // namespace
 
 void softmax_scaled_avx512(float* x, int64_t n, float scale) {
   const __m512 s = _mm512_set1_ps(scale), off = _mm512_set1_ps(row_max(x, n) * scale);
@@ -71,28 +54,6 @@ void softmax_scaled_avx512(float* x, int64_t n, float scale) {
     __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
     _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv));
   }
-}
-
-float softmax_numerators_bf16_avx512(const float* x, int64_t n, float scale, uint16_t* out, int64_t n_out) {
-  const __m512 s = _mm512_set1_ps(scale), off = _mm512_set1_ps(row_max(x, n) * scale);
-  auto numerator = [&](__m512 xv) { return vexp::exp_nonpositive_deg4(_mm512_fmsub_ps(xv, s, off)); };
-  __m512 sum0 = _mm512_setzero_ps(), sum1 = _mm512_setzero_ps();
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    const __m512 e0 = numerator(_mm512_loadu_ps(x + i)), e1 = numerator(_mm512_loadu_ps(x + i + 16));
-    sum0 = _mm512_add_ps(sum0, e0);
-    sum1 = _mm512_add_ps(sum1, e1);
-    _mm512_storeu_si512(out + i, (__m512i)_mm512_cvtne2ps_pbh(e1, e0));
-  }
-  for (; i < n_out; i += 16) {
-    const int64_t left = n - i;
-    const __mmask16 m = left >= 16 ? (__mmask16)0xFFFF : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1);
-    const __m512 e = _mm512_maskz_mov_ps(m, numerator(_mm512_maskz_loadu_ps(m, x + i)));
-    sum0 = _mm512_add_ps(sum0, e);
-    const __mmask16 sm = n_out - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n_out - i)) - 1);
-    _mm256_mask_storeu_epi16(out + i, sm, (__m256i)_mm512_cvtneps_pbh(e));
-  }
-  return _mm512_reduce_add_ps(_mm512_add_ps(sum0, sum1));
 }
 
 void gelu_erf_mul_avx512(const float* value, const float* gate, float* out, int64_t n) {

@@ -4,7 +4,10 @@
 #pragma once
 #include <immintrin.h>
 
+// Internal linkage: the files that include this are compiled with different instruction sets
+// (x86_helpers.h says why a shared copy would be wrong).
 namespace kvad::kernels::vexp {
+namespace {
 
 #if defined(__AVX512F__)
 inline __m512 exp(__m512 x) {
@@ -56,4 +59,5 @@ inline __m256 exp(__m256 x) {
 }
 #endif
 
+}  // namespace
 }  // namespace kvad::kernels::vexp

@@ -6,6 +6,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cmath>
 #include <cstring>
 
 #include "core/dtype.h"
@@ -104,6 +105,23 @@ inline float hsum256(__m256 v) {
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
 }
+
+#if defined(__AVX512F__)
+// max of x[0, n): two accumulators over full vectors, then the masked tail.
+inline float row_max(const float* x, int64_t n) {
+  __m512 mx0 = _mm512_set1_ps(-INFINITY), mx1 = mx0;
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    mx0 = _mm512_max_ps(mx0, _mm512_loadu_ps(x + i));
+    mx1 = _mm512_max_ps(mx1, _mm512_loadu_ps(x + i + 16));
+  }
+  for (; i < n; i += 16) {
+    __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+    mx0 = _mm512_mask_max_ps(mx0, m, mx0, _mm512_maskz_loadu_ps(m, x + i));
+  }
+  return _mm512_reduce_max_ps(_mm512_max_ps(mx0, mx1));
+}
+#endif
 
 }  // namespace
 }  // namespace kvad::kernels

@@ -275,7 +275,9 @@ static bool amx_bf16_train_agrees() {
 
 bool amx_bf16_train_usable() {
 #if defined(__x86_64__)
-  if (!amx_allowed()) return false;  // checked first: the first-use check waits for an allowed call
+  // Checked first: the first-use check waits for an allowed call. The tiles take B's pairs from
+  // the AVX512-BF16 kernel (micro_kernel_avx512().to_pairs).
+  if (!amx_allowed() || !avx512_bf16_enabled()) return false;
   static const bool usable = amx_usable_for(cpu_features().amx_bf16, "training bf16", amx_bf16_train_agrees);
   return usable;
 #else

@@ -96,7 +96,9 @@ bool amx_bf16_train_usable();
 void gemm_with(const GemmShape& g, const MicroKernel& uk, bool parallel = true);
 MicroKernel micro_kernel_scalar();
 MicroKernel micro_kernel_avx2();
-MicroKernel micro_kernel_avx512();
+MicroKernel micro_kernel_avx512();  // with the bf16 kernel where avx512_bf16_enabled()
+// gemm_avx512bf16.cpp: sets uk's to_pairs and run_bf16 (AVX512-BF16's instructions).
+void add_bf16_avx512(MicroKernel& uk);
 
 // The reference: a plain triple loop in T (float or double), k ascending. Tests compare with it,
 // and the float64 model used by the gradient checks runs on it.

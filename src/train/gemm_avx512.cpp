@@ -5,12 +5,11 @@
 
 #include "core/cpu.h"
 #include "train/gemm.h"
+#include "train/gemm_tile_avx512.h"
 
 namespace kvad::train {
 
 namespace {
-
-constexpr int MR = 12, NR = 32;
 
 // A(i, k) for the packed layout (row stride 1, k stride MR), or rows in place (row stride lda, k
 // stride 1): four pointers, to rows 0, 3, 6, 9, reach the other rows as p[lda] and p[2*lda], which
@@ -30,27 +29,6 @@ struct RowsA {
   }
   void next() { r0++, r3++, r6++, r9++; }
 };
-
-// The tile's accumulators into C's first mr rows and nr columns (+ bias, + C when add_c).
-__attribute__((always_inline)) inline void store_tile(const __m512 (&c)[MR][2], float* C, int64_t ldc, int mr, int nr,
-                                                      bool add_c, const float* bias) {
-  __mmask16 m0 = nr >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nr) - 1);
-  __mmask16 m1 = nr >= 32 ? (__mmask16)0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : (__mmask16)0;
-  __m512 bias0 = bias ? _mm512_maskz_loadu_ps(m0, bias) : _mm512_setzero_ps();
-  __m512 bias1 = bias ? _mm512_maskz_loadu_ps(m1, bias + 16) : _mm512_setzero_ps();
-#pragma GCC unroll 12
-  for (int i = 0; i < MR; i++) {
-    if (i >= mr) break;
-    float* row = C + i * ldc;
-    __m512 v0 = _mm512_add_ps(c[i][0], bias0), v1 = _mm512_add_ps(c[i][1], bias1);
-    if (add_c) {
-      v0 = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, row), v0);
-      v1 = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, row + 16), v1);
-    }
-    _mm512_mask_storeu_ps(row, m0, v0);
-    _mm512_mask_storeu_ps(row + 16, m1, v1);
-  }
-}
 
 template <typename A>
 __attribute__((always_inline)) inline void tile(int64_t kc, A a, const float* B, float* C, int64_t ldc, int mr, int nr, bool add_c,
@@ -126,48 +104,11 @@ void pack_bt(const float* B, int64_t ldb, int64_t cols, int64_t kc, float* Bp) {
   }
 }
 
-// A packed panel [kc][width] of f32 into bf16 pairs [ceil(kc/2)][width]: rows k and k+1 are
-// rounded together (vcvtne2ps2bf16, nearest even) and interleaved so that each 32-bit lane holds
-// one column's (k, k+1): what vdpbf16ps multiplies pairwise.
-void to_pairs(const float* src, int64_t kc, int width, uint32_t* dst) {
-  static const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
-                                                     23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-  for (int64_t k = 0; k < kc; k += 2, dst += width) {
-    const float* r0 = src + k * width;
-    for (int c = 0; c < width; c += 16) {
-      const int n = width - c < 16 ? width - c : 16;
-      const __mmask16 m = (__mmask16)(n == 16 ? 0xFFFF : (1u << n) - 1);
-      __m512 lo = _mm512_maskz_loadu_ps(m, r0 + c);
-      __m512 hi = k + 1 < kc ? _mm512_maskz_loadu_ps(m, r0 + width + c) : _mm512_setzero_ps();
-      __m512i both = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);  // lo's 16 values, then hi's
-      _mm512_mask_storeu_epi32(dst + c, m, _mm512_permutexvar_epi16(interleave, both));
-    }
-  }
-}
-
-// The bf16 tile: 12 x 32 of C as the f32 one, one vdpbf16ps per (row, half) per pair of k.
-void ukernel_bf16(int64_t kp, const uint32_t* A, const uint32_t* B, float* C, int64_t ldc, int mr, int nr, bool add_c,
-                  const float* bias) {
-  __m512 c[MR][2];
-#pragma GCC unroll 12
-  for (int i = 0; i < MR; i++) c[i][0] = c[i][1] = _mm512_setzero_ps();
-  for (int64_t p = 0; p < kp; p++, A += MR, B += NR) {
-    __m512bh b0 = (__m512bh)_mm512_load_si512(B), b1 = (__m512bh)_mm512_load_si512(B + 16);
-#pragma GCC unroll 12
-    for (int i = 0; i < MR; i++) {
-      __m512bh av = (__m512bh)_mm512_set1_epi32((int)A[i]);
-      c[i][0] = _mm512_dpbf16_ps(c[i][0], av, b0);
-      c[i][1] = _mm512_dpbf16_ps(c[i][1], av, b1);
-    }
-  }
-  store_tile(c, C, ldc, mr, nr, add_c, bias);
-}
-
 }  // namespace
 
 MicroKernel micro_kernel_avx512() {
   MicroKernel uk{MR, NR, ukernel, ukernel_rows, pack_bt};
-  if (cpu_features().avx512bf16) uk.to_pairs = to_pairs, uk.run_bf16 = ukernel_bf16;
+  if (avx512_bf16_enabled()) add_bf16_avx512(uk);
   return uk;
 }
 
