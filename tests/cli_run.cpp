@@ -86,6 +86,21 @@ TEST(CliRun, Avx512WithoutBf16WritesWhatAvx512Writes) {
   EXPECT_NE(train.err.find("--precision bf16 needs a CPU with AVX512-BF16"), std::string::npos) << train.err;
 }
 
+// KVAD_ISA=avx2-vnni runs what an Alder Lake (AVX2 with AVX-VNNI, no AVX-512) runs; plain avx2 is
+// a Haswell's or a Zen 3's. The summary names the VNNI tiles only where they are taken.
+TEST(CliRun, AvxVnniIsTakenOnlyWhereAsked) {
+  if (!cpu_features().avx_vnni) GTEST_SKIP() << "SKIPPED: no AVX-VNNI on this CPU (" << cpu_summary() << ")";
+  const std::string m = tiny("qwen2");
+  auto vnni = test::run_kvad_under("env KVAD_ISA=avx2-vnni", "devices"), plain = test::run_kvad_under("env KVAD_ISA=avx2", "devices");
+  EXPECT_NE(vnni.out.find("kernels avx2 ("), std::string::npos) << vnni.out << vnni.err;
+  EXPECT_NE(vnni.out.find("avx-vnni)"), std::string::npos) << vnni.out;
+  EXPECT_EQ(plain.out.find("avx-vnni"), std::string::npos) << plain.out;
+  auto r = test::run_kvad_under("env KVAD_ISA=avx2-vnni", "run --model " + m + " -q q8 --prompt 'In the beginning God created "
+                                                           "the heaven and the earth' -n 8 --temperature 0 --threads 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("8 tokens"), std::string::npos) << r.err;
+}
+
 TEST(CliRun, JsonOutputAndSameSeedSameText) {
   std::string m = tiny("qwen2");
   auto a = run_kvad("run --model " + m + " --prompt 'Once upon' -n 6 --seed 42 --json");

@@ -76,6 +76,7 @@ TEST(Cpu, Bf16ProductsAreAFeatureOfTheAvx512Level) {
     GTEST_SKIP() << "SKIPPED: no AVX-512 here (" << cpu_summary() << "); AVX512-BF16 checked off";
   }
   EXPECT_TRUE(f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni);
+  EXPECT_FALSE(avx_vnni_enabled());  // AVX-VNNI is the AVX2 kernels' feature; AVX-512's are taken here
   const char* isa = std::getenv("KVAD_ISA");
   EXPECT_EQ(avx512_bf16_enabled(), f.avx512bf16 && !(isa && std::string(isa) == "avx512-nobf16")) << cpu_summary();
   if (!f.avx512bf16) EXPECT_FALSE(amx_enabled());

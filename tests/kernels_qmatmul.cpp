@@ -130,6 +130,30 @@ TEST(QMatmul, SimdMatchesScalarOnRaggedShapes) {
   }
 }
 
+// The AVX-VNNI tile (Alder Lake and later: AVX2 with vpdpbusd) does each row's float operations
+// in the AVX-512 tile's order on the same integer sums, so where the CPU has both they agree bit
+// for bit, decode (1-3 tokens, prefetching) and prefill tiles (2 tokens a tile) alike.
+TEST(QMatmul, AvxVnniEqualsAvx512BitForBit) {
+  const CpuFeatures& f = cpu_features();
+  if (!f.avx_vnni || best_isa() < Isa::Avx512)
+    GTEST_SKIP() << "SKIPPED: needs AVX-VNNI and AVX-512 to compare (" << cpu_summary() << ")";
+  Rng rng(31);
+  const int64_t shapes[][3] = {{1, 32, 16}, {2, 64, 5}, {3, 896, 130}, {4, 96, 40}, {5, 100, 33}, {16, 4864, 48}};
+  for (auto& s : shapes) {
+    const int64_t n = s[0], k = s[1], m = s[2];
+    std::vector<float> w = randn(rng, (size_t)(m * k)), x = randn(rng, (size_t)(n * k), 3);
+    QuantActs a;
+    quantize_acts(x.data(), n, k, a, Isa::Avx512);
+    for (QKind kind : {QKind::Q8, QKind::Q4}) {
+      const QuantMatrix q = QuantMatrix::quantize(kind, w.data(), m, k);
+      std::vector<float> want((size_t)(n * m), NAN), got((size_t)(n * m), NAN);
+      (kind == QKind::Q8 ? kernels::qgroups_q8_avx512 : kernels::qgroups_q4_avx512)(a, q, 0, q.groups(), want.data());
+      (kind == QKind::Q8 ? kernels::qgroups_q8_avxvnni : kernels::qgroups_q4_avxvnni)(a, q, 0, q.groups(), got.data());
+      EXPECT_EQ(got, want) << qkind_name(kind) << " n=" << n << " k=" << k << " m=" << m;
+    }
+  }
+}
+
 TEST(QMatmul, MultiEqualsSeparateCalls) {
   Rng rng(9);
   int64_t n = 3, k = 96;

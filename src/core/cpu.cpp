@@ -71,12 +71,22 @@ Isa best_isa() {
     if (f.avx2 && f.fma && f.f16c) best = Isa::Avx2;
     if (best == Isa::Avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni) best = Isa::Avx512;
     if (const char* env = std::getenv("KVAD_ISA")) {
-      Isa want = !std::strcmp(env, "scalar") ? Isa::Scalar : !std::strcmp(env, "avx2") ? Isa::Avx2 : Isa::Avx512;
+      Isa want = !std::strcmp(env, "scalar")                                    ? Isa::Scalar
+                 : !std::strcmp(env, "avx2") || !std::strcmp(env, "avx2-vnni") ? Isa::Avx2
+                                                                                : Isa::Avx512;
       if (want < best) best = want;
     }
     return best;
   }();
   return isa;
+}
+
+bool avx_vnni_enabled() {
+  static const bool enabled = [] {
+    const char* env = std::getenv("KVAD_ISA");
+    return best_isa() == Isa::Avx2 && cpu_features().avx_vnni && !(env && !std::strcmp(env, "avx2"));
+  }();
+  return enabled;
 }
 
 static std::atomic<bool> g_avx512_bf16_allowed{true};
@@ -177,6 +187,7 @@ std::string cpu_summary() {
   if (f.avx512vnni) s += " (avx512-vnni";
   else if (f.avx2) s += " (avx2";
   else s += " (";
+  if (avx_vnni_enabled()) s += " avx-vnni";
   if (avx512_bf16_enabled()) s += " bf16";
   else if (f.avx512bf16 && best_isa() == Isa::Avx512) s += " bf16 unused";
   if (amx_emulated() && amx_enabled()) s += " amx emulated";

@@ -18,7 +18,7 @@ struct CpuFeatures {
 };
 
 const CpuFeatures& cpu_features();
-// The best ISA this CPU supports, lowered by KVAD_ISA=scalar|avx2|avx512-nobf16|avx512|amx (for
+// The best ISA this CPU supports, lowered by KVAD_ISA=scalar|avx2|avx2-vnni|avx512-nobf16|avx512|amx (for
 // tests and comparison). Avx512 needs F, BW, VL, DQ and VNNI (Cascade Lake, Ice Lake, Tiger Lake,
 // Rocket Lake, Zen 4 and later); BF16 is a feature within it (avx512_bf16_enabled()).
 Isa best_isa();
@@ -30,6 +30,10 @@ Isa best_isa();
 bool avx512_bf16_enabled();
 // For tests and benchmarks that compare both paths in one process (like set_amx_allowed).
 void set_avx512_bf16_allowed(bool allowed);
+// AVX-VNNI's 256-bit vpdpbusd may be used by the AVX2 kernels: the ISA is AVX2 (an AVX-512 CPU
+// takes the AVX-512 kernels), the CPU has it (Alder Lake and later Intel cores without AVX-512),
+// and KVAD_ISA is not "avx2", which names plain AVX2 (Haswell to Zen 3); "avx2-vnni" asks for it.
+bool avx_vnni_enabled();
 // The AMX tiles may be used: the CPU has them, KVAD_ISA does not ask for less than "amx", the
 // ISA is AVX-512 (the tiles' results are scaled with it), and Linux granted this process the tile
 // state (arch_prctl ARCH_REQ_XCOMP_PERM, asked once; a refusal is not an error, the vector kernels

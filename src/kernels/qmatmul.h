@@ -33,6 +33,10 @@ void qgroups_q8_avx512(const QuantActs&, const QuantMatrix&, int64_t, int64_t, f
 void qgroups_q4_avx512(const QuantActs&, const QuantMatrix&, int64_t, int64_t, float*);
 void qgroups_q8_avx2(const QuantActs&, const QuantMatrix&, int64_t, int64_t, float*);
 void qgroups_q4_avx2(const QuantActs&, const QuantMatrix&, int64_t, int64_t, float*);
+// With AVX-VNNI (qmatmul_avxvnni.cpp; where avx_vnni_enabled()): each row's result is the AVX-512
+// kernel's, bit for bit.
+void qgroups_q8_avxvnni(const QuantActs&, const QuantMatrix&, int64_t, int64_t, float*);
+void qgroups_q4_avxvnni(const QuantActs&, const QuantMatrix&, int64_t, int64_t, float*);
 void qgroups_q8_amx(const QuantActs&, const QuantMatrix&, int64_t, int64_t, float*);
 void qgroups_q4_amx(const QuantActs&, const QuantMatrix&, int64_t, int64_t, float*);
 // The same kernels over a software model of the tiles (kernels/amx_tiles.h), for tests on any
