@@ -87,7 +87,8 @@ TEST(CliRun, Avx512WithoutBf16WritesWhatAvx512Writes) {
 }
 
 // KVAD_ISA=avx2-vnni runs what an Alder Lake (AVX2 with AVX-VNNI, no AVX-512) runs; plain avx2 is
-// a Haswell's or a Zen 3's. The summary names the VNNI tiles only where they are taken.
+// a Haswell's or a Zen 3's. The summary names the VNNI tiles only where they are taken, and a
+// value kvad does not know is said to be ignored.
 TEST(CliRun, AvxVnniIsTakenOnlyWhereAsked) {
   if (!cpu_features().avx_vnni) GTEST_SKIP() << "SKIPPED: no AVX-VNNI on this CPU (" << cpu_summary() << ")";
   const std::string m = tiny("qwen2");
@@ -95,6 +96,9 @@ TEST(CliRun, AvxVnniIsTakenOnlyWhereAsked) {
   EXPECT_NE(vnni.out.find("kernels avx2 ("), std::string::npos) << vnni.out << vnni.err;
   EXPECT_NE(vnni.out.find("avx-vnni)"), std::string::npos) << vnni.out;
   EXPECT_EQ(plain.out.find("avx-vnni"), std::string::npos) << plain.out;
+  auto typo = test::run_kvad_under("env KVAD_ISA=avx-512", "devices");
+  EXPECT_EQ(typo.exit_code, 0) << typo.err;
+  EXPECT_NE(typo.err.find("warning: KVAD_ISA=avx-512 is not one of scalar, avx2, avx2-vnni, avx512-nobf16, avx512, amx; ignored"), std::string::npos) << typo.err;
   auto r = test::run_kvad_under("env KVAD_ISA=avx2-vnni", "run --model " + m + " -q q8 --prompt 'In the beginning God created "
                                                            "the heaven and the earth' -n 8 --temperature 0 --threads 2");
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -237,6 +237,21 @@ TEST(KQuant, TilesMatchScalarToRounding) {
     }
 }
 
+// The AVX-VNNI tiles (Alder Lake and later) sum a sub-block's slots in int32 where the AVX2 ones
+// add int16 pairs, the same exact integers scaled the same way: equal bit for bit.
+TEST(KQuant, AvxVnniTilesEqualAvx2TilesBitForBit) {
+  if (!cpu_features().avx_vnni) GTEST_SKIP() << "SKIPPED: no AVX-VNNI on this CPU (" << cpu_summary() << ")";
+  Rng rng(17);
+  for (DType type : kTypes)
+    for (auto [rows, cols, n] : {std::tuple<int64_t, int64_t, int64_t>{37, 768, 8}, {16, 256, 9}, {80, 512, 33}}) {
+      Case c(rng, type, rows, cols, n);
+      std::vector<float> vnni((size_t)(n * rows), NAN), plain((size_t)(n * rows), NAN);
+      kgroups_tiles_avx2(c.a, c.w, 0, (rows + 15) / 16, plain.data());
+      kgroups_tiles_avxvnni(c.a, c.w, 0, (rows + 15) / 16, vnni.data());
+      EXPECT_EQ(vnni, plain) << dtype_name(type) << " rows=" << rows << " n=" << n;
+    }
+}
+
 // The AMX tiles (kqmatmul_amx.cpp) take the AVX-512 tiles' unpacked groups and scale each
 // sub-block's exact sums in the same order: equal bit for bit. Over the model of the tiles on any
 // AVX-512 CPU, over the real tiles where the CPU has them. Tokens from a part tile to several

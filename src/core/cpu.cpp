@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
 
 #include "core/threads.h"
@@ -64,16 +65,29 @@ const CpuFeatures& cpu_features() {
   return f;
 }
 
+// KVAD_ISA when it names a level kvad knows, else nullptr; an unknown value is said once.
+static const char* isa_env() {
+  static const char* const value = []() -> const char* {
+    const char* env = std::getenv("KVAD_ISA");
+    if (!env || !*env) return nullptr;
+    for (const char* known : {"scalar", "avx2", "avx2-vnni", "avx512-nobf16", "avx512", "amx"})
+      if (!std::strcmp(env, known)) return env;
+    std::fprintf(stderr, "warning: KVAD_ISA=%s is not one of scalar, avx2, avx2-vnni, avx512-nobf16, avx512, amx; "
+                         "ignored\n", env);
+    return nullptr;
+  }();
+  return value;
+}
+
 Isa best_isa() {
   static const Isa isa = [] {
     const CpuFeatures& f = cpu_features();
     Isa best = Isa::Scalar;
     if (f.avx2 && f.fma && f.f16c) best = Isa::Avx2;
     if (best == Isa::Avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni) best = Isa::Avx512;
-    if (const char* env = std::getenv("KVAD_ISA")) {
-      Isa want = !std::strcmp(env, "scalar")                                    ? Isa::Scalar
-                 : !std::strcmp(env, "avx2") || !std::strcmp(env, "avx2-vnni") ? Isa::Avx2
-                                                                                : Isa::Avx512;
+    if (const char* env = isa_env()) {
+      const std::string v = env;
+      Isa want = v == "scalar" ? Isa::Scalar : v == "avx2" || v == "avx2-vnni" ? Isa::Avx2 : Isa::Avx512;
       if (want < best) best = want;
     }
     return best;
@@ -83,7 +97,7 @@ Isa best_isa() {
 
 bool avx_vnni_enabled() {
   static const bool enabled = [] {
-    const char* env = std::getenv("KVAD_ISA");
+    const char* env = isa_env();
     return best_isa() == Isa::Avx2 && cpu_features().avx_vnni && !(env && !std::strcmp(env, "avx2"));
   }();
   return enabled;
@@ -94,7 +108,7 @@ void set_avx512_bf16_allowed(bool allowed) { g_avx512_bf16_allowed.store(allowed
 
 bool avx512_bf16_enabled() {
   static const bool available = [] {
-    const char* env = std::getenv("KVAD_ISA");
+    const char* env = isa_env();
     return best_isa() == Isa::Avx512 && cpu_features().avx512bf16 && !(env && !std::strcmp(env, "avx512-nobf16"));
   }();
   return available && g_avx512_bf16_allowed.load(std::memory_order_relaxed);
@@ -125,8 +139,8 @@ bool amx_enabled() {
     // The tiles' results are checked against, and scaled with, AVX-512 kernels that use BF16 (every
     // AMX CPU has it).
     if (best_isa() != Isa::Avx512 || !f.avx512bf16) return false;
-    const char* env = std::getenv("KVAD_ISA");
-    if (env && *env && std::strcmp(env, "amx") != 0) return false;  // asked for a lower ISA
+    const char* env = isa_env();
+    if (env && std::strcmp(env, "amx") != 0) return false;  // asked for a lower ISA
     if (amx_emulated()) return true;
     return f.amx_tile && request_tile_permission();
   }();

@@ -148,7 +148,7 @@ KGroupsFn kgroups_tiles_kernel(Isa isa, int64_t tokens) {
   if (isa == Isa::Avx512 && tokens >= kAmxKqTokens && amx_kq_usable())
     return amx_emulated() ? kgroups_tiles_amx_emulated : kgroups_tiles_amx;
   if (isa == Isa::Avx512) return kgroups_tiles_avx512;
-  if (isa == Isa::Avx2) return kgroups_tiles_avx2;
+  if (isa == Isa::Avx2) return avx_vnni_enabled() ? kgroups_tiles_avxvnni : kgroups_tiles_avx2;
 #endif
   (void)isa;
   return nullptr;

@@ -45,6 +45,8 @@ void kgroups_tiles_avx512(const KActs& x, const KQuantMatrix& w, int64_t g0, int
 // The same plan on AVX2 (vpmaddubsw, sub-block scales by vpmaddwd): groups [g0, g1) of 16 rows, one
 // at a time, 2 tokens x 16 rows a tile. Agrees with krows_scalar to rounding.
 void kgroups_tiles_avx2(const KActs& x, const KQuantMatrix& w, int64_t g0, int64_t g1, float* y);
+// With AVX-VNNI (kqmatmul_tiles_avxvnni.cpp; where avx_vnni_enabled()): the same results, bit for bit.
+void kgroups_tiles_avxvnni(const KActs& x, const KQuantMatrix& w, int64_t g0, int64_t g1, float* y);
 // The tiles of an ISA (nullptr where there are none: scalar), for prefill's kKqTileTokens rows or
 // more; its units are groups of 16 rows.
 using KGroupsFn = void (*)(const KActs& x, const KQuantMatrix& w, int64_t g0, int64_t g1, float* y);
