@@ -79,7 +79,9 @@ TEST(Cpu, Bf16ProductsAreAFeatureOfTheAvx512Level) {
   EXPECT_FALSE(avx_vnni_enabled());  // AVX-VNNI is the AVX2 kernels' feature; AVX-512's are taken here
   const char* isa = std::getenv("KVAD_ISA");
   EXPECT_EQ(avx512_bf16_enabled(), f.avx512bf16 && !(isa && std::string(isa) == "avx512-nobf16")) << cpu_summary();
-  if (!f.avx512bf16) EXPECT_FALSE(amx_enabled());
+  if (!f.avx512bf16) {
+    EXPECT_FALSE(amx_enabled());
+  }
   if (!avx512_bf16_enabled()) GTEST_SKIP() << "SKIPPED: AVX512-BF16 not in use (" << cpu_summary() << ")";
   EXPECT_NE(cpu_summary().find(" bf16)"), std::string::npos) << cpu_summary();
   set_avx512_bf16_allowed(false);

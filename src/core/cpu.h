@@ -30,6 +30,8 @@ Isa best_isa();
 bool avx512_bf16_enabled();
 // For tests and benchmarks that compare both paths in one process (like set_amx_allowed).
 void set_avx512_bf16_allowed(bool allowed);
+// A kernel asked to run at `isa` may use BF16's instructions (the dispatchers' one rule).
+inline bool bf16_products(Isa isa) { return isa == Isa::Avx512 && avx512_bf16_enabled(); }
 // AVX-VNNI's 256-bit vpdpbusd may be used by the AVX2 kernels: the ISA is AVX2 (an AVX-512 CPU
 // takes the AVX-512 kernels), the CPU has it (Alder Lake and later Intel cores without AVX-512),
 // and KVAD_ISA is not "avx2", which names plain AVX2 (Haswell to Zen 3); "avx2-vnni" asks for it.

@@ -304,7 +304,7 @@ void attention_bf16(const float* q, int64_t q_stride, const float* k, const floa
 void attention(const float* q, int64_t q_stride, const float* k, const float* v, int64_t kv_stride, int64_t n_q,
                int64_t n_kv, int64_t heads, int64_t d, float* out, bool bf16) {
 #if defined(__x86_64__)
-  if (bf16 && best_isa() == Isa::Avx512 && avx512_bf16_enabled()) return attention_bf16(q, q_stride, k, v, kv_stride, n_q, n_kv, heads, d, out);
+  if (bf16 && bf16_products(best_isa())) return attention_bf16(q, q_stride, k, v, kv_stride, n_q, n_kv, heads, d, out);
 #endif
   (void)bf16;
   // Per head: K transposed to [d, n_kv] and V packed [n_kv, d]. Both products are then matmul_nn's

@@ -86,11 +86,27 @@ void for_each_task(int64_t n, const PackedWeight& w, const Body& body) {
   });
 }
 
+#if defined(__x86_64__)
+// The f32 activations of a bf16-panel product on a CPU without bf16 products, [n][kp]: one buffer
+// per thread, grown to the largest product once.
+float* widened_scratch(int64_t size) {
+  thread_local std::vector<float> af;
+  af.resize((size_t)size);
+  return af.data();
+}
+
+// C = A W^T for bf16 panels in f32 products: A [n, kp] already holds bf16 values as f32.
+void bf16_panels_in_f32(const float* af, int64_t n, int64_t kp, const PackedWeight& w, float* c, Isa isa) {
+  auto block = isa == Isa::Avx512 ? gemm_block_bf16w_avx512 : gemm_block_bf16w_avx2;
+  for_each_task(n, w, [&](int64_t r0, int64_t r1, int64_t q0, int64_t q1) { block(af, kp, w, r0, r1, q0, q1, c); });
+}
+#endif
+
 }  // namespace
 
 void to_bf16(const float* x, int64_t n, uint16_t* out, Isa isa) {
 #if defined(__x86_64__)
-  if (isa == Isa::Avx512 && avx512_bf16_enabled()) return bf16_rows_avx512(x, 1, n, n, out);
+  if (bf16_products(isa)) return bf16_rows_avx512(x, 1, n, n, out);
   if (isa == Isa::Avx512 || isa == Isa::Avx2) return bf16_rows_avx2(x, 1, n, n, out);
 #endif
   (void)isa;
@@ -138,18 +154,14 @@ void gemm_packed_bf16(const uint16_t* a, int64_t n, int64_t kp, const PackedWeig
     for_each_task(n, w, [&](int64_t r0, int64_t r1, int64_t q0, int64_t q1) { block(a, kp, w, r0, r1, q0, q1, c); });
     return;
   }
-  if (isa == Isa::Avx512 && avx512_bf16_enabled()) {
+  if (bf16_products(isa)) {
     for_each_task(n, w, [&](int64_t r0, int64_t r1, int64_t q0, int64_t q1) { gemm_block_bf16_avx512(a, kp, w, r0, r1, q0, q1, c); });
     return;
   }
   if (isa == Isa::Avx512 || isa == Isa::Avx2) {  // no bf16 products: the activations widened to f32 once (exact)
-    thread_local std::vector<float> af;
-    af.resize((size_t)(n * kp));
-    float* afp = af.data();
-    pool().parallel_for(n, 64, [&](int64_t b, int64_t e) { widen_bf16_rows_avx2(a + b * kp, e - b, kp, afp + b * kp); });
-    auto block = isa == Isa::Avx512 ? gemm_block_bf16w_avx512 : gemm_block_bf16w_avx2;
-    for_each_task(n, w, [&](int64_t r0, int64_t r1, int64_t q0, int64_t q1) { block(afp, kp, w, r0, r1, q0, q1, c); });
-    return;
+    float* af = widened_scratch(n * kp);
+    pool().parallel_for(n, 64, [&](int64_t b, int64_t e) { widen_bf16_rows_avx2(a + b * kp, e - b, kp, af + b * kp); });
+    return bf16_panels_in_f32(af, n, kp, w, c, isa);
   }
 #endif
   // The reference: back to f32 (exact) and the scalar blocks, which round it again (a no-op).
@@ -162,13 +174,18 @@ void gemm_packed_bf16(const uint16_t* a, int64_t n, int64_t kp, const PackedWeig
 void gemm_packed(const float* a, int64_t n, const PackedWeight& w, float* c, Isa isa) {
 #if defined(__x86_64__)
   if ((isa == Isa::Avx512 || isa == Isa::Avx2) && w.bf16) {
-    // The activations rounded to bf16 once, rows padded to an even k.
+    // The activations rounded to bf16 once, rows padded to an even k: as bf16 for bf16 products,
+    // else as the f32 values of those bf16 (one pass, not a bf16 copy widened back).
     const int64_t kp = (w.k + 1) / 2 * 2;
+    if (!bf16_products(isa)) {
+      float* af = widened_scratch(n * kp);
+      pool().parallel_for(n, 64, [&](int64_t b, int64_t e) { bf16_rounded_rows_avx2(a + b * w.k, e - b, w.k, kp, af + b * kp); });
+      return bf16_panels_in_f32(af, n, kp, w, c, isa);
+    }
     thread_local std::vector<uint16_t> ab;
     ab.resize((size_t)(n * kp));
     uint16_t* abp = ab.data();
-    auto round_rows = isa == Isa::Avx512 && avx512_bf16_enabled() ? bf16_rows_avx512 : bf16_rows_avx2;
-    pool().parallel_for(n, 64, [&](int64_t b, int64_t e) { round_rows(a + b * w.k, e - b, w.k, kp, abp + b * kp); });
+    pool().parallel_for(n, 64, [&](int64_t b, int64_t e) { bf16_rows_avx512(a + b * w.k, e - b, w.k, kp, abp + b * kp); });
     return gemm_packed_bf16(abp, n, kp, w, c, isa);
   }
   if (isa == Isa::Avx512) {

@@ -78,5 +78,7 @@ void gemm_block_bf16w_avx2(const float* a, int64_t lda, const PackedWeight& w, i
 // bf16_rows_avx512's job; n x kp bf16 widened to f32 (exact).
 void bf16_rows_avx2(const float* x, int64_t n, int64_t k, int64_t kp, uint16_t* out);
 void widen_bf16_rows_avx2(const uint16_t* a, int64_t n, int64_t kp, float* out);
+// Both at once: n rows of x [n, k] rounded to bf16 and kept as f32 in out [n, kp] (pad zero).
+void bf16_rounded_rows_avx2(const float* x, int64_t n, int64_t k, int64_t kp, float* out);
 
 }  // namespace kvad::kernels

@@ -166,6 +166,17 @@ void bf16_rows_avx2(const float* x, int64_t n, int64_t k, int64_t kp, uint16_t* 
   }
 }
 
+void bf16_rounded_rows_avx2(const float* x, int64_t n, int64_t k, int64_t kp, float* out) {
+  for (int64_t t = 0; t < n; t++) {
+    const float* xr = x + t * k;
+    float* o = out + t * kp;
+    int64_t i = 0;
+    for (; i + 8 <= k; i += 8) _mm256_storeu_ps(o + i, _mm256_castsi256_ps(round8(_mm256_loadu_ps(xr + i))));
+    for (; i < k; i++) o[i] = bf16_rounded(xr[i]);
+    for (; i < kp; i++) o[i] = 0;
+  }
+}
+
 void widen_bf16_rows_avx2(const uint16_t* a, int64_t n, int64_t kp, float* out) {
   const int64_t total = n * kp;
   int64_t i = 0;

@@ -25,12 +25,7 @@
 #include "core/dtype.h"
 #include "kernels/kqmatmul.h"
 #include "kernels/kqmatmul_shape.h"
-
-#if defined(__AVXVNNI__)
-#define KVAD_KTILE_HAS_VNNI true
-#else
-#define KVAD_KTILE_HAS_VNNI false
-#endif
+#include "kernels/x86_helpers.h"
 
 namespace kvad::kernels {
 
@@ -281,7 +276,7 @@ void tile(const KActs& x, const Unpacked& u, int64_t g, int64_t rows, int64_t t0
     } else
 #endif
     {
-    static_assert(!Vnni || KVAD_KTILE_HAS_VNNI, "the AVX-VNNI tiles need -mavxvnni");
+    static_assert(!Vnni || kAvxVnniBuild, "the AVX-VNNI tiles need -mavxvnni");
     #pragma GCC unroll 2
     for (int j = 0; j < Sh::J; j++)
       #pragma GCC unroll 4

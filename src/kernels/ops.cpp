@@ -61,7 +61,7 @@ float softmax_numerators_bf16_avx512(const float* x, int64_t n, float scale, uin
 
 float softmax_numerators_bf16(const float* x, int64_t n, float scale, uint16_t* out, int64_t n_out, Isa isa) {
 #if defined(__x86_64__)
-  if (isa == Isa::Avx512 && avx512_bf16_enabled()) return softmax_numerators_bf16_avx512(x, n, scale, out, n_out);
+  if (bf16_products(isa)) return softmax_numerators_bf16_avx512(x, n, scale, out, n_out);
 #endif
   (void)isa;
   float mx = -INFINITY, sum = 0;

@@ -13,12 +13,6 @@
 #include "kernels/qmatmul.h"
 #include "kernels/x86_helpers.h"
 
-#if defined(__AVXVNNI__)
-#define KVAD_TILE_HAS_VNNI true
-#else
-#define KVAD_TILE_HAS_VNNI false
-#endif
-
 namespace kvad::kernels {
 namespace {
 
@@ -35,7 +29,7 @@ inline __m256i dot4(__m256i acc, __m256i w_u8, __m256i x_s8) {
 #if defined(__AVXVNNI__)
   if constexpr (Vnni) return _mm256_dpbusd_avx_epi32(acc, w_u8, x_s8);
 #endif
-  static_assert(!Vnni || KVAD_TILE_HAS_VNNI, "the AVX-VNNI tile needs -mavxvnni");
+  static_assert(!Vnni || kAvxVnniBuild, "the AVX-VNNI tile needs -mavxvnni");
   __m256i p16 = _mm256_maddubs_epi16(w_u8, x_s8);
   return _mm256_add_epi32(acc, _mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
 }

@@ -15,6 +15,14 @@
 namespace kvad::kernels {
 namespace {
 
+// This file is compiled with AVX-VNNI (-mavxvnni: *_avxvnni.cpp): a VNNI kernel template
+// instantiated anywhere else would quietly take its fallback, so the templates assert it.
+#if defined(__AVXVNNI__)
+constexpr bool kAvxVnniBuild = true;
+#else
+constexpr bool kAvxVnniBuild = false;
+#endif
+
 // Decode's software prefetch of weights it reads once: non-temporal, so a streamed line does not
 // settle in L2 and then pass through L3 as a victim on its way out (the likely reason; no counters
 // in this VM). With two threads NTA read the q4/q8 decode stack 1.03-1.2x faster than T0 and

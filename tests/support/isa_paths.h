@@ -21,7 +21,7 @@ inline std::vector<IsaPath> isa_paths() {
   std::vector<IsaPath> out = {{Isa::Scalar, false, "scalar"}};
   if (best_isa() >= Isa::Avx2) out.push_back({Isa::Avx2, false, "avx2"});
   if (best_isa() >= Isa::Avx512) out.push_back({Isa::Avx512, false, "avx512-nobf16"});
-  set_avx512_bf16_allowed(true);
+  set_avx512_bf16_allowed(true);  // what the CPU has, not what a test left switched
   if (avx512_bf16_enabled()) out.push_back({Isa::Avx512, true, "avx512"});
   return out;
 }
