@@ -154,6 +154,33 @@ TEST(QMatmul, AvxVnniEqualsAvx512BitForBit) {
   }
 }
 
+// The plain AVX2 q4 tile sums a block's vpmaddubsw pairs in int16 (each lane's eight at most
+// 8 x 2 x 15 x 128 < 32,768) before one vpmaddwd: exact, so its rows are the AVX-512 tile's bits.
+// Rows of all-15 codes against activations of +-127 put each lane at 30,480, the edge of that
+// bound: a block summed further in int16, or a saturation, would show here.
+TEST(QMatmul, Avx2Q4SumsInInt16EqualAvx512BitForBit) {
+  if (best_isa() < Isa::Avx512) GTEST_SKIP() << "SKIPPED: needs AVX-512 to compare (" << cpu_summary() << ")";
+  Rng rng(37);
+  const int64_t shapes[][3] = {{1, 32, 16}, {2, 64, 5}, {3, 896, 130}, {5, 100, 33}, {16, 4864, 48}};
+  for (auto& s : shapes) {
+    for (bool edge : {false, true}) {
+      const int64_t n = s[0], k = s[1], m = s[2];
+      std::vector<float> w = randn(rng, (size_t)(m * k)), x = randn(rng, (size_t)(n * k), 3);
+      if (edge) {  // codes 15 but one 0 a block; every activation +-max of its block
+        for (int64_t i = 0; i < m * k; i++) w[(size_t)i] = i % 32 == 5 ? 0.0f : 1.0f;
+        for (int64_t i = 0; i < n * k; i++) x[(size_t)i] = (i / k) % 2 ? -2.5f : 2.5f;
+      }
+      QuantActs a;
+      quantize_acts(x.data(), n, k, a, Isa::Avx512);
+      const QuantMatrix q = QuantMatrix::quantize(QKind::Q4, w.data(), m, k);
+      std::vector<float> want((size_t)(n * m), NAN), got((size_t)(n * m), NAN);
+      kernels::qgroups_q4_avx512(a, q, 0, q.groups(), want.data());
+      kernels::qgroups_q4_avx2(a, q, 0, q.groups(), got.data());
+      EXPECT_EQ(got, want) << "n=" << n << " k=" << k << " m=" << m << (edge ? " (edge codes)" : "");
+    }
+  }
+}
+
 TEST(QMatmul, MultiEqualsSeparateCalls) {
   Rng rng(9);
   int64_t n = 3, k = 96;

@@ -292,8 +292,10 @@ void tile(const KActs& x, const Unpacked& u, int64_t g, int64_t rows, int64_t t0
           #pragma GCC unroll 4
           for (int t = 0; t < T; t++) {
             const __m256i xv = bcast4(xq[t] + 4 * slot);
-            p[t][0] = _mm256_add_epi16(p[t][0], _mm256_maddubs_epi16(w0, xv));
-            p[t][1] = _mm256_add_epi16(p[t][1], _mm256_maddubs_epi16(w1, xv));
+            // Saturating adds (which never saturate here) because GCC reassociates plain ones
+            // into a tree after all the products, spilling them.
+            p[t][0] = _mm256_adds_epi16(p[t][0], _mm256_maddubs_epi16(w0, xv));
+            p[t][1] = _mm256_adds_epi16(p[t][1], _mm256_maddubs_epi16(w1, xv));
           }
         }
         #pragma GCC unroll 2
