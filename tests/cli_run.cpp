@@ -86,6 +86,26 @@ TEST(CliRun, Avx512WithoutBf16WritesWhatAvx512Writes) {
   EXPECT_NE(train.err.find("--precision bf16 needs a CPU with AVX512-BF16"), std::string::npos) << train.err;
 }
 
+// KVAD_ISA=avx512-novnni runs what an AVX-512 CPU without VNNI (Skylake-SP/X) runs: the AVX-512
+// kernels, with q8/q4 products summed by vpmaddubsw (the VNNI kernel's bits, so the same text)
+// and K-quants on AVX2's kernels; no BF16, no AMX.
+TEST(CliRun, Avx512WithoutVnniWritesWhatAvx512Writes) {
+  if (best_isa() < Isa::Avx512 || !cpu_features().avx512vnni)
+    GTEST_SKIP() << "SKIPPED: needs AVX-512 with VNNI to compare with (" << cpu_summary() << ")";
+  const std::string m = tiny("qwen2"), no_vnni = "env KVAD_ISA=avx512-novnni";
+  const std::string prompt = "In the beginning God created the heaven and the earth, and the earth was without form";
+  for (const char* quant : {"q8", "q4"}) {
+    const std::string args = "run --model " + m + " -q " + quant + " --prompt '" + prompt + "' -n 12 --temperature 0 --threads 2";
+    auto all = test::run_kvad_under("env KVAD_ISA=avx512-nobf16", args), without = test::run_kvad_under(no_vnni, args);
+    ASSERT_EQ(all.exit_code, 0) << all.err;
+    ASSERT_EQ(without.exit_code, 0) << without.err;
+    EXPECT_EQ(without.out, all.out) << quant;
+  }
+  auto devices = test::run_kvad_under(no_vnni, "devices");
+  EXPECT_NE(devices.out.find("kernels avx512 (avx512-vnni unused"), std::string::npos) << devices.out << devices.err;
+  EXPECT_EQ(devices.out.find(" bf16)"), std::string::npos) << devices.out;
+}
+
 // KVAD_ISA=avx2-vnni runs what an Alder Lake (AVX2 with AVX-VNNI, no AVX-512) runs; plain avx2 is
 // a Haswell's or a Zen 3's. The summary names the VNNI tiles only where they are taken, and a
 // value kvad does not know is said to be ignored.
@@ -98,7 +118,7 @@ TEST(CliRun, AvxVnniIsTakenOnlyWhereAsked) {
   EXPECT_EQ(plain.out.find("avx-vnni"), std::string::npos) << plain.out;
   auto typo = test::run_kvad_under("env KVAD_ISA=avx-512", "devices");
   EXPECT_EQ(typo.exit_code, 0) << typo.err;
-  EXPECT_NE(typo.err.find("warning: KVAD_ISA=avx-512 is not one of scalar, avx2, avx2-vnni, avx512-nobf16, avx512, amx; ignored"), std::string::npos) << typo.err;
+  EXPECT_NE(typo.err.find("warning: KVAD_ISA=avx-512 is not one of scalar, avx2, avx2-vnni, avx512-novnni, avx512-nobf16, avx512, amx; ignored"), std::string::npos) << typo.err;
   auto r = test::run_kvad_under("env KVAD_ISA=avx2-vnni", "run --model " + m + " -q q8 --prompt 'In the beginning God created "
                                                            "the heaven and the earth' -n 8 --temperature 0 --threads 2");
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -75,10 +75,11 @@ TEST(Cpu, Bf16ProductsAreAFeatureOfTheAvx512Level) {
     EXPECT_FALSE(avx512_bf16_enabled());
     GTEST_SKIP() << "SKIPPED: no AVX-512 here (" << cpu_summary() << "); AVX512-BF16 checked off";
   }
-  EXPECT_TRUE(f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni);
+  EXPECT_TRUE(f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq);
   EXPECT_FALSE(avx_vnni_enabled());  // AVX-VNNI is the AVX2 kernels' feature; AVX-512's are taken here
   const char* isa = std::getenv("KVAD_ISA");
-  EXPECT_EQ(avx512_bf16_enabled(), f.avx512bf16 && !(isa && std::string(isa) == "avx512-nobf16")) << cpu_summary();
+  const bool no_vnni = isa && std::string(isa) == "avx512-novnni";
+  EXPECT_EQ(avx512_bf16_enabled(), f.avx512bf16 && !no_vnni && !(isa && std::string(isa) == "avx512-nobf16")) << cpu_summary();
   if (!f.avx512bf16) {
     EXPECT_FALSE(amx_enabled());
   }
@@ -91,4 +92,31 @@ TEST(Cpu, Bf16ProductsAreAFeatureOfTheAvx512Level) {
   EXPECT_FALSE(off);
   EXPECT_NE(summary.find("bf16 unused"), std::string::npos) << summary;
   EXPECT_TRUE(avx512_bf16_enabled());
+}
+
+// VNNI is a feature within the AVX-512 level (Skylake-SP/X has AVX-512 without it): KVAD_ISA=
+// avx512-novnni turns it off with BF16 and AMX (no CPU has those without it), and the switch for
+// tests turns off VNNI alone.
+TEST(Cpu, VnniIsAFeatureOfTheAvx512Level) {
+  const CpuFeatures& f = cpu_features();
+  if (best_isa() < Isa::Avx512) {
+    EXPECT_FALSE(avx512_vnni_enabled());
+    GTEST_SKIP() << "SKIPPED: no AVX-512 here (" << cpu_summary() << "); AVX512-VNNI checked off";
+  }
+  const char* isa = std::getenv("KVAD_ISA");
+  const bool no_vnni = isa && std::string(isa) == "avx512-novnni";
+  EXPECT_EQ(avx512_vnni_enabled(), f.avx512vnni && !no_vnni) << cpu_summary();
+  if (!avx512_vnni_enabled()) {
+    EXPECT_FALSE(avx512_bf16_enabled());
+    EXPECT_FALSE(amx_enabled());
+    EXPECT_NE(cpu_summary().find(f.avx512vnni ? "(avx512-vnni unused" : "(avx512 without vnni"), std::string::npos) << cpu_summary();
+    GTEST_SKIP() << "SKIPPED: AVX512-VNNI not in use (" << cpu_summary() << ")";
+  }
+  const bool bf16 = avx512_bf16_enabled();
+  set_avx512_vnni_allowed(false);
+  const bool off = avx512_vnni_enabled(), bf16_then = avx512_bf16_enabled();
+  set_avx512_vnni_allowed(true);
+  EXPECT_FALSE(off);
+  EXPECT_EQ(bf16_then, bf16);
+  EXPECT_TRUE(avx512_vnni_enabled());
 }

@@ -130,55 +130,69 @@ TEST(QMatmul, SimdMatchesScalarOnRaggedShapes) {
   }
 }
 
-// The AVX-VNNI tile (Alder Lake and later: AVX2 with vpdpbusd) does each row's float operations
-// in the AVX-512 tile's order on the same integer sums, so where the CPU has both they agree bit
-// for bit, decode (1-3 tokens, prefetching) and prefill tiles (2 tokens a tile) alike.
-TEST(QMatmul, AvxVnniEqualsAvx512BitForBit) {
-  const CpuFeatures& f = cpu_features();
-  if (!f.avx_vnni || best_isa() < Isa::Avx512)
-    GTEST_SKIP() << "SKIPPED: needs AVX-VNNI and AVX-512 to compare (" << cpu_summary() << ")";
-  Rng rng(31);
-  const int64_t shapes[][3] = {{1, 32, 16}, {2, 64, 5}, {3, 896, 130}, {4, 96, 40}, {5, 100, 33}, {16, 4864, 48}};
-  for (auto& s : shapes) {
-    const int64_t n = s[0], k = s[1], m = s[2];
-    std::vector<float> w = randn(rng, (size_t)(m * k)), x = randn(rng, (size_t)(n * k), 3);
-    QuantActs a;
-    quantize_acts(x.data(), n, k, a, Isa::Avx512);
-    for (QKind kind : {QKind::Q8, QKind::Q4}) {
-      const QuantMatrix q = QuantMatrix::quantize(kind, w.data(), m, k);
-      std::vector<float> want((size_t)(n * m), NAN), got((size_t)(n * m), NAN);
-      (kind == QKind::Q8 ? kernels::qgroups_q8_avx512 : kernels::qgroups_q4_avx512)(a, q, 0, q.groups(), want.data());
-      (kind == QKind::Q8 ? kernels::qgroups_q8_avxvnni : kernels::qgroups_q4_avxvnni)(a, q, 0, q.groups(), got.data());
-      EXPECT_EQ(got, want) << qkind_name(kind) << " n=" << n << " k=" << k << " m=" << m;
-    }
-  }
-}
-
-// The plain AVX2 q4 tile sums a block's vpmaddubsw pairs in int16 (each lane's eight at most
-// 8 x 2 x 15 x 128 < 32,768) before one vpmaddwd: exact, so its rows are the AVX-512 tile's bits.
-// Rows of all-15 codes against activations of +-127 put each lane at 30,480, the edge of that
-// bound: a block summed further in int16, or a saturation, would show here.
-TEST(QMatmul, Avx2Q4SumsInInt16EqualAvx512BitForBit) {
-  if (best_isa() < Isa::Avx512) GTEST_SKIP() << "SKIPPED: needs AVX-512 to compare (" << cpu_summary() << ")";
-  Rng rng(37);
-  const int64_t shapes[][3] = {{1, 32, 16}, {2, 64, 5}, {3, 896, 130}, {5, 100, 33}, {16, 4864, 48}};
+// Kernels that must agree bit for bit: `got` against `want` for q8 and q4 (a null `got` is not
+// compared), on ragged shapes (decode's 1-3 tokens and every prefill tile width, one and two
+// groups) with random operands, and with the largest codes (one 0 a block, for q4's range) against
+// activations of +-127: each lane of an int16 sum at 30,480, the edge of its bound.
+static void expect_same_bits(kernels::QGroupsFn want_q8, kernels::QGroupsFn want_q4, kernels::QGroupsFn got_q8,
+                      kernels::QGroupsFn got_q4, uint64_t seed) {
+  Rng rng(seed);
+  const int64_t shapes[][3] = {{1, 32, 16}, {2, 64, 5}, {3, 896, 130}, {4, 96, 40}, {7, 100, 33}, {16, 4864, 48}, {33, 160, 50}};
   for (auto& s : shapes) {
     for (bool edge : {false, true}) {
       const int64_t n = s[0], k = s[1], m = s[2];
       std::vector<float> w = randn(rng, (size_t)(m * k)), x = randn(rng, (size_t)(n * k), 3);
-      if (edge) {  // codes 15 but one 0 a block; every activation +-max of its block
+      if (edge) {
         for (int64_t i = 0; i < m * k; i++) w[(size_t)i] = i % 32 == 5 ? 0.0f : 1.0f;
         for (int64_t i = 0; i < n * k; i++) x[(size_t)i] = (i / k) % 2 ? -2.5f : 2.5f;
       }
       QuantActs a;
       quantize_acts(x.data(), n, k, a, Isa::Avx512);
-      const QuantMatrix q = QuantMatrix::quantize(QKind::Q4, w.data(), m, k);
-      std::vector<float> want((size_t)(n * m), NAN), got((size_t)(n * m), NAN);
-      kernels::qgroups_q4_avx512(a, q, 0, q.groups(), want.data());
-      kernels::qgroups_q4_avx2(a, q, 0, q.groups(), got.data());
-      EXPECT_EQ(got, want) << "n=" << n << " k=" << k << " m=" << m << (edge ? " (edge codes)" : "");
+      for (QKind kind : {QKind::Q8, QKind::Q4}) {
+        kernels::QGroupsFn want = kind == QKind::Q8 ? want_q8 : want_q4, got = kind == QKind::Q8 ? got_q8 : got_q4;
+        if (!got) continue;
+        const QuantMatrix q = QuantMatrix::quantize(kind, w.data(), m, k);
+        std::vector<float> expected((size_t)(n * m), NAN), actual((size_t)(n * m), NAN);
+        want(a, q, 0, q.groups(), expected.data());
+        got(a, q, 0, q.groups(), actual.data());
+        EXPECT_EQ(actual, expected) << qkind_name(kind) << " n=" << n << " k=" << k << " m=" << m << (edge ? " (edge codes)" : "");
+      }
     }
   }
+}
+
+// The AVX-VNNI tile (Alder Lake and later: AVX2 with vpdpbusd) does each row's float operations
+// in the AVX-512 tile's order on the same integer sums, so where the CPU has both they agree bit
+// for bit, decode (1-3 tokens, prefetching) and prefill tiles (2 tokens a tile) alike.
+TEST(QMatmul, AvxVnniEqualsAvx512BitForBit) {
+  if (!cpu_features().avx_vnni || best_isa() < Isa::Avx512 || !cpu_features().avx512vnni)
+    GTEST_SKIP() << "SKIPPED: needs AVX-VNNI and AVX-512 VNNI to compare (" << cpu_summary() << ")";
+  expect_same_bits(kernels::qgroups_q8_avx512, kernels::qgroups_q4_avx512, kernels::qgroups_q8_avxvnni, kernels::qgroups_q4_avxvnni, 31);
+}
+
+// The plain AVX2 q4 tile sums a block's vpmaddubsw pairs in int16 (each lane's eight at most
+// 8 x 2 x 15 x 128 < 32,768) before one vpmaddwd: exact, so its rows are the AVX-512 tile's bits.
+// A block summed further in int16, or a saturation, would show at the edge codes.
+TEST(QMatmul, Avx2Q4SumsInInt16EqualAvx512BitForBit) {
+  if (best_isa() < Isa::Avx512 || !cpu_features().avx512vnni)
+    GTEST_SKIP() << "SKIPPED: needs AVX-512 VNNI to compare (" << cpu_summary() << ")";
+  expect_same_bits(nullptr, kernels::qgroups_q4_avx512, nullptr, kernels::qgroups_q4_avx2, 37);
+}
+
+// Without VNNI (Skylake-SP) the AVX-512 tile sums vpmaddubsw pairs in int16, q8's codes as two
+// nibbles: exact, so every row is the VNNI tile's, bit for bit; and the dispatcher takes it when
+// VNNI is off.
+TEST(QMatmul, Avx512WithoutVnniEqualsAvx512BitForBit) {
+  if (best_isa() < Isa::Avx512 || !cpu_features().avx512vnni)
+    GTEST_SKIP() << "SKIPPED: needs AVX-512 with VNNI to compare (" << cpu_summary() << ")";
+  expect_same_bits(kernels::qgroups_q8_avx512, kernels::qgroups_q4_avx512, kernels::qgroups_q8_avx512bw, kernels::qgroups_q4_avx512bw, 41);
+  set_avx512_vnni_allowed(false);
+  const bool picked = kernels::qgroups_kernel(QKind::Q8, Isa::Avx512) == kernels::qgroups_q8_avx512bw &&
+                      kernels::qgroups_kernel(QKind::Q4, Isa::Avx512) == kernels::qgroups_q4_avx512bw;
+  set_avx512_vnni_allowed(true);
+  EXPECT_TRUE(picked);
+  EXPECT_EQ(kernels::qgroups_kernel(QKind::Q8, Isa::Avx512),
+            avx512_vnni_enabled() ? kernels::qgroups_q8_avx512 : kernels::qgroups_q8_avx512bw);  // KVAD_ISA=avx512-novnni
 }
 
 TEST(QMatmul, MultiEqualsSeparateCalls) {

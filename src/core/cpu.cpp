@@ -70,10 +70,10 @@ static const char* isa_env() {
   static const char* const value = []() -> const char* {
     const char* env = std::getenv("KVAD_ISA");
     if (!env || !*env) return nullptr;
-    for (const char* known : {"scalar", "avx2", "avx2-vnni", "avx512-nobf16", "avx512", "amx"})
+    for (const char* known : {"scalar", "avx2", "avx2-vnni", "avx512-novnni", "avx512-nobf16", "avx512", "amx"})
       if (!std::strcmp(env, known)) return env;
-    std::fprintf(stderr, "warning: KVAD_ISA=%s is not one of scalar, avx2, avx2-vnni, avx512-nobf16, avx512, amx; "
-                         "ignored\n", env);
+    std::fprintf(stderr, "warning: KVAD_ISA=%s is not one of scalar, avx2, avx2-vnni, avx512-novnni, avx512-nobf16, "
+                         "avx512, amx; ignored\n", env);
     return nullptr;
   }();
   return value;
@@ -84,7 +84,7 @@ Isa best_isa() {
     const CpuFeatures& f = cpu_features();
     Isa best = Isa::Scalar;
     if (f.avx2 && f.fma && f.f16c) best = Isa::Avx2;
-    if (best == Isa::Avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni) best = Isa::Avx512;
+    if (best == Isa::Avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq) best = Isa::Avx512;
     if (const char* env = isa_env()) {
       const std::string v = env;
       Isa want = v == "scalar" ? Isa::Scalar : v == "avx2" || v == "avx2-vnni" ? Isa::Avx2 : Isa::Avx512;
@@ -103,13 +103,27 @@ bool avx_vnni_enabled() {
   return enabled;
 }
 
+// The CPU has VNNI and KVAD_ISA leaves it: what avx512_vnni_enabled() says unless a test switched it off.
+static bool avx512_vnni_available() {
+  static const bool available = [] {
+    const char* env = isa_env();
+    return best_isa() == Isa::Avx512 && cpu_features().avx512vnni && !(env && !std::strcmp(env, "avx512-novnni"));
+  }();
+  return available;
+}
+
+static std::atomic<bool> g_avx512_vnni_allowed{true};
+void set_avx512_vnni_allowed(bool allowed) { g_avx512_vnni_allowed.store(allowed, std::memory_order_relaxed); }
+bool avx512_vnni_enabled() { return avx512_vnni_available() && g_avx512_vnni_allowed.load(std::memory_order_relaxed); }
+
 static std::atomic<bool> g_avx512_bf16_allowed{true};
 void set_avx512_bf16_allowed(bool allowed) { g_avx512_bf16_allowed.store(allowed, std::memory_order_relaxed); }
 
 bool avx512_bf16_enabled() {
   static const bool available = [] {
     const char* env = isa_env();
-    return best_isa() == Isa::Avx512 && cpu_features().avx512bf16 && !(env && !std::strcmp(env, "avx512-nobf16"));
+    // No CPU has BF16 without VNNI: "avx512-novnni" (a Skylake-SP) turns both off.
+    return avx512_vnni_available() && cpu_features().avx512bf16 && !(env && !std::strcmp(env, "avx512-nobf16"));
   }();
   return available && g_avx512_bf16_allowed.load(std::memory_order_relaxed);
 }
@@ -138,7 +152,7 @@ bool amx_enabled() {
     const CpuFeatures& f = cpu_features();
     // The tiles' results are checked against, and scaled with, AVX-512 kernels that use BF16 (every
     // AMX CPU has it).
-    if (best_isa() != Isa::Avx512 || !f.avx512bf16) return false;
+    if (best_isa() != Isa::Avx512 || !f.avx512bf16 || !avx512_vnni_available()) return false;
     const char* env = isa_env();
     if (env && std::strcmp(env, "amx") != 0) return false;  // asked for a lower ISA
     if (amx_emulated()) return true;
@@ -198,7 +212,8 @@ const char* isa_name(Isa isa) {
 std::string cpu_summary() {
   const CpuFeatures& f = cpu_features();
   std::string s = std::to_string(f.logical_cores) + " cores, kernels " + isa_name(best_isa());
-  if (f.avx512vnni) s += " (avx512-vnni";
+  if (f.avx512vnni) s += avx512_vnni_available() || best_isa() < Isa::Avx512 ? " (avx512-vnni" : " (avx512-vnni unused";
+  else if (f.avx512f) s += " (avx512 without vnni";
   else if (f.avx2) s += " (avx2";
   else s += " (";
   if (avx_vnni_enabled()) s += " avx-vnni";

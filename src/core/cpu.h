@@ -18,15 +18,24 @@ struct CpuFeatures {
 };
 
 const CpuFeatures& cpu_features();
-// The best ISA this CPU supports, lowered by KVAD_ISA=scalar|avx2|avx2-vnni|avx512-nobf16|avx512|amx (for
-// tests and comparison). Avx512 needs F, BW, VL, DQ and VNNI (Cascade Lake, Ice Lake, Tiger Lake,
-// Rocket Lake, Zen 4 and later); BF16 is a feature within it (avx512_bf16_enabled()).
+// The best ISA this CPU supports, lowered by KVAD_ISA=scalar|avx2|avx2-vnni|avx512-novnni|avx512-nobf16|
+// avx512|amx (for tests and comparison). Avx512 needs F, BW, VL and DQ (Skylake-SP/X, and every
+// AVX-512 CPU since); VNNI and BF16 are features within it (avx512_vnni_enabled(),
+// avx512_bf16_enabled()).
 Isa best_isa();
+// AVX512-VNNI's vpdpbusd may be used: the ISA is AVX-512, the CPU has it (Cascade Lake, Ice Lake,
+// Tiger/Rocket Lake, Zen 4 and later) and KVAD_ISA is not "avx512-novnni". Without it (Skylake-SP/X)
+// the q8/q4 products take the AVX-512 tile with vpmaddubsw sums (the same bits), the K-quant ones
+// the AVX2 kernels, and files *_avx512vnni.cpp are not run.
+bool avx512_vnni_enabled();
+// For tests and benchmarks that compare both paths in one process (like set_avx512_bf16_allowed);
+// BF16 and AMX keep what the CPU has.
+void set_avx512_vnni_allowed(bool allowed);
 // AVX512-BF16's instructions (vdpbf16ps, vcvtne2ps2bf16) may be used: the ISA is AVX-512, the CPU
 // has them (Zen 4 and later, Cooper Lake, Sapphire Rapids and later), KVAD_ISA is not
-// "avx512-nobf16", and set_avx512_bf16_allowed(false) has not turned them off. Without them the
-// AVX-512 kernels stay (files *_avx512.cpp are compiled without BF16); the few that multiply in
-// bf16 (*_avx512bf16.cpp) give way to f32 products of the same bf16 values.
+// "avx512-nobf16" or "avx512-novnni", and set_avx512_bf16_allowed(false) has not turned them off.
+// Without them the AVX-512 kernels stay (files *_avx512.cpp are compiled without BF16); the few
+// that multiply in bf16 (*_avx512bf16.cpp) give way to f32 products of the same bf16 values.
 bool avx512_bf16_enabled();
 // For tests and benchmarks that compare both paths in one process (like set_amx_allowed).
 void set_avx512_bf16_allowed(bool allowed);

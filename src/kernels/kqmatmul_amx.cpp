@@ -32,7 +32,7 @@ TileConfig config_for(int rows) {
 
 // Tokens t0..t0+M-1 (M = 0: t0..t0+m-1, a tail) against unpacked group g: y = xd * sum over
 // super-blocks of (sum_j (d sc_j) * dot_j - corr * pairs . sums), the arithmetic of
-// kqmatmul_tiles_avx512.cpp.
+// kqmatmul_tiles_avx512vnni.cpp.
 template <class Tiles, K KIND, int M>
 void token_tile(const KActs& x, const Unpacked& u, int64_t g, int64_t rows, int64_t t0, float* y, int m = M) {
   const int count = M ? M : m;

@@ -1,7 +1,7 @@
 // AVX2 kernels for ggml K-quant rows (quant/kquant.h) against Q8_K activations: per 32 values
 // vpmaddubsw (u8 codes x s8 activations -> pairs of int16, no saturation at these code widths),
 // then vpmaddwd by the sub-block scale (int16) -> int32, as ggml's AVX2 path does; one float FMA
-// per super-block. Shaped as the AVX-512 kernels are (kqmatmul_avx512.cpp): a super-block
+// per super-block. Shaped as the AVX-512 kernels are (kqmatmul_avx512vnni.cpp): a super-block
 // unpacked once in registers for up to 4 tokens, rows one after another as one prefetched
 // stream, eight rows' sums reduced together.
 #include <immintrin.h>

@@ -1,4 +1,4 @@
-// AVX2 prefill for ggml K-quant weights, the AVX-512 tiles' plan (kqmatmul_tiles_avx512.cpp) without
+// AVX2 prefill for ggml K-quant weights, the AVX-512 tiles' plan (kqmatmul_tiles_avx512vnni.cpp) without
 // VNNI: a group of 16 rows is unpacked once into unsigned codes in qmatmul's record layout (64
 // bytes = 4 inputs x 16 rows; 32 bytes = 8 rows, one register), and a 2-token tile runs over it.
 // vpmaddubsw gives each row's 4-input sums as two int16 (no saturation: |x| <= 128, so a pair is at

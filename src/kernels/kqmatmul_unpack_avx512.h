@@ -1,6 +1,6 @@
 // A group of 16 rows of a K-quant matrix unpacked once for prefill's tiles: int8 codes laid out
 // as qmatmul's records (64 bytes = 4 inputs x 16 rows: also an AMX B tile row) and float
-// sub-block scales per row. Shared by the AVX-512 VNNI tiles (kqmatmul_tiles_avx512.cpp) and the
+// sub-block scales per row. Shared by the AVX-512 VNNI tiles (kqmatmul_tiles_avx512vnni.cpp) and the
 // AMX ones (kqmatmul_amx.cpp); include only from files built with AVX-512 flags. Internal to them
 // (an anonymous namespace, as kqmatmul_shape.h).
 #pragma once

@@ -87,7 +87,8 @@ bool amx_qgroups_usable() {
 QGroupsFn qgroups_kernel(QKind kind, Isa isa, int64_t tokens) {
 #if defined(__x86_64__)
   if (isa == Isa::Avx512 && tokens >= kAmxTokens && amx_qgroups_usable()) return amx_qgroups(kind);
-  if (isa == Isa::Avx512) return kind == QKind::Q8 ? qgroups_q8_avx512 : qgroups_q4_avx512;
+  if (isa == Isa::Avx512 && avx512_vnni_enabled()) return kind == QKind::Q8 ? qgroups_q8_avx512 : qgroups_q4_avx512;
+  if (isa == Isa::Avx512) return kind == QKind::Q8 ? qgroups_q8_avx512bw : qgroups_q4_avx512bw;
   if (isa == Isa::Avx2 && avx_vnni_enabled()) return kind == QKind::Q8 ? qgroups_q8_avxvnni : qgroups_q4_avxvnni;
   if (isa == Isa::Avx2) return kind == QKind::Q8 ? qgroups_q8_avx2 : qgroups_q4_avx2;
 #endif

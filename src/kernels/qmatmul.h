@@ -1,6 +1,7 @@
 // Integer matrix products over quantised weights (quant/packed.h) and quantised activations
 // (quant/activations.h): int8 x int8 -> int32 dot products per 32-block, then one multiply by the
-// two scales. AVX-512 VNNI, AVX2, and a portable scalar reference, chosen at run time.
+// two scales. AVX-512 (with or without VNNI), AVX2 (with or without AVX-VNNI), and a portable scalar
+// reference, chosen at run time.
 #pragma once
 #include <cstdint>
 
@@ -31,6 +32,10 @@ bool amx_qgroups_usable();
 void qgroups_scalar(const QuantActs&, const QuantMatrix&, int64_t, int64_t, float*);
 void qgroups_q8_avx512(const QuantActs&, const QuantMatrix&, int64_t, int64_t, float*);
 void qgroups_q4_avx512(const QuantActs&, const QuantMatrix&, int64_t, int64_t, float*);
+// AVX-512 without VNNI (qmatmul_avx512.cpp; where !avx512_vnni_enabled()): vpmaddubsw sums, each
+// row's result the VNNI kernel's, bit for bit.
+void qgroups_q8_avx512bw(const QuantActs&, const QuantMatrix&, int64_t, int64_t, float*);
+void qgroups_q4_avx512bw(const QuantActs&, const QuantMatrix&, int64_t, int64_t, float*);
 void qgroups_q8_avx2(const QuantActs&, const QuantMatrix&, int64_t, int64_t, float*);
 void qgroups_q4_avx2(const QuantActs&, const QuantMatrix&, int64_t, int64_t, float*);
 // With AVX-VNNI (qmatmul_avxvnni.cpp; where avx_vnni_enabled()): each row's result is the AVX-512

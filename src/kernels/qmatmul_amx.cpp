@@ -2,7 +2,7 @@
 // of 16 rows is already a B tile: 8 rows of 64 bytes, each row 4 inputs x 16 weight rows, the
 // layout TDPBSUD reads (q4's nibble rows are split into two byte rows first). A tile of 16 tokens
 // x one block's 32 int8 codes is A; one TDPBSUD gives the 16 x 16 block dot products, exact in
-// int32, which are then scaled with AVX-512 exactly as qmatmul_avx512.cpp does (so the two agree
+// int32, which are then scaled with AVX-512 exactly as qmatmul_tile_avx512.h does (so the two agree
 // bit for bit). The block scales differ per block, so each block is its own product (K = 32) and
 // its own scaling; two blocks are in flight at a time.
 #include <immintrin.h>
@@ -42,7 +42,7 @@ void unpack_q4_group(const QuantMatrix& w, int64_t g, uint8_t* out) {
   }
 }
 
-// out[i] += the block's scaled dot products of token t0 + i, the arithmetic of qmatmul_avx512.cpp.
+// out[i] += the block's scaled dot products of token t0 + i, the arithmetic of qmatmul_tile_avx512.h.
 // M tokens, or (M = 0, a tail) m of them.
 template <QKind K, int M>
 inline void scale_block(const int32_t* dots, const QuantActs& x, const uint8_t* rec, int64_t t0, int64_t b, __m512* out,

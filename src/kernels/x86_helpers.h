@@ -1,4 +1,4 @@
-// Small x86 helpers shared by the *_avx2.cpp / *_avx512.cpp kernel files. Include only from files
+// Small x86 helpers shared by the *_avx2.cpp / *_avx512*.cpp kernel files. Include only from files
 // compiled with AVX2 + F16C (or more). The functions have internal linkage on purpose: each
 // kernel file compiles them with its own target flags, and one shared (inline, external) copy
 // could let the linker hand an AVX-512 build of them to the AVX2 path.
@@ -21,6 +21,12 @@ namespace {
 constexpr bool kAvxVnniBuild = true;
 #else
 constexpr bool kAvxVnniBuild = false;
+#endif
+// The same for AVX-512 VNNI (-mavx512vnni: *_avx512vnni.cpp and the AMX files).
+#if defined(__AVX512VNNI__)
+constexpr bool kAvx512VnniBuild = true;
+#else
+constexpr bool kAvx512VnniBuild = false;
 #endif
 
 // Decode's software prefetch of weights it reads once: non-temporal, so a streamed line does not

@@ -1,7 +1,7 @@
 // AVX-512 VNNI prefill for ggml K-quant weights: a group of 16 rows is unpacked once into int8
 // codes laid out as qmatmul's records (64 bytes = 4 inputs x 16 rows) with float sub-block scales
 // per row, and then a tile of tokens x groups runs over it, one vpdpbusd per 4 inputs x 16 rows x
-// 1 token, as kvad's q8 prefill does. The row kernels (kqmatmul_avx512.cpp) unpack every
+// 1 token, as kvad's q8 prefill does. The row kernels (kqmatmul_avx512vnni.cpp) unpack every
 // super-block again for each 4 tokens and spend two instructions per 64 values and token
 // (vpmaddubsw, vpdpwssd) plus a horizontal reduction per super-block; here the unpacking is paid
 // once per group and token block and the reduction is gone: a row is a lane.
