@@ -252,6 +252,28 @@ TEST(KQuant, AvxVnniTilesEqualAvx2TilesBitForBit) {
     }
 }
 
+// Without VNNI (Skylake-SP) the AVX-512 tiles sum a sub-block's vpmaddubsw pairs in int16 while
+// exact and widen them with vpmaddwd: the VNNI tiles' integers, so their bits (one and two groups,
+// every token tile width). With VNNI off, prefill takes them and decode the AVX2 rows.
+TEST(KQuant, Avx512TilesWithoutVnniEqualVnniTilesBitForBit) {
+  if (best_isa() < Isa::Avx512 || !cpu_features().avx512vnni)
+    GTEST_SKIP() << "SKIPPED: needs AVX-512 with VNNI to compare (" << cpu_summary() << ")";
+  Rng rng(19);
+  for (DType type : kTypes)
+    for (auto [rows, cols, n] : {std::tuple<int64_t, int64_t, int64_t>{37, 768, 8}, {16, 256, 9}, {80, 512, 35}, {45, 1024, 6}}) {
+      Case c(rng, type, rows, cols, n);
+      std::vector<float> vnni((size_t)(n * rows), NAN), bw((size_t)(n * rows), NAN);
+      kgroups_tiles_avx512(c.a, c.w, 0, (rows + 15) / 16, vnni.data());
+      kgroups_tiles_avx512bw(c.a, c.w, 0, (rows + 15) / 16, bw.data());
+      EXPECT_EQ(bw, vnni) << dtype_name(type) << " rows=" << rows << " n=" << n;
+    }
+  set_avx512_vnni_allowed(false);
+  const bool picked = kgroups_tiles_kernel(Isa::Avx512, 64) == kgroups_tiles_avx512bw &&
+                      krows_kernel(DType::Q4_K, Isa::Avx512) == krows_q4k_avx2;
+  set_avx512_vnni_allowed(true);
+  EXPECT_TRUE(picked);
+}
+
 // The AMX tiles (kqmatmul_amx.cpp) take the AVX-512 tiles' unpacked groups and scale each
 // sub-block's exact sums in the same order: equal bit for bit. Over the model of the tiles on any
 // AVX-512 CPU, over the real tiles where the CPU has them. Tokens from a part tile to several

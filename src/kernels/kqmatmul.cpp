@@ -93,8 +93,8 @@ void krows_scalar(const KActs& x, const KQuantMatrix& w, int64_t r0, int64_t r1,
 
 KRowsFn krows_kernel(DType type, Isa isa) {
 #if defined(__x86_64__)
-  // AVX-512 without VNNI (Skylake-SP) takes the AVX2 K-quant kernels: no 512-bit ones without
-  // vpdpbusd were written (docs/kernels.md, "AVX-512 without VNNI").
+  // AVX-512 without VNNI (Skylake-SP) decodes with the AVX2 row kernels: the AVX-512 ones are
+  // built on vpdpwssd (its prefill has tiles of its own: kgroups_tiles_avx512bw).
   if (isa == Isa::Avx512 && !avx512_vnni_enabled()) isa = Isa::Avx2;
   if (isa == Isa::Avx512) {
     if (type == DType::Q4_K) return krows_q4k_avx512;
@@ -148,7 +148,7 @@ bool amx_kq_usable() {
 
 KGroupsFn kgroups_tiles_kernel(Isa isa, int64_t tokens) {
 #if defined(__x86_64__)
-  if (isa == Isa::Avx512 && !avx512_vnni_enabled()) isa = Isa::Avx2;  // as krows_kernel
+  if (isa == Isa::Avx512 && !avx512_vnni_enabled()) return kgroups_tiles_avx512bw;
   if (isa == Isa::Avx512 && tokens >= kAmxKqTokens && amx_kq_usable())
     return amx_emulated() ? kgroups_tiles_amx_emulated : kgroups_tiles_amx;
   if (isa == Isa::Avx512) return kgroups_tiles_avx512;

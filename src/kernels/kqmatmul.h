@@ -42,6 +42,9 @@ void krows_q6k_avx2(const KActs&, const KQuantMatrix&, int64_t, int64_t, float*)
 // once to int8 codes and float scales and run through a tokens x groups tile. Its float order is its
 // own: it agrees with krows_scalar to rounding, not bit for bit.
 void kgroups_tiles_avx512(const KActs& x, const KQuantMatrix& w, int64_t g0, int64_t g1, float* y);
+// Without VNNI (kqmatmul_tiles_avx512.cpp; Skylake-SP/X, where !avx512_vnni_enabled()): the same
+// results, bit for bit.
+void kgroups_tiles_avx512bw(const KActs& x, const KQuantMatrix& w, int64_t g0, int64_t g1, float* y);
 // The same plan on AVX2 (vpmaddubsw, sub-block scales by vpmaddwd): groups [g0, g1) of 16 rows, one
 // at a time, 2 tokens x 16 rows a tile. Agrees with krows_scalar to rounding.
 void kgroups_tiles_avx2(const KActs& x, const KQuantMatrix& w, int64_t g0, int64_t g1, float* y);

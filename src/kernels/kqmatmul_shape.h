@@ -1,4 +1,4 @@
-// How the SIMD K-quant kernels (kqmatmul_avx2/avx512.cpp and the prefill tiles) name the three
+// How the SIMD K-quant kernels (kqmatmul_avx2/avx512vnni.cpp and the prefill tiles) name the three
 // formats and walk a 256-value super-block. Internal to those files (an anonymous namespace, as
 // x86_helpers.h).
 #pragma once
@@ -20,6 +20,12 @@ struct Shape {
   static constexpr int S = 64 / J;                  // 4-value slots per sub-block
   static constexpr int P = KIND == K::Q6 ? 8 : 4;
 };
+
+// Slots whose vpmaddubsw pairs may be added as int16 before the scale (the tiles without a VNNI
+// dot product): a pair is at most 2 * 15 * 128 (Q4), 2 * 31 * 128 (Q5), 2 * 63 * 128 (Q6), and
+// their sum must stay <= 32767.
+template <K KIND>
+constexpr int kInt16Slots = KIND == K::Q4 ? 8 : KIND == K::Q5 ? 4 : 2;
 
 }  // namespace
 }  // namespace kvad::kernels

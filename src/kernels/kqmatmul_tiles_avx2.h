@@ -31,11 +31,6 @@ namespace kvad::kernels {
 
 namespace {
 
-// Slots whose vpmaddubsw pairs may be added as int16 before the scale: a pair is at most
-// 2 * 15 * 128 (Q4), 2 * 31 * 128 (Q5), 2 * 63 * 128 (Q6), and their sum must stay <= 32767.
-template <K KIND>
-constexpr int kInt16Slots = KIND == K::Q4 ? 8 : KIND == K::Q5 ? 4 : 2;
-
 // One group of 16 rows, all super-blocks, in the tile's layout. Rows past the matrix's end repeat
 // its last row (their outputs are never stored).
 struct Unpacked {
