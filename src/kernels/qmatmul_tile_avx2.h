@@ -40,10 +40,10 @@ inline __m256i dot4(__m256i acc, __m256i w_u8, __m256i x_s8) {
 inline void in_order(__m256i& v) { asm("" : "+x"(v)); }
 
 // One block's integer sums for T tokens: acc[t][h] holds rows 8h..8h+7 of token t. Both halves
-// of a record are taken in one pass, so each token's activation broadcasts serve 16 rows (taking
-// the halves in two passes issued every broadcast twice, and GCC spilled them: 201 instructions
-// a q4 block of two tokens against ~150 now, llvm-mca -mcpu=znver3). Integer sums are exact in
-// any order, so every variant's sums are the same numbers.
+// of a record are taken in one pass, so each token's activation broadcasts serve 16 rows (two
+// passes issued every broadcast twice; with in_order's fix, a q4 block of two tokens went from 201
+// instructions to 139, llvm-mca -mcpu=znver3: docs/kernels.md). Integer sums are exact in any
+// order, so every variant's sums are the same numbers.
 template <bool Vnni, QKind K, int T>
 inline void block_sums(const uint8_t* rec, const int8_t* const (&xb)[T], __m256i (&acc)[T][2]) {
   #pragma GCC unroll 8
