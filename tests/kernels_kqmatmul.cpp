@@ -253,9 +253,10 @@ TEST(KQuant, AvxVnniTilesEqualAvx2TilesBitForBit) {
 }
 
 // Without VNNI (Skylake-SP) the AVX-512 tiles sum a sub-block's vpmaddubsw pairs in int16 while
-// exact and widen them with vpmaddwd: the VNNI tiles' integers, so their bits (one and two groups,
-// every token tile width). With VNNI off, prefill takes them and decode the AVX2 rows.
-TEST(KQuant, Avx512TilesWithoutVnniEqualVnniTilesBitForBit) {
+// exact and widen them with vpmaddwd, and the rows replace vpdpwssd by vpmaddwd and an add: the
+// VNNI kernels' integers, so their bits (one and two groups, every token tile width, decode's 1-4
+// tokens). With VNNI off, the dispatchers take them.
+TEST(KQuant, Avx512WithoutVnniEqualsVnniBitForBit) {
   if (best_isa() < Isa::Avx512 || !cpu_features().avx512vnni)
     GTEST_SKIP() << "SKIPPED: needs AVX-512 with VNNI to compare (" << cpu_summary() << ")";
   Rng rng(19);
@@ -266,10 +267,21 @@ TEST(KQuant, Avx512TilesWithoutVnniEqualVnniTilesBitForBit) {
       kgroups_tiles_avx512(c.a, c.w, 0, (rows + 15) / 16, vnni.data());
       kgroups_tiles_avx512bw(c.a, c.w, 0, (rows + 15) / 16, bw.data());
       EXPECT_EQ(bw, vnni) << dtype_name(type) << " rows=" << rows << " n=" << n;
+      for (int64_t tokens : {int64_t{1}, std::min<int64_t>(n, 4)}) {  // the rows, over the first tokens
+        KActs first = c.a;
+        first.n = tokens;
+        std::vector<float> rows_vnni((size_t)(tokens * rows), NAN), rows_bw((size_t)(tokens * rows), NAN);
+        (type == DType::Q4_K ? krows_q4k_avx512 : type == DType::Q5_K ? krows_q5k_avx512 : krows_q6k_avx512)(
+            first, c.w, 0, rows, rows_vnni.data());
+        (type == DType::Q4_K ? krows_q4k_avx512bw : type == DType::Q5_K ? krows_q5k_avx512bw : krows_q6k_avx512bw)(
+            first, c.w, 0, rows, rows_bw.data());
+        EXPECT_EQ(rows_bw, rows_vnni) << "rows " << dtype_name(type) << " rows=" << rows << " tokens=" << tokens;
+      }
     }
   set_avx512_vnni_allowed(false);
   const bool picked = kgroups_tiles_kernel(Isa::Avx512, 64) == kgroups_tiles_avx512bw &&
-                      krows_kernel(DType::Q4_K, Isa::Avx512) == krows_q4k_avx2;
+                      krows_kernel(DType::Q4_K, Isa::Avx512) == krows_q4k_avx512bw &&
+                      krows_kernel(DType::Q6_K, Isa::Avx512) == krows_q6k_avx512bw;
   set_avx512_vnni_allowed(true);
   EXPECT_TRUE(picked);
 }

@@ -25,8 +25,8 @@ const CpuFeatures& cpu_features();
 Isa best_isa();
 // AVX512-VNNI's vpdpbusd may be used: the ISA is AVX-512, the CPU has it (Cascade Lake, Ice Lake,
 // Tiger/Rocket Lake, Zen 4 and later) and KVAD_ISA is not "avx512-novnni". Without it (Skylake-SP/X)
-// the q8/q4 and K-quant prefill products take AVX-512 tiles with vpmaddubsw sums (the same bits),
-// K-quant decode the AVX2 rows, and files *_avx512vnni.cpp are not run.
+// the integer products take AVX-512 kernels with vpmaddubsw / vpmaddwd sums (the same bits), and
+// files *_avx512vnni.cpp are not run.
 bool avx512_vnni_enabled();
 // For tests and benchmarks that compare both paths in one process (like set_avx512_bf16_allowed);
 // BF16 and AMX keep what the CPU has.

@@ -93,9 +93,11 @@ void krows_scalar(const KActs& x, const KQuantMatrix& w, int64_t r0, int64_t r1,
 
 KRowsFn krows_kernel(DType type, Isa isa) {
 #if defined(__x86_64__)
-  // AVX-512 without VNNI (Skylake-SP) decodes with the AVX2 row kernels: the AVX-512 ones are
-  // built on vpdpwssd (its prefill has tiles of its own: kgroups_tiles_avx512bw).
-  if (isa == Isa::Avx512 && !avx512_vnni_enabled()) isa = Isa::Avx2;
+  if (isa == Isa::Avx512 && !avx512_vnni_enabled()) {  // Skylake-SP/X: the same rows without vpdpwssd
+    if (type == DType::Q4_K) return krows_q4k_avx512bw;
+    if (type == DType::Q5_K) return krows_q5k_avx512bw;
+    if (type == DType::Q6_K) return krows_q6k_avx512bw;
+  }
   if (isa == Isa::Avx512) {
     if (type == DType::Q4_K) return krows_q4k_avx512;
     if (type == DType::Q5_K) return krows_q5k_avx512;

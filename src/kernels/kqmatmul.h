@@ -35,6 +35,10 @@ void krows_scalar(const KActs&, const KQuantMatrix&, int64_t, int64_t, float*);
 void krows_q4k_avx512(const KActs&, const KQuantMatrix&, int64_t, int64_t, float*);
 void krows_q5k_avx512(const KActs&, const KQuantMatrix&, int64_t, int64_t, float*);
 void krows_q6k_avx512(const KActs&, const KQuantMatrix&, int64_t, int64_t, float*);
+// Without VNNI (kqmatmul_avx512.cpp; Skylake-SP/X): the same results, bit for bit.
+void krows_q4k_avx512bw(const KActs&, const KQuantMatrix&, int64_t, int64_t, float*);
+void krows_q5k_avx512bw(const KActs&, const KQuantMatrix&, int64_t, int64_t, float*);
+void krows_q6k_avx512bw(const KActs&, const KQuantMatrix&, int64_t, int64_t, float*);
 void krows_q4k_avx2(const KActs&, const KQuantMatrix&, int64_t, int64_t, float*);
 void krows_q5k_avx2(const KActs&, const KQuantMatrix&, int64_t, int64_t, float*);
 void krows_q6k_avx2(const KActs&, const KQuantMatrix&, int64_t, int64_t, float*);
