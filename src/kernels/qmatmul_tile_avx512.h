@@ -27,7 +27,8 @@ inline __m512i bcast4(const int8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
-// acc[t][g] += the block's unsigned codes x signed activations, 16 rows of group g for token t.
+// acc[t][g] (zeros on entry) = the block's unsigned codes x signed activations, 16 rows of group
+// g for token t.
 // With VNNI: a vpdpbusd per 4 inputs. Without: a vpmaddubsw pair of 4-bit codes x activations is
 // at most 2 x 15 x 128 = 3,840, so a block's eight per lane add in int16 (<= 30,720) and one
 // vpmaddwd widens them; q8's byte codes are taken as two nibbles, c = 16 hi + lo, each summed so,

@@ -49,7 +49,9 @@ wait_for 'last answer +[0-9]+ tokens, cancelled' 20
 pass "Esc stops an answer"
 
 # p (on the dashboard, after Tab) reloads in every format in turn, back to the first; the
-# conversation stays on screen, and the turn after a reload is prefilled from scratch.
+# conversation stays on screen, and the turn after a reload is prefilled from scratch. Either
+# question counts as the conversation: how long the stopped answer is depends on when the Esc
+# arrived, and a 239-token one (a busy CI host) pushed the first question off the 40 rows.
 formats=(f32 bf16 q8 q4)
 start=0
 for i in "${!formats[@]}"; do [ "${formats[$i]}" = "$STORED" ] && start=$i; done
@@ -64,7 +66,7 @@ for step in 1 2 3 4; do
   # scrolled it by a row: ncurses then drew every change one row off).
   screen | head -1 | grep -q 'dashboard (p q r, Tab back)' || { echo "FAIL: the screen scrolled after reloading as $want"; screen; exit 1; }
   case $want in q8|q4) wait_for "· kvad: quantised to $want, cached to" 5 ;; esac
-  screen | grep -q '^you: hello there' || { echo "FAIL: the conversation is gone after reloading as $want"; screen; exit 1; }
+  screen | grep -qE '^you: (hello there|tell me more)' || { echo "FAIL: the conversation is gone after reloading as $want"; screen; exit 1; }
 done
 keys Tab
 type_line '/set max_tokens 8'
