@@ -163,21 +163,11 @@ const int8_t* arrange(const KActs& x, int64_t t0, int64_t T) {
 // acc += d*xd * (8 int32 lanes of the scaled sums, each over the same 32 values as ggml's lanes;
 // Q6 less 32 * its scaled 16-sums); Q4: accm += -dmin*xd * (4 lanes of mins x 32-value sums);
 // Q5: accm lane 0 += -dmin*xd * (their total).
-// isum += the int16 pairs' products (exact int32 either way).
-template <bool Vnni>
-__attribute__((always_inline)) inline __m512i pair_products(__m512i isum, __m512i a, __m512i b) {
-#if defined(__AVX512VNNI__)
-  if constexpr (Vnni) return _mm512_dpwssd_epi32(isum, a, b);
-#endif
-  static_assert(!Vnni || kAvx512VnniBuild, "the VNNI rows need -mavx512vnni");
-  return _mm512_add_epi32(isum, _mm512_madd_epi16(a, b));
-}
-
 template <bool Vnni, K KIND>
 __attribute__((always_inline)) inline void block_dot(const Block& blk, const __m512i xv[4], __m256i bs, const int16_t* s32, float xd, __m256& acc, __m128& accm) {
   __m512i isum = _mm512_setzero_si512();
   #pragma GCC unroll 4
-  for (int k = 0; k < 4; k++) isum = pair_products<Vnni>(isum, _mm512_maddubs_epi16(blk.q[k], xv[k]), blk.s[k]);
+  for (int k = 0; k < 4; k++) isum = add_int16_pair_products<Vnni>(isum, _mm512_maddubs_epi16(blk.q[k], xv[k]), blk.s[k]);
   __m256i sum = _mm256_add_epi32(_mm512_castsi512_si256(isum), _mm512_extracti64x4_epi64(isum, 1));
   if constexpr (KIND == K::Q6) sum = _mm256_sub_epi32(sum, _mm256_slli_epi32(_mm256_madd_epi16(bs, blk.m), 5));
   const __m128 dx = _mm_mul_ps(blk.dd, _mm_set1_ps(xd));  // d*xd, dmin*xd: ggml's products

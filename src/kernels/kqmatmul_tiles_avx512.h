@@ -88,15 +88,6 @@ __attribute__((always_inline)) inline void sub_block_dots(const Unpacked* u, con
   }
 }
 
-// c[t][g] += the int16 pairs x the activations' int16 sums (exact int32 either way).
-template <bool Vnni>
-__attribute__((always_inline)) inline __m512i pair_dot(__m512i c, __m512i pairs, __m512i sums) {
-#if defined(__AVX512VNNI__)
-  if constexpr (Vnni) return _mm512_dpwssd_epi32(c, pairs, sums);
-#endif
-  return _mm512_add_epi32(c, _mm512_madd_epi16(pairs, sums));
-}
-
 template <bool Vnni, K KIND, int T, int G>
 void tile(const KActs& x, const Unpacked* u, const int64_t* gi, int64_t rows, int64_t t0, float* y) {
   using Sh = Shape<KIND>;
@@ -131,7 +122,7 @@ void tile(const KActs& x, const Unpacked* u, const int64_t* gi, int64_t rows, in
       for (int g = 0; g < G; g++) {
         const __m512i pv = _mm512_load_si512(u[g].pairs + (b * Sh::P + p) * 16);
         #pragma GCC unroll 8
-        for (int t = 0; t < T; t++) c[t][g] = pair_dot<Vnni>(c[t][g], pv, bcast4(sums[t] + 2 * p));
+        for (int t = 0; t < T; t++) c[t][g] = add_int16_pair_products<Vnni>(c[t][g], pv, bcast4(sums[t] + 2 * p));
       }
     #pragma GCC unroll 8
     for (int g = 0; g < G; g++) {

@@ -29,6 +29,18 @@ constexpr bool kAvx512VnniBuild = true;
 constexpr bool kAvx512VnniBuild = false;
 #endif
 
+// acc + the products of a's and b's int16 pairs, summed per int32 lane: AVX-512 VNNI's vpdpwssd,
+// or vpmaddwd and an add (Skylake-SP) -- the same exact int32. A template, so the AVX2 files that
+// include this never instantiate it.
+template <bool Vnni>
+__attribute__((always_inline)) inline __m512i add_int16_pair_products(__m512i acc, __m512i a, __m512i b) {
+#if defined(__AVX512VNNI__)
+  if constexpr (Vnni) return _mm512_dpwssd_epi32(acc, a, b);
+#endif
+  static_assert(!Vnni || kAvx512VnniBuild, "vpdpwssd needs -mavx512vnni");
+  return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
+}
+
 // Decode's software prefetch of weights it reads once: non-temporal, so a streamed line does not
 // settle in L2 and then pass through L3 as a victim on its way out (the likely reason; no counters
 // in this VM). With two threads NTA read the q4/q8 decode stack 1.03-1.2x faster than T0 and
