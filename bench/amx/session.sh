@@ -135,6 +135,19 @@ fi
   --benchmark_enable_random_interleaving=true --benchmark_repetitions="$([ "$quick" = 1 ] && echo 2 || echo 5)" \
   --benchmark_report_aggregates_only=true > "$out/micro.txt" 2>&1 || log "kvad_micro failed: $out/micro.txt"
 
+# 7b. Decode's side of issue 18 here ("q4 decode reads ~14 GB/s where the machine streams 17-21"):
+# the decode stacks' read rate beside plain streams, interleaved in one process, on two threads and
+# on one; and whether the two CPUs are one core's two hyperthreads (then they share its L1 fill
+# buffers, which the decode's NTA prefetch into L1 uses: docs/kernels.md "Decode: the prefetch hint").
+echo "cpu0's thread siblings: $(cat /sys/devices/system/cpu/cpu0/topology/thread_siblings_list 2>/dev/null || echo unknown)" |
+  tee -a "$out/machine.txt" >> "$out/summary.txt"
+for threads in 2 1; do
+  KVAD_MICRO_THREADS=$threads "$build/kvad_micro" --benchmark_filter='qdecode_stack|stream_read' \
+    --benchmark_enable_random_interleaving=true --benchmark_repetitions="$([ "$quick" = 1 ] && echo 3 || echo 6)" \
+    --benchmark_min_time=0.3 --benchmark_report_aggregates_only=true > "$out/decode-stack-$threads.txt" 2>&1 ||
+    log "kvad_micro decode stack failed: $out/decode-stack-$threads.txt"
+done
+
 # 8. The trainer's bf16 products against PyTorch (docs/training.md).
 if [ "$train" = 1 ]; then
   "$root/bench/train/run.sh" /tmp/kjv.txt c > "$out/train-f32.txt" 2>&1 || log "train f32 failed: $out/train-f32.txt"
@@ -180,5 +193,20 @@ if os.path.exists(kq) and os.path.exists(lq):
         kp, kd = med([r["prefill_tok_s"]["median"] for r in k]), med([r["decode_tok_s"]["median"] for r in k])
         lp, ld = med([float(r[6]) for r in rows]), med([float(r[8]) for r in rows])
         print(f"  Q4_K_M                 prefill 512 {kp / lp:5.2f}x ({kp:.0f} / {lp:.0f})  decode {kd / ld:5.2f}x ({kd:.1f} / {ld:.1f})")
+import re
+for threads in (2, 1):
+    path = os.path.join(out, f"decode-stack-{threads}.txt")
+    if not os.path.exists(path):
+        continue
+    rate = {}
+    for line in open(path):
+        m = re.match(r"BM_(\w+)/(\w+)/real_time_median.*bytes_per_second=([\d.]+)([GM])/s", line)
+        if m:
+            rate[f"{m.group(1)}/{m.group(2)}"] = float(m.group(3)) * (1 if m.group(4) == "G" else 1e-3)
+    stream = max((v for k, v in rate.items() if k.startswith("stream_read")), default=float("nan"))
+    name = {"kqdecode_stack/1": "Q4_K_M", "kqdecode_stack/0": "Q4_K_M in 4 KB pages"}
+    stacks = ", ".join(f"{name.get(k, k.split('/')[1])} {v:.1f} ({100 * v / stream:.0f}%)"
+                       for k, v in sorted(rate.items()) if "decode_stack" in k)
+    print(f"decode stacks on {threads} thread(s), GB/s (of the best plain stream, {stream:.1f}): {stacks}")
 print(f"\nall outputs: {out}")
 PY
