@@ -10,7 +10,7 @@
 #     --quick     one round of each comparison, fewer tokens (a first look)
 #     --no-llama  skip llama.cpp (its first build takes ~10 minutes)
 #     --train     also bench/train/run.sh config c, f32 and --precision bf16, against PyTorch (~15 min)
-#     --emulate   on a CPU without AMX: KVAD_AMX_EMULATE=1 (for checking this script only)
+#     --emulate   on a CPU without AMX: KVAD_AMX_EMULATE=1 (for checking this script only; no llama.cpp)
 #   env: KVAD_BUILD (./build), WORK (/tmp/kvad-bench: the synthesized models, shared with
 #        bench/compare_llamacpp.py), OUT (/tmp/kvad-amx-<time>).
 # Build first: cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVAD_TESTS=ON -DKVAD_UNIT_TESTS=ON && ninja -C build
@@ -51,7 +51,11 @@ if [ -z "$amx_flags" ] && [ "$emulate" = 0 ]; then
   echo "(--emulate runs the script over the software model of the tiles, to check the script itself)" >&2
   exit 2
 fi
-[ "$emulate" = 1 ] && export KVAD_AMX_EMULATE=1 && log "KVAD_AMX_EMULATE=1: the tiles' software model; figures below are NOT the hardware's"
+if [ "$emulate" = 1 ]; then
+  export KVAD_AMX_EMULATE=1
+  log "KVAD_AMX_EMULATE=1: the tiles' software model; figures below are NOT the hardware's"
+  [ "$llama" = 1 ] && llama=0 && log "--emulate: llama.cpp skipped (kvad's side would run on the slow model)"
+fi
 
 # 2. The hardware tests must run, not skip, and pass.
 tests_ok=1
@@ -111,10 +115,10 @@ done
 # AMX, on this CPU: the summary says which one it took).
 if [ "$llama" = 1 ]; then
   /usr/bin/python3 "$root/bench/compare_llamacpp.py" --prompt-tokens "$prompts" --gen-tokens "$gen" --reps "$reps" \
-    --rounds "$rounds" --work "$work" --kvad "$kvad" --json-out "$out/llamacpp.json" > "$out/llamacpp.txt" 2>&1 ||
+    --rounds "$rounds" --threads "$(nproc)" --work "$work" --kvad "$kvad" --json-out "$out/llamacpp.json" > "$out/llamacpp.txt" 2>&1 ||
     log "compare_llamacpp.py failed: $out/llamacpp.txt"
   lb="$("$peer/build-llamacpp" | tail -1)"
-  : > "$out/llamacpp-q4_k_m.txt"
+  : > "$out/llamacpp-q4_k_m.txt"; : > "$out/kvad-q4_k_m.jsonl"
   for r in $(seq "$rounds"); do
     LD_LIBRARY_PATH="$lb" "$lb/llama-batched-bench" -m "$kqm" -t "$(nproc)" -c 2048 -b 2048 -ub 512 -npp 512 -ntg "$gen" -npl 1 \
       >> "$out/llamacpp-q4_k_m.txt" 2>> "$out/llamacpp-q4_k_m.log" || true
@@ -123,7 +127,7 @@ if [ "$llama" = 1 ]; then
   # ggml opens every CPU variant to score it, then the one it keeps a second time: the last one opened.
   variant="unknown (no strace)"
   if command -v strace > /dev/null; then
-    LD_LIBRARY_PATH="$lb" strace -f -e trace=openat -o "$out/llama-strace.txt" "$lb/llama-batched-bench" -m "$kqm" -t 2 \
+    LD_LIBRARY_PATH="$lb" strace -f -e trace=openat -o "$out/llama-strace.txt" "$lb/llama-batched-bench" -m "$kqm" -t "$(nproc)" \
       -c 512 -b 512 -ub 512 -npp 16 -ntg 2 -npl 1 > /dev/null 2>&1 || true
     variant="$(grep -v ENOENT "$out/llama-strace.txt" | grep -o 'libggml-cpu-[a-z0-9_]*' | tail -1)"
   fi
