@@ -160,11 +160,12 @@ if [ "$train" = 1 ]; then
 fi
 
 # 9. The summary against issue 18's targets.
-/usr/bin/python3 - "$out" "$tests_ok" "$first_use_ok" <<'PY' | tee -a "$out/summary.txt"
+/usr/bin/python3 - "$out" "$tests_ok" "$first_use_ok" "$emulate" <<'PY' | tee -a "$out/summary.txt"
 import json, os, statistics, sys
-out, tests_ok, first_ok = sys.argv[1], sys.argv[2] == "1", sys.argv[3] == "1"
+out, tests_ok, first_ok, emulated = sys.argv[1], sys.argv[2] == "1", sys.argv[3] == "1", sys.argv[4] == "1"
 med = lambda v: statistics.median(v) if v else float("nan")
-print(f"hardware tests ran and passed: {'yes' if tests_ok else 'NO'}; first-use checks quiet: {'yes' if first_ok else 'NO'}")
+print(f"hardware tests ran and passed: {'NO (emulated: they were skipped)' if emulated else 'yes' if tests_ok else 'NO'}; "
+      f"first-use checks quiet: {'yes' if first_ok else 'NO'}")
 runs = [json.loads(l) for l in open(os.path.join(out, "tiles-vs-vector.jsonl"))]
 print("\ntiles / vector kernels, same binary (medians over rounds):")
 for label in dict.fromkeys(r["label"] for r in runs):
