@@ -125,46 +125,24 @@ __attribute__((always_inline)) inline void block_dot(const Block& blk, const int
   }
 }
 
-// Rows r0 .. r1 one after another against T tokens from t0, prefetched 4 KB ahead (one stream
-// per thread, as in the AVX-512 kernels).
+// Rows r0 .. r1 against T tokens from t0 (x86_helpers.h's walk), each super-block unpacked once
+// for the T tokens.
 template <K KIND, int T>
 void rows_tile(const KActs& x, const KQuantMatrix& w, int64_t r0, int64_t r1, int64_t t0, float* y) {
   constexpr size_t bb = KIND == K::Q4 ? 144 : KIND == K::Q5 ? 176 : 210;
-  constexpr size_t kAhead = 4096;
   const int64_t nb = w.blocks();
-  __m256 part[T][8];
-  __m128 partm[T][8];
-  for (int64_t g = r0; g < r1; g += 8) {
-    const int n = (int)std::min<int64_t>(8, r1 - g);
-    for (int i = 0; i < 8; i++) {
-      __m256 acc[T];
-      __m128 accm[T];
-      #pragma GCC unroll 4
-      for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps(), accm[t] = _mm_setzero_ps();
-      const uint8_t* row = w.row_data(g + std::min(i, n - 1));
-      for (int64_t b = 0; b < nb && i < n; b++) {
-        const uint8_t* blk = row + (size_t)b * bb;
-        #pragma GCC unroll 4
-        for (size_t l = 0; l < bb; l += 64) prefetch_weights(blk + kAhead + l);
-        Block u;
-        unpack<KIND>(blk, u);
-        #pragma GCC unroll 4
-        for (int t = 0; t < T; t++) {
-          const size_t at = (size_t)((t0 + t) * nb + b);
-          block_dot<KIND>(u, x.codes(t0 + t, b), _mm256_loadu_si256((const __m256i*)(x.bsums.data() + at * 16)),
-                          x.sums32.data() + at * 8, x.d[at], acc[t], accm[t]);
-        }
-      }
-      #pragma GCC unroll 4
-      for (int t = 0; t < T; t++) part[t][i] = acc[t], partm[t][i] = accm[t];
-    }
-    const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  kquant_rows_walk<kType<KIND>, bb, T>(w, r0, r1, t0, y,
+                                       [&](const uint8_t* blk, int64_t b, __m256 (&acc)[T], __m128 (&accm)[T])
+                                           __attribute__((always_inline)) {
+    Block u;
+    unpack<KIND>(blk, u);
     #pragma GCC unroll 4
     for (int t = 0; t < T; t++) {
-      const __m256 v = kquant_row_totals<kType<KIND>>(part[t], partm[t]);
-      _mm256_maskstore_ps(y + (t0 + t) * w.rows() + g, keep, v);
+      const size_t at = (size_t)((t0 + t) * nb + b);
+      block_dot<KIND>(u, x.codes(t0 + t, b), _mm256_loadu_si256((const __m256i*)(x.bsums.data() + at * 16)),
+                      x.sums32.data() + at * 8, x.d[at], acc[t], accm[t]);
     }
-  }
+  });
 }
 
 template <K KIND>

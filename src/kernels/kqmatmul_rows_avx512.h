@@ -185,53 +185,27 @@ __attribute__((always_inline)) inline void block_dot(const Block& blk, const __m
   }
 }
 
-// Rows r0 .. r1, one after another, against T tokens from t0 (their codes arranged at xk): each
-// row's super-blocks unpacked once for the T tokens. One row at a time keeps this thread's share
-// of W one sequential stream, prefetched 4 KB ahead (two rows in flight, two streams a row
-// apart, read less of a Q4_K_M stack in kvad_micro's BM_kqdecode_stack: docs/kernels.md).
+// Rows r0 .. r1 against T tokens from t0, their codes arranged at xk (x86_helpers.h's walk):
+// each row's super-blocks unpacked once for the T tokens.
 template <bool Vnni, K KIND, int T>
 void rows_tile(const KActs& x, const KQuantMatrix& w, int64_t r0, int64_t r1, int64_t t0, const int8_t* xk, float* y) {
   constexpr size_t bb = KIND == K::Q4 ? 144 : KIND == K::Q5 ? 176 : 210;
-  constexpr size_t kAhead = 4096;
   const int64_t nb = w.blocks();
-  // Each row's float lanes wait here and eight rows are summed together (kquant_row_totals, in
-  // ggml's order): a row of 1024 inputs is only 4 super-blocks, and a horizontal sum of its own
-  // would be a tenth of its instructions, ending on a chain of dependent adds.
-  __m256 part[T][8];
-  __m128 partm[T][8];
-  for (int64_t g = r0; g < r1; g += 8) {
-    const int n = (int)std::min<int64_t>(8, r1 - g);
-    for (int i = 0; i < 8; i++) {
-      __m256 acc[T];
-      __m128 accm[T];
-      #pragma GCC unroll 4
-      for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps(), accm[t] = _mm_setzero_ps();
-      const uint8_t* row = w.row_data(g + std::min(i, n - 1));
-      for (int64_t b = 0; b < nb && i < n; b++) {
-        const uint8_t* blk = row + (size_t)b * bb;
-        #pragma GCC unroll 4
-        for (size_t l = 0; l < bb; l += 64) prefetch_weights(blk + kAhead + l);
-        Block u;
-        unpack<KIND>(blk, u);
-        #pragma GCC unroll 4
-        for (int t = 0; t < T; t++) {
-          const size_t at = (size_t)((t0 + t) * nb + b);
-          __m512i xv[4];
-          #pragma GCC unroll 4
-          for (int k = 0; k < 4; k++) xv[k] = _mm512_loadu_si512(xk + t * x.k + b * 256 + 64 * k);
-          block_dot<Vnni, KIND>(u, xv, _mm256_loadu_si256((const __m256i*)(x.bsums.data() + at * 16)), x.sums32.data() + at * 8,
-                          x.d[at], acc[t], accm[t]);
-        }
-      }
-      #pragma GCC unroll 4
-      for (int t = 0; t < T; t++) part[t][i] = acc[t], partm[t][i] = accm[t];
-    }
+  kquant_rows_walk<kType<KIND>, bb, T>(w, r0, r1, t0, y,
+                                       [&](const uint8_t* blk, int64_t b, __m256 (&acc)[T], __m128 (&accm)[T])
+                                           __attribute__((always_inline)) {
+    Block u;
+    unpack<KIND>(blk, u);
     #pragma GCC unroll 4
     for (int t = 0; t < T; t++) {
-      const __m256 v = kquant_row_totals<kType<KIND>>(part[t], partm[t]);
-      _mm256_mask_storeu_ps(y + (t0 + t) * w.rows() + g, (__mmask8)((1u << n) - 1), v);
+      const size_t at = (size_t)((t0 + t) * nb + b);
+      __m512i xv[4];
+      #pragma GCC unroll 4
+      for (int k = 0; k < 4; k++) xv[k] = _mm512_loadu_si512(xk + t * x.k + b * 256 + 64 * k);
+      block_dot<Vnni, KIND>(u, xv, _mm256_loadu_si256((const __m256i*)(x.bsums.data() + at * 16)), x.sums32.data() + at * 8,
+                            x.d[at], acc[t], accm[t]);
     }
-  }
+  });
 }
 
 template <bool Vnni, K KIND>

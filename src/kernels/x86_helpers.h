@@ -5,6 +5,7 @@
 #pragma once
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cmath>
 #include <cstring>
@@ -104,6 +105,44 @@ inline __m256 kquant_row_totals(const __m256 acc[8], const __m128 accm[8]) {
   if constexpr (TYPE == DType::Q5_K)
     v = _mm256_add_ps(v, _mm256_setr_ps(accm[0][0], accm[1][0], accm[2][0], accm[3][0], accm[4][0], accm[5][0], accm[6][0], accm[7][0]));
   return v;
+}
+
+// The decode walk of the K-quant rows kernels (kqmatmul_avx2.cpp, kqmatmul_rows_avx512.h): rows
+// r0 .. r1 of w one after another against T tokens from t0, so this thread's share of W is one
+// sequential stream, prefetched 4 KB ahead (two rows in flight, two streams a row apart, read less
+// of a Q4_K_M stack in kvad_micro's BM_kqdecode_stack: docs/kernels.md). dot(blk, b, acc, accm)
+// adds super-block b of a row (its kBlockBytes at blk) into acc[t] / accm[t] for each token t.
+// Each row's float lanes wait in `part` and eight rows are summed together (kquant_row_totals, in
+// ggml's order): a row of 1024 inputs is only 4 super-blocks, and a horizontal sum of its own
+// would be a tenth of its instructions, ending on a chain of dependent adds.
+template <DType TYPE, size_t kBlockBytes, int T, typename Matrix, typename Dot>
+__attribute__((always_inline)) inline void kquant_rows_walk(const Matrix& w, int64_t r0, int64_t r1, int64_t t0, float* y,
+                                                             Dot&& dot) {
+  constexpr size_t kAhead = 4096;
+  const int64_t nb = w.blocks();
+  __m256 part[T][8];
+  __m128 partm[T][8];
+  for (int64_t g = r0; g < r1; g += 8) {
+    const int n = (int)std::min<int64_t>(8, r1 - g);
+    for (int i = 0; i < 8; i++) {
+      __m256 acc[T];
+      __m128 accm[T];
+      #pragma GCC unroll 4
+      for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps(), accm[t] = _mm_setzero_ps();
+      const uint8_t* row = w.row_data(g + std::min(i, n - 1));
+      for (int64_t b = 0; b < nb && i < n; b++) {
+        const uint8_t* blk = row + (size_t)b * kBlockBytes;
+        #pragma GCC unroll 4
+        for (size_t l = 0; l < kBlockBytes; l += 64) prefetch_weights(blk + kAhead + l);
+        dot(blk, b, acc, accm);
+      }
+      #pragma GCC unroll 4
+      for (int t = 0; t < T; t++) part[t][i] = acc[t], partm[t][i] = accm[t];
+    }
+    const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    #pragma GCC unroll 4
+    for (int t = 0; t < T; t++) _mm256_maskstore_ps(y + (t0 + t) * w.rows() + g, keep, kquant_row_totals<TYPE>(part[t], partm[t]));
+  }
 }
 
 // The 8 (scale, min) 6-bit pairs of a Q4_K/Q5_K super-block (12 bytes at p; 16 are read) as
