@@ -3,6 +3,7 @@
 // float64 reference. Plus: gemm results do not depend on the thread count.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "core/rng.h"
 #include "core/threads.h"
 #include "train/gemm.h"
+#include "train/layers.h"
 #include "train/rowops.h"
 #include "amx_available.h"
 #include "random_values.h"
@@ -123,6 +125,37 @@ TEST(TrainGemm, Bf16ProductsMatchTheRoundedReference) {
   g.bf16 = true;
   gemm(g);
   EXPECT_NE(c32, c16);
+}
+
+// --precision bf16 rounds every linear layer's forward, the two that add onto the residual stream
+// (attention's projection, the MLP's second layer: linear_fwd with accumulate) included: they
+// called the f32 product directly until 2026-12-07. y = r + b + round(x) round(W)ᵀ, in float64.
+TEST(TrainGemm, Bf16LinearForwardOntoTheStreamRoundsItsOperands) {
+  if (!bf16_gemm_supported()) GTEST_SKIP() << "SKIPPED: this CPU has no AVX512-BF16 (" << cpu_summary() << ")";
+  Rng r(9);
+  auto round_bf16 = [](float v) { return (double)bf16_to_f32(f32_to_bf16(v)); };
+  const int64_t rows = 37, in = 300, out = 45;
+  auto x = randn(r, (size_t)(rows * in)), w = randn(r, (size_t)(out * in)), b = randn(r, (size_t)out);
+  auto stream = randn(r, (size_t)(rows * out));
+  std::vector<float> y16 = stream, y32 = stream;
+  set_linear_bf16(true);
+  linear_fwd<float>(y16.data(), x.data(), w.data(), b.data(), rows, in, out, true);
+  set_linear_bf16(false);
+  linear_fwd<float>(y32.data(), x.data(), w.data(), b.data(), rows, in, out, true);
+  double worst_f32 = 0;
+  for (int64_t i = 0; i < rows; i++)
+    for (int64_t o = 0; o < out; o++) {
+      double want = (double)stream[(size_t)(i * out + o)] + b[(size_t)o], exact = want;
+      for (int64_t k = 0; k < in; k++) {
+        want += round_bf16(x[(size_t)(i * in + k)]) * round_bf16(w[(size_t)(o * in + k)]);
+        exact += (double)x[(size_t)(i * in + k)] * w[(size_t)(o * in + k)];
+      }
+      const size_t at = (size_t)(i * out + o);
+      ASSERT_NEAR(y16[at], want, 1e-4 + 1e-5 * std::fabs(want)) << "row " << i << " output " << o;
+      ASSERT_NEAR(y32[at], exact, 1e-4 + 1e-5 * std::fabs(exact)) << "f32: row " << i << " output " << o;
+      worst_f32 = std::max(worst_f32, std::fabs(y16[at] - exact));
+    }
+  EXPECT_GT(worst_f32, 1e-3) << "the bf16 forward equals the f32 product: nothing was rounded";
 }
 
 // An AVX-512 CPU without BF16's instructions (Ice Lake, Cascade Lake; here by switching them off)

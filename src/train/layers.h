@@ -18,9 +18,10 @@ void gemm_t(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, bool ta, c
             T* C, int64_t ldc, bool accumulate, const T* bias, bool parallel = true,
             GemmShape::Triangle triangle = GemmShape::Full);
 
-// ---- linear.cpp: y = x Wᵀ + b, W [out, in]
+// ---- linear.cpp: y = x Wᵀ + b, W [out, in]; y += x Wᵀ + b when accumulate (a residual stream).
 template <typename T>
-void linear_fwd(T* y, const T* x, const T* w, const T* b, int64_t rows, int64_t in, int64_t out);
+void linear_fwd(T* y, const T* x, const T* w, const T* b, int64_t rows, int64_t in, int64_t out,
+                bool accumulate = false);
 // dx (= or += when accumulate_dx), dw =, db = (db may be null: no bias). dx may be null (not needed);
 // dw may be null (a frozen weight, as the base is when training a LoRA adapter: half the work).
 template <typename T>

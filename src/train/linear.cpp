@@ -35,8 +35,8 @@ static void linear_gemm(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda
 }
 
 template <typename T>
-void linear_fwd(T* y, const T* x, const T* w, const T* b, int64_t rows, int64_t in, int64_t out) {
-  linear_gemm<T>(rows, out, in, x, in, false, w, in, true, y, out, false, b);
+void linear_fwd(T* y, const T* x, const T* w, const T* b, int64_t rows, int64_t in, int64_t out, bool accumulate) {
+  linear_gemm<T>(rows, out, in, x, in, false, w, in, true, y, out, accumulate, b);
 }
 
 // db = column sums of dy. Rows are summed in fixed blocks and the blocks in order, so the result
@@ -68,7 +68,7 @@ void linear_bwd(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, int64_
 #define KVAD_INSTANTIATE(T)                                                                                     \
   template void gemm_t<T>(int64_t, int64_t, int64_t, const T*, int64_t, bool, const T*, int64_t, bool, T*,      \
                           int64_t, bool, const T*, bool, GemmShape::Triangle);                                  \
-  template void linear_fwd<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);                    \
+  template void linear_fwd<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t, bool);              \
   template void linear_bwd<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t, int64_t, bool);
 KVAD_INSTANTIATE(float)
 KVAD_INSTANTIATE(double)

@@ -266,8 +266,7 @@ double Model<T>::forward(const int32_t* tokens, const int32_t* targets, int64_t 
       PhaseTimer t("fwd proj");
       // res_mid = res + atty projᵀ + b: the product accumulates onto a copy of the stream.
       std::memcpy(A.res_mid, a.res[l], sizeof(T) * (size_t)(BT * C));
-      gemm_t<T>(BT, C, s.q_dim(), A.atty, s.q_dim(), false, P(w.proj_w), s.q_dim(), true, A.res_mid, C, true,
-                P(w.proj_b));
+      linear_fwd(A.res_mid, A.atty, P(w.proj_w), P(w.proj_b), BT, s.q_dim(), C, true);
       lora_forward(l, (int)LoraSite::Proj, A.res_mid, A.atty);
     }
     {
@@ -287,7 +286,7 @@ double Model<T>::forward(const int32_t* tokens, const int32_t* targets, int64_t 
     {
       PhaseTimer t("fwd fc2");
       std::memcpy(a.res[l + 1], A.res_mid, sizeof(T) * (size_t)(BT * C));
-      gemm_t<T>(BT, C, s.ffn, A.fch_act, s.ffn, false, P(w.fc2_w), s.ffn, true, a.res[l + 1], C, true, P(w.fc2_b));
+      linear_fwd(a.res[l + 1], A.fch_act, P(w.fc2_w), P(w.fc2_b), BT, s.ffn, C, true);
       lora_forward(l, (int)LoraSite::Fc2, a.res[l + 1], A.fch_act);
     }
   }
