@@ -5,6 +5,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 
 #include "core/cpu.h"
@@ -64,6 +65,24 @@ TEST(Cpu, AmxIsOnlyEnabledWhereTheCpuHasTiles) {
     EXPECT_FALSE(amx_usable_for(true, "test", [] { return true; }));
   }
   EXPECT_EQ(cpu_summary().find("amx") != std::string::npos, cpu_features().amx_tile) << cpu_summary();
+}
+
+// Zen 4 as the kernels see it (CPUID vendor and family) against what Linux reports in
+// /proc/cpuinfo: AuthenticAMD, cpu family 25, avx512f.
+TEST(Cpu, Zen4IsWhatTheKernelSaysItIs) {
+  std::ifstream in("/proc/cpuinfo");
+  if (!in) GTEST_SKIP() << "SKIPPED: no /proc/cpuinfo here";
+  std::string line, vendor, family;
+  bool avx512f = false;
+  while (std::getline(in, line) && !line.empty()) {  // the first processor's block
+    auto value = [&] { return line.substr(line.find(':') + 2); };
+    if (line.rfind("vendor_id", 0) == 0) vendor = value();
+    if (line.rfind("cpu family", 0) == 0) family = value();
+    if (line.rfind("flags", 0) == 0) avx512f = (" " + value() + " ").find(" avx512f ") != std::string::npos;
+  }
+  ASSERT_FALSE(vendor.empty()) << "no vendor_id line";
+  EXPECT_EQ(cpu_features().zen4, vendor == "AuthenticAMD" && family == "25" && avx512f)
+      << vendor << ", family " << family << (avx512f ? ", avx512f" : "");
 }
 
 // Whether AVX512-BF16's instructions are used is a switch within the AVX-512 kernels (Ice Lake and

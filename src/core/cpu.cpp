@@ -40,7 +40,11 @@ static CpuFeatures detect() {
   }
   bool ymm_ok = (xcr0 & 0x6) == 0x6;
   bool zmm_ok = (xcr0 & 0xe6) == 0xe6;
-  if (__get_cpuid_max(0, nullptr) < 7) return f;
+  const unsigned base_family = (a >> 8) & 0xF, family = base_family == 0xF ? base_family + ((a >> 20) & 0xFF) : base_family;
+  unsigned max_leaf = 0, vendor[3] = {0, 0, 0};
+  __cpuid(0, max_leaf, vendor[0], vendor[2], vendor[1]);  // "AuthenticAMD" in EBX, EDX, ECX
+  const bool amd = std::memcmp(vendor, "AuthenticAMD", 12) == 0;
+  if (max_leaf < 7) return f;
   __cpuid_count(7, 0, a, b, c, d);
   f.avx2 = ymm_ok && (b & (1u << 5));
   f.avx512f = zmm_ok && (b & (1u << 16));
@@ -55,6 +59,7 @@ static CpuFeatures detect() {
   __cpuid_count(7, 1, a, b, c, d);
   f.avx_vnni = ymm_ok && (a & (1u << 4));
   f.avx512bf16 = zmm_ok && (a & (1u << 5));
+  f.zen4 = amd && family == 0x19 && f.avx512f;
   if (!ymm_ok) f.fma = f.f16c = false;
 #endif
   return f;

@@ -14,6 +14,9 @@ struct CpuFeatures {
   // AMX: the CPU has the tiles (CPUID) and the OS saves their state (XCR0 bits 17-18). Using them
   // also needs the kernel's per-process permission: amx_enabled().
   bool amx_tile = false, amx_int8 = false, amx_bf16 = false;
+  // AMD Zen 4 (vendor AMD, CPUID family 0x19 with AVX-512; Zen 3 has none): a few kernels choose
+  // differently there (kernels/matmul_avx512.cpp's bf16 decode).
+  bool zen4 = false;
   int logical_cores = 1;
 };
 

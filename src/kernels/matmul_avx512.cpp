@@ -10,6 +10,7 @@
 
 #include <vector>
 
+#include "core/cpu.h"
 #include "kernels/matmul.h"
 #include "kernels/x86_helpers.h"
 
@@ -160,13 +161,18 @@ inline void tile_bf16(const uint16_t* w, const float* xs, int64_t k, int64_t kp,
 // four accumulators so the FMA latency does not serialise the row. The bf16 values are widened 16
 // at a time against x as it is: the tiles' even/odd split (one 64-byte load for 32 values, x
 // rearranged to match) read a decode's weights at 37 GB/s where this reads 48-57 (kvad_micro
-// BM_bf16_decode, 128 MB, two threads; docs/kernels.md, "bf16 decode").
+// BM_bf16_decode, 128 MB, two threads; docs/kernels.md, "bf16 decode"). On Zen 4 the software
+// prefetch costs more than it brings: end to end 20-24 tok/s with it, 25-41 without, in six
+// interleaved rounds (docs/kernels.md, "Zen 4 again"); the hardware prefetcher follows the stream.
+template <bool Prefetch>
 inline float row_dot_bf16(const uint16_t* p, const float* x, int64_t k) {
   __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
   int64_t i = 0;
   for (; i + 64 <= k; i += 64) {
-    prefetch_weights(reinterpret_cast<const uint8_t*>(p + i) + kDecodeAhead);
-    prefetch_weights(reinterpret_cast<const uint8_t*>(p + i) + kDecodeAhead + 64);
+    if constexpr (Prefetch) {
+      prefetch_weights(reinterpret_cast<const uint8_t*>(p + i) + kDecodeAhead);
+      prefetch_weights(reinterpret_cast<const uint8_t*>(p + i) + kDecodeAhead + 64);
+    }
     a0 = _mm512_fmadd_ps(Bf16Rows::widen(_mm256_loadu_si256((const __m256i*)(p + i))), _mm512_loadu_ps(x + i), a0);
     a1 = _mm512_fmadd_ps(Bf16Rows::widen(_mm256_loadu_si256((const __m256i*)(p + i + 16))), _mm512_loadu_ps(x + i + 16), a1);
     a2 = _mm512_fmadd_ps(Bf16Rows::widen(_mm256_loadu_si256((const __m256i*)(p + i + 32))), _mm512_loadu_ps(x + i + 32), a2);
@@ -182,7 +188,11 @@ inline float row_dot_bf16(const uint16_t* p, const float* x, int64_t k) {
 void rows_bf16_avx512(const float* x, int64_t n, int64_t k, const void* wv, int64_t m, int64_t rb, int64_t re, float* y) {
   const uint16_t* w = static_cast<const uint16_t*>(wv);
   if (n == 1) {
-    for (int64_t r = rb; r < re; r++) y[r] = row_dot_bf16(w + r * k, x, k);
+    static const bool prefetch = !cpu_features().zen4;
+    if (prefetch)
+      for (int64_t r = rb; r < re; r++) y[r] = row_dot_bf16<true>(w + r * k, x, k);
+    else
+      for (int64_t r = rb; r < re; r++) y[r] = row_dot_bf16<false>(w + r * k, x, k);
     return;
   }
   const int64_t kp = (k + 31) / 32 * 32;
