@@ -40,7 +40,8 @@ static CpuFeatures detect() {
   }
   bool ymm_ok = (xcr0 & 0x6) == 0x6;
   bool zmm_ok = (xcr0 & 0xe6) == 0xe6;
-  const unsigned base_family = (a >> 8) & 0xF, family = base_family == 0xF ? base_family + ((a >> 20) & 0xFF) : base_family;
+  const unsigned base_family = (a >> 8) & 0xF;  // leaf 1's EAX; 0xF: add the extended family
+  const unsigned family = base_family == 0xF ? base_family + ((a >> 20) & 0xFF) : base_family;
   unsigned max_leaf = 0, vendor[3] = {0, 0, 0};
   __cpuid(0, max_leaf, vendor[0], vendor[2], vendor[1]);  // "AuthenticAMD" in EBX, EDX, ECX
   const bool amd = std::memcmp(vendor, "AuthenticAMD", 12) == 0;
