@@ -115,35 +115,40 @@ void pack_b(const GemmShape& g, const MicroKernel& uk, int64_t n0, int64_t nc, i
   }
 }
 
-// The bf16 form of gemm_block (GemmShape::bf16): A and B packed as for f32, then turned into bf16
-// pairs (MicroKernel::to_pairs); A is always packed, since it has to be rounded anyway.
+// The bf16 form of gemm_block (GemmShape::bf16): each block of A and B is rounded to bf16 pairs
+// once, straight from where it is stored (MicroKernel::to_pairs / rows_to_pairs by its layout);
+// AMX's A pairs (to_pair_rows) are made from an f32 panel packed as for f32.
 void gemm_block_bf16(const GemmShape& g, const MicroKernel& uk, int64_t m_begin, int64_t m_end, int64_t n_begin,
                      int64_t n_end) {
-  thread_local AlignedBuf abuf, bbuf, a16, b16;
+  thread_local AlignedBuf abuf, a16, b16;
   const int MR = uk.mr, NR = uk.nr;
-  float* Bp = bbuf.get((size_t)(KC * (NC + NR)));
-  float* Ap = abuf.get((size_t)(KC * (MC + MR)));
   const int64_t max_kp = (KC / 2 + uk.pair_align) / uk.pair_align * uk.pair_align;
   uint32_t* Bq = reinterpret_cast<uint32_t*>(b16.get((size_t)(max_kp * (NC + NR))));
   uint32_t* Aq = reinterpret_cast<uint32_t*>(a16.get((size_t)(max_kp * (MC + MR))));
+  float* Ap = uk.to_pair_rows ? abuf.get((size_t)(KC * (MC + MR))) : nullptr;
+  // The pairs of n rows (of A) or columns (of B) from i0 on, in panels of `width` kp pairs apart.
+  auto pairs = [&](const float* X, int64_t ld, bool k_by_k, int64_t i0, int64_t n, int64_t k0, int64_t kc, int width,
+                   int64_t kp, uint32_t* dst) {
+    if (k_by_k) return uk.to_pairs(X + k0 * ld + i0, ld, (int)n, kc, width, kp * width, dst);
+    for (int64_t i = 0; i < n; i += width)
+      uk.rows_to_pairs(X + (i0 + i) * ld + k0, ld, (int)std::min<int64_t>(width, n - i), kc, width, dst + i * kp);
+  };
   for (int64_t n0 = n_begin; n0 < n_end; n0 += NC) {
     const int64_t nc = std::min(NC, n_end - n0);
     for (int64_t k0 = 0; k0 < g.K; k0 += KC) {
       const int64_t kc = std::min(KC, g.K - k0), kp = ((kc + 1) / 2 + uk.pair_align - 1) / uk.pair_align * uk.pair_align;
-      pack_b(g, uk, n0, nc, k0, kc, Bp);
-      for (int64_t j = 0; j < nc; j += NR) {
-        uk.to_pairs(Bp + j * kc, kc, NR, Bq + j * kp);
-        const int64_t written = (kc + 1) / 2;  // the pad pairs of an aligned kp are zero
-        std::memset(Bq + j * kp + written * NR, 0, (size_t)((kp - written) * NR) * 4);
-      }
+      const int64_t written = (kc + 1) / 2;  // the pad pairs of an aligned kp are zero
+      pairs(g.B, g.ldb, !g.trans_b, n0, nc, k0, kc, NR, kp, Bq);
+      for (int64_t j = 0; j < nc; j += NR) std::memset(Bq + j * kp + written * NR, 0, (size_t)((kp - written) * NR) * 4);
       const bool add_c = g.accumulate || k0 > 0;
       const float* bias = k0 == 0 && g.bias ? g.bias + n0 : nullptr;
       for (int64_t m0 = m_begin; m0 < m_end; m0 += MC) {
         const int64_t mc = std::min(MC, m_end - m0);
-        pack_a(g, m0, mc, k0, kc, MR, Ap);
-        for (int64_t i = 0; i < mc; i += MR) {
-          if (uk.to_pair_rows) uk.to_pair_rows(Ap + i * kc, kc, MR, kp, Aq + i * kp);
-          else uk.to_pairs(Ap + i * kc, kc, MR, Aq + i * kp);
+        if (Ap) {
+          pack_a(g, m0, mc, k0, kc, MR, Ap);
+          for (int64_t i = 0; i < mc; i += MR) uk.to_pair_rows(Ap + i * kc, kc, MR, kp, Aq + i * kp);
+        } else {
+          pairs(g.A, g.lda, g.trans_a, m0, mc, k0, kc, MR, kp, Aq);
         }
         for (int64_t i = 0; i < mc; i += MR) {
           const int mr = (int)std::min<int64_t>(MR, mc - i);
@@ -276,7 +281,7 @@ static bool amx_bf16_train_agrees() {
 bool amx_bf16_train_usable() {
 #if defined(__x86_64__)
   // Checked first: the first-use check waits for an allowed call. The tiles take B's pairs from
-  // the AVX512-BF16 kernel (micro_kernel_avx512().to_pairs).
+  // the AVX512-BF16 kernel (micro_kernel_avx512().to_pairs / rows_to_pairs).
   if (!amx_allowed() || !avx512_bf16_enabled()) return false;
   static const bool usable = amx_usable_for(cpu_features().amx_bf16, "training bf16", amx_bf16_train_agrees);
   return usable;

@@ -71,9 +71,14 @@ struct MicroKernel {
   // Optional: one NR-column panel of a transposed B (`cols` rows of storage from B, each read along
   // k; kc x NR out, zero past cols), with in-register transposes.
   void (*pack_bt)(const float* B, int64_t ldb, int64_t cols, int64_t kc, float* Bp);
-  // bf16 (optional): a packed f32 panel [kc][width] as bf16 pairs [ceil(kc/2)][width] (each u32 =
-  // values k, k+1; zero past kc), and the tile over kp such pairs of A (width MR) and B (NR).
-  void (*to_pairs)(const float* src, int64_t kc, int width, uint32_t* dst) = nullptr;
+  // bf16 (optional): kc values of `cols` columns of a matrix stored k by k (src[k * ld + c]) as
+  // bf16 pairs in panels of `width` columns, panel q at dst + q * panel_stride, each
+  // [ceil(kc/2)][width] (u32 = values k, k+1; zero past cols and kc); one panel of `rows` rows
+  // stored row by row (src[r * ld + k]) the same way; and the tile over kp such pairs of A (width
+  // MR) and B (NR). A and B go straight from storage to pairs, with no f32 panel between.
+  void (*to_pairs)(const float* src, int64_t ld, int cols, int64_t kc, int width, int64_t panel_stride,
+                   uint32_t* dst) = nullptr;
+  void (*rows_to_pairs)(const float* src, int64_t ld, int rows, int64_t kc, int width, uint32_t* dst) = nullptr;
   void (*run_bf16)(int64_t kp, const uint32_t* Ap, const uint32_t* Bp, float* C, int64_t ldc, int mr, int nr,
                    bool add_c, const float* bias) = nullptr;
   // AMX (optional): A's pairs row by row, [width][kpa] (what an A tile reads), instead of to_pairs'

@@ -11,6 +11,35 @@ namespace {
 
 constexpr int MR = 12, NR = 32;
 
+// 16 x 16 transpose in registers: r[i] holds row i, afterwards column i.
+inline void transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    for (int j = 0; j < 2; j++) {
+      __m512d a = _mm512_castps_pd(t[i + j]), b = _mm512_castps_pd(t[i + j + 2]);
+      r[i + j] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+      r[i + j + 2] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+    }
+  }
+  // Now each 128-bit lane l of r[i] holds a 4x4 block; gather lanes across groups of four rows.
+  for (int i = 0; i < 4; i++) {
+    __m512 a = r[i], b = r[i + 4], c = r[i + 8], d = r[i + 12];
+    __m512 ab_lo = _mm512_shuffle_f32x4(a, b, 0x44), ab_hi = _mm512_shuffle_f32x4(a, b, 0xEE);
+    __m512 cd_lo = _mm512_shuffle_f32x4(c, d, 0x44), cd_hi = _mm512_shuffle_f32x4(c, d, 0xEE);
+    t[i] = _mm512_shuffle_f32x4(ab_lo, cd_lo, 0x88);
+    t[i + 4] = _mm512_shuffle_f32x4(ab_lo, cd_lo, 0xDD);
+    t[i + 8] = _mm512_shuffle_f32x4(ab_hi, cd_hi, 0x88);
+    t[i + 12] = _mm512_shuffle_f32x4(ab_hi, cd_hi, 0xDD);
+  }
+  // t[i + 4q] holds column 4q + (lane order of the unpacks): put them back in column order.
+  static const int order[16] = {0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15};
+  for (int i = 0; i < 16; i++) r[i] = t[order[i]];
+}
+
 // The tile's accumulators into C's first mr rows and nr columns (+ bias, + C when add_c).
 __attribute__((always_inline)) inline void store_tile(const __m512 (&c)[MR][2], float* C, int64_t ldc, int mr, int nr,
                                                       bool add_c, const float* bias) {
