@@ -1,5 +1,6 @@
-// The AVX-512 training micro-kernels' tile (12 rows x 32 columns of C in 24 zmm accumulators) and
-// its store, shared by gemm_avx512.cpp (f32) and gemm_avx512bf16.cpp (vdpbf16ps). Internal
+// The AVX-512 training micro-kernels' tile (12 rows x 32 columns of C in 24 zmm accumulators), its
+// store, and the 16 x 16 register transpose their packing uses (B's panels in f32, A's and B's
+// bf16 pairs), shared by gemm_avx512.cpp (f32) and gemm_avx512bf16.cpp (vdpbf16ps). Internal
 // linkage: the two files are compiled with different instruction sets (kernels/x86_helpers.h).
 #pragma once
 #include <immintrin.h>
