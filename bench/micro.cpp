@@ -402,7 +402,8 @@ void BM_gemm_packed(benchmark::State& st) {
 // The trainer's product (train/gemm.h) at training config c's MLP shapes (bench/train/run.sh c:
 // 8 x 256 = 2,048 tokens, 384 -> 1,536): arg 0 the forward Y = X W^T, 1 the input gradient
 // dX = dY W, 2 the weight gradient dW += dY^T X, 3 the second layer's forward onto the residual
-// stream (1,536 -> 384, accumulating: the `fwd fc2` of KVAD_TRAIN_PROFILE); arg 1 bf16 (0/1).
+// stream (1,536 -> 384, accumulating: the `fwd fc2` of KVAD_TRAIN_PROFILE), 4 that layer's weight
+// gradient dW2 += dY^T H (B is the 2,048 x 1,536 hidden activation); arg 1 bf16 (0/1).
 // FLOPs as items.
 void BM_train_gemm(benchmark::State& st) {
   const int64_t n = 2048, in = 384, out = 1536;
@@ -416,15 +417,16 @@ void BM_train_gemm(benchmark::State& st) {
   if (which == 1) g = {n, in, out, dy.data(), out, false, w.data(), in, false, dx.data(), in, false, nullptr};
   if (which == 2) g = {out, in, n, dy.data(), out, true, x.data(), in, false, dw.data(), in, true, nullptr};
   if (which == 3) g = {n, in, out, dy.data(), out, false, w.data(), out, true, dx.data(), in, true, nullptr};
+  if (which == 4) g = {in, out, n, x.data(), in, true, dy.data(), out, false, dw.data(), out, true, nullptr};
   g.bf16 = bf16;
   for (auto _ : st) {
     train::gemm(g);
     benchmark::DoNotOptimize(g.C);
   }
   st.SetItemsProcessed(st.iterations() * 2 * n * in * out);
-  st.SetLabel(std::string(which == 0 ? "Y = X W^T" : which == 1 ? "dX = dY W" : which == 2 ? "dW += dY^T X" : "Y += H W2^T") + (bf16 ? " bf16" : " f32"));
+  st.SetLabel(std::string(which == 0 ? "Y = X W^T" : which == 1 ? "dX = dY W" : which == 2 ? "dW += dY^T X" : which == 3 ? "Y += H W2^T" : "dW2 += dY^T H") + (bf16 ? " bf16" : " f32"));
 }
-BENCHMARK(BM_train_gemm)->ArgsProduct({{0, 1, 2, 3}, {0, 1}})->UseRealTime();
+BENCHMARK(BM_train_gemm)->ArgsProduct({{0, 1, 2, 3, 4}, {0, 1}})->UseRealTime();
 
 // BM_attention's decode query as a decode step meets it: the layer's cache last touched a token
 // ago, with the whole model's weights read since, so it comes from memory. Each iteration is the

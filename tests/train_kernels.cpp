@@ -83,7 +83,8 @@ void expect_bf16_products(const MicroKernel* uk, const char* label) {
   Rng r(7);
   auto round_bf16 = [](float x) { return bf16_to_f32(f32_to_bf16(x)); };
   const int64_t shapes[][3] = {{1, 1, 1},     {3, 5, 7},     {12, 32, 16},  {13, 33, 17}, {25, 73, 129},
-                               {97, 40, 300}, {64, 64, 520}, {33, 65, 800}, {32, 32, 32}};
+                               {97, 40, 300}, {64, 64, 520}, {33, 65, 800}, {32, 32, 32},
+                               {30, 1100, 70}, {70, 530, 390}};  // several NC blocks of columns
   for (auto& sh : shapes)
     for (int ta = 0; ta < 2; ta++)
       for (int tb = 0; tb < 2; tb++)
@@ -228,17 +229,30 @@ TEST(TrainGemm, CausalTrianglesMatchTheFullProduct) {
       }
 }
 
+// f32 and bf16 (whose threads round the operand they all read together first), split by rows
+// and, for 11 tiles of rows (11 x 12 = 132 rows), by columns.
 TEST(TrainGemm, SameBitsForAnyThreadCount) {
   Rng r(2);
-  const int64_t M = 300, N = 200, K = 700;
-  auto A = randn(r, (size_t)(M * K)), B = randn(r, (size_t)(N * K));
-  std::vector<float> c1((size_t)(M * N)), c2((size_t)(M * N));
-  set_threads(1);
-  gemm({M, N, K, A.data(), K, false, B.data(), K, true, c1.data(), N});
-  set_threads(2);
-  gemm({M, N, K, A.data(), K, false, B.data(), K, true, c2.data(), N});
-  set_threads(0);
-  EXPECT_EQ(c1, c2);
+  for (int64_t M : {300, 132})
+    for (bool bf16 : {false, true}) {
+      if (bf16 && !bf16_gemm_supported()) continue;
+      const int64_t N = 600, K = 700;
+      auto A = randn(r, (size_t)(M * K)), B = randn(r, (size_t)(N * K));
+      std::vector<float> c1((size_t)(M * N)), c2((size_t)(M * N)), c3((size_t)(M * N));
+      GemmShape g{M, N, K, A.data(), K, false, B.data(), K, true, c1.data(), N};
+      g.bf16 = bf16;
+      set_threads(1);
+      gemm(g);
+      set_threads(2);
+      g.C = c2.data();
+      gemm(g);
+      set_threads(3);
+      g.C = c3.data();
+      gemm(g);
+      set_threads(0);
+      EXPECT_EQ(c1, c2) << "M=" << M << " bf16=" << bf16;
+      EXPECT_EQ(c1, c3) << "M=" << M << " bf16=" << bf16;
+    }
 }
 
 // ---- row kernels: each ISA's float version against the float64 reference.

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -115,50 +116,96 @@ void pack_b(const GemmShape& g, const MicroKernel& uk, int64_t n0, int64_t nc, i
   }
 }
 
-// The bf16 form of gemm_block (GemmShape::bf16): each block of A and B is rounded to bf16 pairs
-// once, straight from where it is stored (MicroKernel::to_pairs / rows_to_pairs by its layout);
-// AMX's A pairs (to_pair_rows) are made from an f32 panel packed as for f32.
+// ---- The bf16 form (GemmShape::bf16): each operand rounded to bf16 pairs once per product.
+//
+// An operand every thread reads (B when the threads split C by rows, A when by columns), and A when
+// C has several NC blocks of columns, is rounded first, by all threads together, into one buffer
+// (`SharedPairs`); an operand only one thread reads, once, is rounded block by block as it is used.
+// Measured on Zen 4 in docs/training.md, "Each value rounded once".
+
+// Pairs a k block of KC values takes (zero pairs pad it to the kernel's pair_align).
+int64_t pairs_in(const MicroKernel& uk, int64_t kc) {
+  return ((kc + 1) / 2 + uk.pair_align - 1) / uk.pair_align * uk.pair_align;
+}
+
+// The pairs of n rows (of A) or columns (of B) from i0 on, values k0..k0+kc, in panels of `width`
+// (panel q at dst + q * width * kp): straight from storage by its layout (MicroKernel::to_pairs /
+// rows_to_pairs).
+void to_panels(const MicroKernel& uk, const float* X, int64_t ld, bool k_by_k, int64_t i0, int64_t n, int64_t k0,
+               int64_t kc, int width, int64_t kp, uint32_t* dst) {
+  if (k_by_k) return uk.to_pairs(X + k0 * ld + i0, ld, (int)n, kc, width, kp * width, dst);
+  for (int64_t i = 0; i < n; i += width)
+    uk.rows_to_pairs(X + (i0 + i) * ld + k0, ld, (int)std::min<int64_t>(width, n - i), kc, width, dst + i * kp);
+}
+
+// B's columns [n0, n0 + nc) for one k block, panel by panel from dst, pad pairs zeroed.
+void b_panels(const GemmShape& g, const MicroKernel& uk, int64_t n0, int64_t nc, int64_t k0, int64_t kc, uint32_t* dst) {
+  const int64_t kp = pairs_in(uk, kc), written = (kc + 1) / 2;
+  to_panels(uk, g.B, g.ldb, !g.trans_b, n0, nc, k0, kc, uk.nr, kp, dst);
+  for (int64_t j = 0; j < nc; j += uk.nr)
+    std::memset(dst + j * kp + written * uk.nr, 0, (size_t)((kp - written) * uk.nr) * 4);
+}
+
+// A's rows [m0, m0 + mc) for one k block, in MR-wide panels from dst; AMX's A pairs (to_pair_rows)
+// from an f32 panel packed as for f32, MC rows at a time.
+void a_pairs(const GemmShape& g, const MicroKernel& uk, int64_t m0, int64_t mc, int64_t k0, int64_t kc, uint32_t* dst) {
+  const int64_t kp = pairs_in(uk, kc);
+  if (!uk.to_pair_rows) return to_panels(uk, g.A, g.lda, g.trans_a, m0, mc, k0, kc, uk.mr, kp, dst);
+  thread_local AlignedBuf abuf;
+  float* Ap = abuf.get((size_t)(KC * (MC + uk.mr)));
+  for (int64_t b = 0; b < mc; b += MC) {
+    const int64_t rows = std::min(MC, mc - b);
+    pack_a(g, m0 + b, rows, k0, kc, uk.mr, Ap);
+    for (int64_t i = 0; i < rows; i += uk.mr) uk.to_pair_rows(Ap + i * kc, kc, uk.mr, kp, dst + (b + i) * kp);
+  }
+}
+
+// One operand's pairs for every k block: block kb's row (or column) i at base + kb * block + i * kp.
+struct SharedPairs {
+  uint32_t* base = nullptr;
+  int64_t block = 0;
+  uint32_t* at(int64_t kb, int64_t i, int64_t kp) const { return base + kb * block + i * kp; }
+};
+
+// C[m_begin..m_end, n_begin..n_end) with A's or B's pairs in `shared` (the other rounded here).
 void gemm_block_bf16(const GemmShape& g, const MicroKernel& uk, int64_t m_begin, int64_t m_end, int64_t n_begin,
-                     int64_t n_end) {
-  thread_local AlignedBuf abuf, a16, b16;
+                     int64_t n_end, const SharedPairs& shared_a, const SharedPairs& shared_b) {
+  thread_local AlignedBuf a16, b16;
   const int MR = uk.mr, NR = uk.nr;
-  const int64_t max_kp = (KC / 2 + uk.pair_align) / uk.pair_align * uk.pair_align;
-  uint32_t* Bq = reinterpret_cast<uint32_t*>(b16.get((size_t)(max_kp * (NC + NR))));
-  uint32_t* Aq = reinterpret_cast<uint32_t*>(a16.get((size_t)(max_kp * (MC + MR))));
-  float* Ap = uk.to_pair_rows ? abuf.get((size_t)(KC * (MC + MR))) : nullptr;
-  // The pairs of n rows (of A) or columns (of B) from i0 on, in panels of `width` kp pairs apart.
-  auto pairs = [&](const float* X, int64_t ld, bool k_by_k, int64_t i0, int64_t n, int64_t k0, int64_t kc, int width,
-                   int64_t kp, uint32_t* dst) {
-    if (k_by_k) return uk.to_pairs(X + k0 * ld + i0, ld, (int)n, kc, width, kp * width, dst);
-    for (int64_t i = 0; i < n; i += width)
-      uk.rows_to_pairs(X + (i0 + i) * ld + k0, ld, (int)std::min<int64_t>(width, n - i), kc, width, dst + i * kp);
-  };
+  const int64_t max_kp = pairs_in(uk, KC);
+  uint32_t* Bq = shared_b.base ? nullptr : reinterpret_cast<uint32_t*>(b16.get((size_t)(max_kp * (NC + NR))));
+  uint32_t* Aq = shared_a.base ? nullptr : reinterpret_cast<uint32_t*>(a16.get((size_t)(max_kp * (MC + MR))));
   for (int64_t n0 = n_begin; n0 < n_end; n0 += NC) {
     const int64_t nc = std::min(NC, n_end - n0);
-    for (int64_t k0 = 0; k0 < g.K; k0 += KC) {
-      const int64_t kc = std::min(KC, g.K - k0), kp = ((kc + 1) / 2 + uk.pair_align - 1) / uk.pair_align * uk.pair_align;
-      const int64_t written = (kc + 1) / 2;  // the pad pairs of an aligned kp are zero
-      pairs(g.B, g.ldb, !g.trans_b, n0, nc, k0, kc, NR, kp, Bq);
-      for (int64_t j = 0; j < nc; j += NR) std::memset(Bq + j * kp + written * NR, 0, (size_t)((kp - written) * NR) * 4);
+    for (int64_t k0 = 0, kb = 0; k0 < g.K; k0 += KC, kb++) {
+      const int64_t kc = std::min(KC, g.K - k0), kp = pairs_in(uk, kc);
+      if (!shared_b.base) b_panels(g, uk, n0, nc, k0, kc, Bq);
+      const uint32_t* B = shared_b.base ? shared_b.at(kb, n0, kp) : Bq;
       const bool add_c = g.accumulate || k0 > 0;
       const float* bias = k0 == 0 && g.bias ? g.bias + n0 : nullptr;
       for (int64_t m0 = m_begin; m0 < m_end; m0 += MC) {
         const int64_t mc = std::min(MC, m_end - m0);
-        if (Ap) {
-          pack_a(g, m0, mc, k0, kc, MR, Ap);
-          for (int64_t i = 0; i < mc; i += MR) uk.to_pair_rows(Ap + i * kc, kc, MR, kp, Aq + i * kp);
-        } else {
-          pairs(g.A, g.lda, g.trans_a, m0, mc, k0, kc, MR, kp, Aq);
-        }
+        if (!shared_a.base) a_pairs(g, uk, m0, mc, k0, kc, Aq);
+        const uint32_t* A = shared_a.base ? shared_a.at(kb, m0, kp) : Aq;
         for (int64_t i = 0; i < mc; i += MR) {
           const int mr = (int)std::min<int64_t>(MR, mc - i);
           float* C = g.C + (m0 + i) * g.ldc + n0;
           for (int64_t j = 0; j < nc; j += NR)
-            uk.run_bf16(kp, Aq + i * kp, Bq + j * kp, C + j, g.ldc, mr, (int)std::min<int64_t>(NR, nc - j), add_c,
+            uk.run_bf16(kp, A + i * kp, B + j * kp, C + j, g.ldc, mr, (int)std::min<int64_t>(NR, nc - j), add_c,
                         bias ? bias + j : nullptr);
         }
       }
     }
+  }
+}
+
+// Rounds rows [i_begin, i_end) of A (a) or columns of B (!a), every k block, into `shared`.
+void share_pairs(const GemmShape& g, const MicroKernel& uk, bool a, int64_t i_begin, int64_t i_end,
+                 const SharedPairs& shared) {
+  for (int64_t k0 = 0, kb = 0; k0 < g.K; k0 += KC, kb++) {
+    const int64_t kc = std::min(KC, g.K - k0), kp = pairs_in(uk, kc);
+    if (a) a_pairs(g, uk, i_begin, i_end - i_begin, k0, kc, shared.at(kb, i_begin, kp));
+    else b_panels(g, uk, i_begin, i_end - i_begin, k0, kc, shared.at(kb, i_begin, kp));
   }
 }
 
@@ -167,7 +214,6 @@ void gemm_block(const GemmShape& g, const MicroKernel& uk, int64_t m_begin, int6
                 int64_t n_end) {
   thread_local AlignedBuf abuf, bbuf;
   const int MR = uk.mr, NR = uk.nr;
-  if (g.bf16 && g.K > 0) return gemm_block_bf16(g, uk, m_begin, m_end, n_begin, n_end);
   if (g.K == 0) {  // no product: C = bias or 0 (or unchanged when accumulating)
     for (int64_t m = m_begin; m < m_end; m++)
       for (int64_t n = n_begin; n < n_end; n++) {
@@ -310,19 +356,52 @@ void gemm_with(const GemmShape& g, const MicroKernel& uk, bool parallel) {
   int nt = parallel ? tp.size() : 1;
   double flops = 2.0 * (double)g.M * (double)g.N * (double)g.K;
   if (nt > 1 && flops < 2e5) nt = 1;  // waking the pool costs more than it saves
-  if (nt == 1) return gemm_block(g, uk, 0, g.M, 0, g.N);
   // Split C by rows (each thread then reads only its rows of A), unless that leaves the threads
   // unevenly loaded (e.g. 11 tiles of rows for 2 threads) and columns divide better. Boundaries
   // fall on whole micro-tiles so no tile is computed twice.
   int64_t mtiles = (g.M + uk.mr - 1) / uk.mr, ntiles = (g.N + uk.nr - 1) / uk.nr;
   auto imbalance = [nt](int64_t tiles) { return (double)((tiles + nt - 1) / nt) * nt / (double)tiles; };
-  bool by_rows = imbalance(mtiles) <= 1.05 || imbalance(mtiles) <= imbalance(ntiles);
+  const bool by_rows = nt == 1 || imbalance(mtiles) <= 1.05 || imbalance(mtiles) <= imbalance(ntiles);
+  // Thread t's share of the rows (or columns) of C, and of the operand only it reads.
+  auto share = [&](int t, int n, bool rows) {
+    int64_t tiles = rows ? mtiles : ntiles, step = rows ? uk.mr : uk.nr;
+    return std::pair<int64_t, int64_t>{tiles * t / n * step, std::min(tiles * (t + 1) / n * step, rows ? g.M : g.N)};
+  };
+  SharedPairs shared_a, shared_b;
+  if (g.bf16 && g.K > 0) {
+    // Rounded once before any product, by all threads: an operand that more than one thread reads
+    // (B when they split C by rows, A by columns), and A when C has several NC blocks of columns
+    // (it would be rounded again for each; its rows are rounded by the thread that owns them).
+    const bool share_b = by_rows && nt > 1, share_a = !by_rows || g.N > NC;
+    thread_local AlignedBuf a_buf, b_buf;  // the caller's: its workers write and read them
+    const int64_t k_blocks = (g.K + KC - 1) / KC;
+    if (share_a) {
+      shared_a.block = mtiles * uk.mr * pairs_in(uk, KC);
+      shared_a.base = reinterpret_cast<uint32_t*>(a_buf.get((size_t)(shared_a.block * k_blocks)));
+    }
+    if (share_b) {
+      shared_b.block = ntiles * uk.nr * pairs_in(uk, KC);
+      shared_b.base = reinterpret_cast<uint32_t*>(b_buf.get((size_t)(shared_b.block * k_blocks)));
+    }
+    auto round = [&](int t, int n) {
+      if (auto [b, e] = share(t, n, true); share_a && b < e) share_pairs(g, uk, true, b, e, shared_a);
+      if (auto [b, e] = share(t, n, false); share_b && b < e) share_pairs(g, uk, false, b, e, shared_b);
+    };
+    if (share_a || share_b) {
+      if (nt == 1) round(0, 1);
+      else tp.run(round);
+    }
+  }
+  auto block = [&](int64_t m_begin, int64_t m_end, int64_t n_begin, int64_t n_end) {
+    if (g.bf16 && g.K > 0) gemm_block_bf16(g, uk, m_begin, m_end, n_begin, n_end, shared_a, shared_b);
+    else gemm_block(g, uk, m_begin, m_end, n_begin, n_end);
+  };
+  if (nt == 1) return block(0, g.M, 0, g.N);
   tp.run([&](int t, int n) {
-    int64_t tiles = by_rows ? mtiles : ntiles, step = by_rows ? uk.mr : uk.nr;
-    int64_t b = tiles * t / n * step, e = std::min(tiles * (t + 1) / n * step, by_rows ? g.M : g.N);
+    auto [b, e] = share(t, n, by_rows);
     if (b >= e) return;
-    if (by_rows) gemm_block(g, uk, b, e, 0, g.N);
-    else gemm_block(g, uk, 0, g.M, b, e);
+    if (by_rows) block(b, e, 0, g.N);
+    else block(0, g.M, b, e);
   });
 }
 
