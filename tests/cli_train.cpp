@@ -196,10 +196,14 @@ TEST(TrainCli, Bf16Precision) {
     GTEST_SKIP() << "SKIPPED: this CPU has no AVX512-BF16; the refusal was checked";
   }
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_NE((r.out + r.err).find("; bf16 products"), std::string::npos) << r.out << r.err;
   const std::string dir = join_path(join_path(home, "models"), "tb");
   EXPECT_EQ(read_json_file(join_path(dir, "trainer_state.json"))["config"]["precision"], "bf16");
   auto more = test::run_kvad("train --name tb --resume --steps 16 --sample-chars 0 --precision f32");
   ASSERT_EQ(more.exit_code, 0) << more.err;
+  // Back on f32 on a CPU that has the bf16 products, the start line names the flag.
+  EXPECT_NE((more.out + more.err).find("f32 products (this CPU has AVX512-BF16: --precision bf16"), std::string::npos)
+      << more.out << more.err;
   EXPECT_EQ(read_json_file(join_path(dir, "trainer_state.json"))["config"]["precision"], "f32");
   EXPECT_NE(test::run_kvad("train --name tb --resume --steps 20 --precision f16").exit_code, 0);
   unsetenv("KVAD_HOME");

@@ -364,9 +364,15 @@ TrainResult run_training(TrainOptions o, const TrainHooks& hooks) {
                                                                             : "",
                                           T, o.shape.vocab, (double)model.num_params() / 1e6, corpus.n_train,
                                           corpus.n_val());
-  progress.message(out, fmt::format("{} {}; batch {}, steps {}{}, {}{} threads", o.resume ? "resuming" : "training",
+  // Which products, and where bf16 would be faster, the flag for it (it is a choice: docs/training.md).
+  const std::string products = o.precision == "bf16"   ? "; bf16 products"
+                               : bf16_gemm_supported() ? "; f32 products (this CPU has AVX512-BF16: --precision "
+                                                         "bf16 may train faster, docs/training.md)"
+                                                       : "";
+  progress.message(out, fmt::format("{} {}; batch {}, steps {}{}, {}{} threads{}", o.resume ? "resuming" : "training",
                                     what, B, o.steps, o.resume ? fmt::format(" from {}", start) : "",
-                                    w.distributed() ? fmt::format("{} ranks x ", w.size()) : "", pool().size()));
+                                    w.distributed() ? fmt::format("{} ranks x ", w.size()) : "", pool().size(),
+                                    products));
 
   // A fine-tune starts by scoring the base as it is (the adapter adds nothing yet): the figure its
   // validation loss is to beat.
