@@ -278,6 +278,52 @@ void ukernel_scalar(int64_t kc, const float* A, const float* B, float* C, int64_
     }
 }
 
+// How the threads share C: by rows (each thread then reads only its rows of A), unless that leaves
+// them unevenly loaded (e.g. 11 tiles of rows for 2 threads) and columns divide better. Boundaries
+// fall on whole micro-tiles so no tile is computed twice.
+struct ThreadSplit {
+  int64_t M, N, mtiles, ntiles;
+  int mr, nr, threads;
+  bool by_rows;
+  // Thread t of n's rows (rows) or columns of C, [first, second): also its share of an operand's
+  // rounding, so a thread rounds the rows of A it then multiplies.
+  std::pair<int64_t, int64_t> range(int t, int n, bool rows) const {
+    const int64_t tiles = rows ? mtiles : ntiles, step = rows ? mr : nr;
+    return {tiles * t / n * step, std::min(tiles * (t + 1) / n * step, rows ? M : N)};
+  }
+};
+
+ThreadSplit split_of(const GemmShape& g, const MicroKernel& uk, int nt) {
+  const int64_t mtiles = (g.M + uk.mr - 1) / uk.mr, ntiles = (g.N + uk.nr - 1) / uk.nr;
+  auto imbalance = [nt](int64_t tiles) { return (double)((tiles + nt - 1) / nt) * nt / (double)tiles; };
+  const bool by_rows = nt == 1 || imbalance(mtiles) <= 1.05 || imbalance(mtiles) <= imbalance(ntiles);
+  return {g.M, g.N, mtiles, ntiles, uk.mr, uk.nr, nt, by_rows};
+}
+
+// bf16: rounds once, before any product and by all threads, an operand more than one thread reads
+// (B when they split C by rows, A by columns), and A when C has several NC blocks of columns (it
+// would be rounded again for each). The buffers are the calling thread's; its workers fill them.
+void round_shared(const GemmShape& g, const MicroKernel& uk, const ThreadSplit& split, SharedPairs& a, SharedPairs& b) {
+  const bool share_b = split.by_rows && split.threads > 1, share_a = !split.by_rows || g.N > NC;
+  if (!share_a && !share_b) return;
+  thread_local AlignedBuf a_buf, b_buf;
+  const int64_t k_blocks = (g.K + KC - 1) / KC;
+  if (share_a) {
+    a.block = split.mtiles * uk.mr * pairs_in(uk, KC);
+    a.base = reinterpret_cast<uint32_t*>(a_buf.get((size_t)(a.block * k_blocks)));
+  }
+  if (share_b) {
+    b.block = split.ntiles * uk.nr * pairs_in(uk, KC);
+    b.base = reinterpret_cast<uint32_t*>(b_buf.get((size_t)(b.block * k_blocks)));
+  }
+  auto round = [&](int t, int n) {
+    if (auto [i0, i1] = split.range(t, n, true); share_a && i0 < i1) share_pairs(g, uk, true, i0, i1, a);
+    if (auto [i0, i1] = split.range(t, n, false); share_b && i0 < i1) share_pairs(g, uk, false, i0, i1, b);
+  };
+  if (split.threads == 1) round(0, 1);
+  else pool().run(round);
+}
+
 }  // namespace
 
 MicroKernel micro_kernel_scalar() { return {4, 8, ukernel_scalar, nullptr, nullptr}; }
@@ -356,51 +402,19 @@ void gemm_with(const GemmShape& g, const MicroKernel& uk, bool parallel) {
   int nt = parallel ? tp.size() : 1;
   double flops = 2.0 * (double)g.M * (double)g.N * (double)g.K;
   if (nt > 1 && flops < 2e5) nt = 1;  // waking the pool costs more than it saves
-  // Split C by rows (each thread then reads only its rows of A), unless that leaves the threads
-  // unevenly loaded (e.g. 11 tiles of rows for 2 threads) and columns divide better. Boundaries
-  // fall on whole micro-tiles so no tile is computed twice.
-  int64_t mtiles = (g.M + uk.mr - 1) / uk.mr, ntiles = (g.N + uk.nr - 1) / uk.nr;
-  auto imbalance = [nt](int64_t tiles) { return (double)((tiles + nt - 1) / nt) * nt / (double)tiles; };
-  const bool by_rows = nt == 1 || imbalance(mtiles) <= 1.05 || imbalance(mtiles) <= imbalance(ntiles);
-  // Thread t's share of the rows (or columns) of C, and of the operand only it reads.
-  auto share = [&](int t, int n, bool rows) {
-    int64_t tiles = rows ? mtiles : ntiles, step = rows ? uk.mr : uk.nr;
-    return std::pair<int64_t, int64_t>{tiles * t / n * step, std::min(tiles * (t + 1) / n * step, rows ? g.M : g.N)};
-  };
+  const ThreadSplit split = split_of(g, uk, nt);
+  const bool bf16 = g.bf16 && g.K > 0;
   SharedPairs shared_a, shared_b;
-  if (g.bf16 && g.K > 0) {
-    // Rounded once before any product, by all threads: an operand that more than one thread reads
-    // (B when they split C by rows, A by columns), and A when C has several NC blocks of columns
-    // (it would be rounded again for each; its rows are rounded by the thread that owns them).
-    const bool share_b = by_rows && nt > 1, share_a = !by_rows || g.N > NC;
-    thread_local AlignedBuf a_buf, b_buf;  // the caller's: its workers write and read them
-    const int64_t k_blocks = (g.K + KC - 1) / KC;
-    if (share_a) {
-      shared_a.block = mtiles * uk.mr * pairs_in(uk, KC);
-      shared_a.base = reinterpret_cast<uint32_t*>(a_buf.get((size_t)(shared_a.block * k_blocks)));
-    }
-    if (share_b) {
-      shared_b.block = ntiles * uk.nr * pairs_in(uk, KC);
-      shared_b.base = reinterpret_cast<uint32_t*>(b_buf.get((size_t)(shared_b.block * k_blocks)));
-    }
-    auto round = [&](int t, int n) {
-      if (auto [b, e] = share(t, n, true); share_a && b < e) share_pairs(g, uk, true, b, e, shared_a);
-      if (auto [b, e] = share(t, n, false); share_b && b < e) share_pairs(g, uk, false, b, e, shared_b);
-    };
-    if (share_a || share_b) {
-      if (nt == 1) round(0, 1);
-      else tp.run(round);
-    }
-  }
+  if (bf16) round_shared(g, uk, split, shared_a, shared_b);
   auto block = [&](int64_t m_begin, int64_t m_end, int64_t n_begin, int64_t n_end) {
-    if (g.bf16 && g.K > 0) gemm_block_bf16(g, uk, m_begin, m_end, n_begin, n_end, shared_a, shared_b);
+    if (bf16) gemm_block_bf16(g, uk, m_begin, m_end, n_begin, n_end, shared_a, shared_b);
     else gemm_block(g, uk, m_begin, m_end, n_begin, n_end);
   };
   if (nt == 1) return block(0, g.M, 0, g.N);
   tp.run([&](int t, int n) {
-    auto [b, e] = share(t, n, by_rows);
+    auto [b, e] = split.range(t, n, split.by_rows);
     if (b >= e) return;
-    if (by_rows) block(b, e, 0, g.N);
+    if (split.by_rows) block(b, e, 0, g.N);
     else block(0, g.M, b, e);
   });
 }

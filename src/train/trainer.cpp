@@ -364,7 +364,8 @@ TrainResult run_training(TrainOptions o, const TrainHooks& hooks) {
                                                                             : "",
                                           T, o.shape.vocab, (double)model.num_params() / 1e6, corpus.n_train,
                                           corpus.n_val());
-  // Which products, and where bf16 would be faster, the flag for it (it is a choice: docs/training.md).
+  // Which products the run uses; on f32 where the CPU has bf16's, the flag that switches (a choice:
+  // its loss curve differs a little, docs/training.md).
   const std::string products = o.precision == "bf16"   ? "; bf16 products"
                                : bf16_gemm_supported() ? "; f32 products (this CPU has AVX512-BF16: --precision "
                                                          "bf16 may train faster, docs/training.md)"
