@@ -62,6 +62,15 @@ static void busy_footnote() {
     std::printf("! measured while other processes used up to %.1f cores: not a figure to keep\n", g_busiest);
 }
 
+// A probe whose passes differed by more than a fifth met another tenant of the memory: the
+// decode's share (of the best pass) is then only as good as the moment it was measured in. A line
+// of its own (or nothing), under 100 columns.
+static std::string unsteady_line(const ReadBandwidth& r) {
+  if (r.best <= 0 || r.steady()) return "";
+  return fmt::format("(probe passes {:.1f}-{:.1f} GB/s: something else uses the memory; \"of bw\" moves with it)\n",
+                     r.lowest, r.best);
+}
+
 // Prompt lengths that fit the context with the decode steps after them: a longer one is measured
 // at the longest that fits, and said so (the default 128,512 is longer than a small model's context).
 static std::vector<int64_t> fit_lengths(const std::vector<int64_t>& asked, int64_t gen, int64_t ctx) {
@@ -296,7 +305,9 @@ void add_bench(CLI::App& app) {
     // A decode's share is of the bandwidth of the memory its weights are in: the host's, or on a
     // GPU the device's, measured by a shader reading a buffer (docs/gpu.md).
     const bool gpu = is_gpu_device(a->model.device);
-    double bw = a->no_bandwidth ? 0 : gpu ? measure_gpu_read_bandwidth_gbs(a->model.device) : measure_read_bandwidth_gbs();
+    ReadBandwidth host;  // the CPU's probe, with its slowest pass
+    if (!a->no_bandwidth && !gpu) host = measure_read_bandwidth();
+    double bw = a->no_bandwidth ? 0 : gpu ? measure_gpu_read_bandwidth_gbs(a->model.device) : host.best;
     reset_peak_rss();  // the probe's buffer is gone: the peak is the model's and the benchmark's
     double bits = (double)model.weight_bytes() * 8 / (double)model.parameter_count();
     const EngineOptions base = device_engine_options(a->model, m);
@@ -321,8 +332,8 @@ void add_bench(CLI::App& app) {
                     bw > 0 ? fmt::format(", read bandwidth {:.1f} GB/s", bw).c_str() : "", pool().size(),
                     cpu_summary().c_str());
       else
-        std::printf("%d threads, %s%s\n\n", pool().size(), cpu_summary().c_str(),
-                    bw > 0 ? fmt::format("; read bandwidth {:.1f} GB/s", bw).c_str() : "");
+        std::printf("%d threads, %s%s\n%s\n", pool().size(), cpu_summary().c_str(),
+                    bw > 0 ? fmt::format("; read bandwidth {:.1f} GB/s", bw).c_str() : "", unsteady_line(host).c_str());
     }
     if (!a->batch.empty()) {
       if (a->gen_tokens < 2) fail("--batch needs --gen-tokens of at least 2");
@@ -377,6 +388,7 @@ void add_bench(CLI::App& app) {
                   {"decode_kv_read_bytes", (int64_t)kv_read},
                   {"peak_rss_bytes", peak_rss},
                   {"read_bandwidth_gbs", bw},
+                  {"read_bandwidth_lowest_gbs", host.lowest},
                   {"other_procs_cpu_cores", r.other_cores}};
         if (bw > 0 && r.decode_tok_s) j["decode_bandwidth_pct"] = 100 * read_gbs / bw;
         std::printf("%s\n", j.dump().c_str());
@@ -402,11 +414,13 @@ void add_bench(CLI::App& app) {
         // Probed again after every run and the best kept: on a shared machine one probe can meet a
         // busy neighbour (consecutive processes read 38-65 GB/s on the same box) and then the
         // share would overstate what the decode reached (docs/kernels.md).
-        const double again = measure_read_bandwidth_gbs();
+        const ReadBandwidth again = measure_read_bandwidth();
         reset_peak_rss();
-        if (again > bw * 1.05 && !a->json)
-          std::printf("(read bandwidth probed again after the run: %.1f GB/s; the share uses it)\n", again);
-        bw = std::max(bw, again);
+        if (again.best > bw * 1.05 && !a->json)
+          std::printf("(read bandwidth probed again after the run: %.1f GB/s; the share uses it)\n", again.best);
+        if (!a->json) std::printf("%s", unsteady_line(again).c_str());
+        bw = std::max(bw, again.best);
+        host.lowest = std::min(host.lowest, again.lowest);
       }
       for (size_t v = 0; v < runs.size(); v++) print_run(runs[v], v > 0, peak);
       if (runs.size() == 2 && runs[0].decode_tok_s && !a->json) {  // the median of each rep's pair

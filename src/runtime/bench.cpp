@@ -199,7 +199,7 @@ BatchedRun bench_batched(const Model& model, const Tokenizer& tok, int64_t P, in
   return r;
 }
 
-double measure_read_bandwidth_gbs(size_t bytes) {
+ReadBandwidth measure_read_bandwidth(size_t bytes) {
   bytes = bytes / 4096 * 4096;
   // In huge pages, as the weights it is the bound for are: 512 times fewer page faults to fill it
   // (with 4 KB pages the fill was most of the probe: ~4 s of a 1 GiB probe on a 2-vCPU VM).
@@ -207,7 +207,7 @@ double measure_read_bandwidth_gbs(size_t bytes) {
   pool().parallel_for((int64_t)bytes, 4096, [&](int64_t b, int64_t e) {
     std::memset(buf.data() + b, (int)(b & 0xff), (size_t)(e - b));  // real pages, not the zero page
   });
-  double best = 0;
+  ReadBandwidth r;
   // The best of several passes, with each instruction set's loads: on Zen 4 plain 64-bit loads
   // stream a little faster than 512-bit ones, and the bound should be the best the machine does.
   for (int rep = 0; rep < 9; rep++) {
@@ -215,10 +215,11 @@ double measure_read_bandwidth_gbs(size_t bytes) {
     auto t0 = clock_type::now();
     volatile uint64_t sink = kernels::stream_read_threads(buf.data(), bytes, isa);
     (void)sink;
-    double dt = seconds(t0, clock_type::now());
-    best = std::max(best, (double)bytes / dt / 1e9);
+    const double gbs = (double)bytes / seconds(t0, clock_type::now()) / 1e9;
+    r.best = std::max(r.best, gbs);
+    r.lowest = rep == 0 ? gbs : std::min(r.lowest, gbs);
   }
-  return best;
+  return r;
 }
 
 size_t peak_rss_bytes() {

@@ -68,8 +68,14 @@ SpeculativeRun bench_speculative(const Model& model, const Tokenizer& tok, const
                                  int64_t gen_tokens, int reps, const SpeculativeOptions& spec);
 
 // Read bandwidth of this machine with the process's threads (GB/s, 1e9 bytes): the bound decode
-// cannot beat, since each token reads every weight once.
-double measure_read_bandwidth_gbs(size_t bytes = (size_t)1 << 30);
+// cannot beat, since each token reads every weight once. `best` is the bound; `lowest`, the
+// slowest of the same passes, says how much a neighbour moved it meanwhile (on a shared host the
+// passes of one probe ranged 27-46 GB/s, and a decode's share moves with them: docs/kernels.md).
+struct ReadBandwidth {
+  double best = 0, lowest = 0;
+  bool steady() const { return lowest >= 0.8 * best; }
+};
+ReadBandwidth measure_read_bandwidth(size_t bytes = (size_t)1 << 30);
 // The most memory this process has held (VmHWM), and a restart of that count: the bandwidth
 // probe's 1 GiB buffer would otherwise be the peak every benchmark reports. false when the
 // kernel cannot reset it (then the peak includes whatever ran before).
