@@ -107,6 +107,49 @@ TEST(AmxTiles, ModelMultipliesSignedByUnsignedBytes) {
   EmulatedTiles::release();
 }
 
+TEST(AmxTiles, ModelKeepsTheTilesOnAnUnchangedConfiguration) {
+  // As HardwareTiles: an unchanged configuration skips LDTILECFG, so the tiles keep their contents
+  // (a kernel must zero or load its accumulators itself); a new one zeroes them, as LDTILECFG does.
+  const TileConfig cfg = full_tiles();
+  EmulatedTiles::configure(cfg);
+  int32_t c[16][16], got[16][16];
+  for (int i = 0; i < 16; i++)
+    for (int j = 0; j < 16; j++) c[i][j] = 100 * i + j + 1;
+  EmulatedTiles::load<4>(c, 64);
+  EmulatedTiles::configure(cfg);
+  EmulatedTiles::store<4>(got, 64);
+  EXPECT_EQ(std::memcmp(got, c, sizeof c), 0);
+  TileConfig other = cfg;
+  other.rows[7] = 8;
+  EmulatedTiles::configure(other);
+  EmulatedTiles::store<4>(got, 64);
+  for (int i = 0; i < 16; i++)
+    for (int j = 0; j < 16; j++) ASSERT_EQ(got[i][j], 0) << i << "," << j;
+  EmulatedTiles::release();
+}
+
+TEST(AmxTiles, ModelTakesADenormalAccumulatorAsZero) {
+  // TDPBF16PS is an FMA with DAZ and FTZ whatever MXCSR says: the f32 accumulator is an input too.
+  TileConfig cfg;
+  cfg.rows[0] = 1, cfg.colsb[0] = 4;  // A: one pair
+  cfg.rows[2] = 1, cfg.colsb[2] = 4;  // B: one pair, one column
+  cfg.rows[4] = 1, cfg.colsb[4] = 4;  // C: one f32
+  EmulatedTiles::configure(cfg);
+  // A = (2^-126, 0), the smallest normal, times B = (1, 1); C = 2^-127, a denormal. With the
+  // accumulator read as zero the sum is 2^-126; read as it is, 1.5 x 2^-126 (a normal, not flushed).
+  const uint16_t a[2] = {0x0080, 0}, b[2] = {0x3F80, 0x3F80};
+  const float smallest_normal = std::ldexp(1.0f, -126), denormal = std::ldexp(1.0f, -127);
+  ASSERT_EQ(std::fpclassify(denormal), FP_SUBNORMAL);
+  EmulatedTiles::load<0>(a, 4);
+  EmulatedTiles::load<2>(b, 4);
+  EmulatedTiles::load<4>(&denormal, 4);
+  EmulatedTiles::dpbf16ps<4, 0, 2>();
+  float got = 0;
+  EmulatedTiles::store<4>(&got, 4);
+  EXPECT_EQ(got, smallest_normal);
+  EmulatedTiles::release();
+}
+
 TEST(AmxTilesDeathTest, ModelRefusesWhatTheHardwareFaultsOn) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   TileConfig too_tall;
@@ -121,6 +164,15 @@ TEST(AmxTilesDeathTest, ModelRefusesWhatTheHardwareFaultsOn) {
     EmulatedTiles::dpbsud<4, 0, 1>();
   };
   EXPECT_DEATH(multiply_mismatched(), "shapes do not agree");
+  TileConfig ragged_c;  // C (and B) rows must be whole dwords: #UD on the hardware
+  ragged_c.rows[0] = 2, ragged_c.colsb[0] = 4;
+  ragged_c.rows[1] = 1, ragged_c.colsb[1] = 6;
+  ragged_c.rows[4] = 2, ragged_c.colsb[4] = 6;
+  auto multiply_ragged = [&] {
+    EmulatedTiles::configure(ragged_c);
+    EmulatedTiles::dpbsud<4, 0, 1>();
+  };
+  EXPECT_DEATH(multiply_ragged(), "shapes do not agree");
   auto zero_released = [] {
     EmulatedTiles::release();
     EmulatedTiles::zero<4>();

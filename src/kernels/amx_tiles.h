@@ -14,7 +14,7 @@ namespace kvad::kernels {
 // LDTILECFG's 64-byte operand, palette 1: 8 tiles of up to 16 rows x 64 bytes.
 struct alignas(64) TileConfig {
   uint8_t palette = 1, start_row = 0, reserved[14] = {};
-  uint16_t colsb[16] = {};  // bytes per row, tiles 0-7
+  uint16_t colsb[16] = {};  // bytes per row, tiles 0-15 (palette 1 has 0-7; 8-15 must be zero)
   uint8_t rows[16] = {};
 };
 static_assert(sizeof(TileConfig) == 64);
@@ -94,7 +94,10 @@ struct HardwareTiles {
 };
 
 // The model: the tile registers of this thread, as bytes. Shapes the hardware would refuse
-// (#GP on the configuration, #UD on a product) stop the program with the reason.
+// (#GP on the configuration, #UD on a product) stop the program with the reason. configure()
+// skips an unchanged configuration as HardwareTiles does, keeping the tiles' contents (LDTILECFG
+// would zero them): so a kernel that counted on configure() to zero its accumulators fails here
+// as it would on the hardware.
 struct EmulatedTiles {
   struct State {
     TileConfig cfg;
@@ -111,6 +114,7 @@ struct EmulatedTiles {
   }
   static void configure(const TileConfig& c) {
     State& s = state();
+    if (s.configured && std::memcmp(&s.cfg, &c, sizeof c) == 0) return;
     if (c.palette != 1 || c.start_row != 0) fault("palette must be 1 and start_row 0");
     for (int i = 0; i < 16; i++)
       if (i >= 8 ? (c.rows[i] || c.colsb[i]) : (c.rows[i] > 16 || c.colsb[i] > 64 || (!c.rows[i]) != (!c.colsb[i])))
@@ -147,7 +151,8 @@ struct EmulatedTiles {
     State& s = state();
     used(C), used(A), used(B);
     const int m = s.cfg.rows[C], k4 = s.cfg.colsb[A] / 4, n = s.cfg.colsb[C] / 4;
-    if (s.cfg.rows[A] != m || s.cfg.rows[B] != k4 || s.cfg.colsb[B] != s.cfg.colsb[C] || s.cfg.colsb[A] % 4)
+    if (s.cfg.rows[A] != m || s.cfg.rows[B] != k4 || s.cfg.colsb[B] != s.cfg.colsb[C] || s.cfg.colsb[A] % 4 ||
+        s.cfg.colsb[C] % 4)
       fault("tdpbsud: the tiles' shapes do not agree");
     for (int i = 0; i < m; i++)
       for (int j = 0; j < n; j++) {
@@ -159,13 +164,15 @@ struct EmulatedTiles {
       }
   }
   // As the SDM's pseudocode: per pair, the even product then the odd one added in f32 (round to
-  // nearest even), denormal inputs and outputs taken as zero.
+  // nearest even), denormal inputs (the accumulator too: it is an input of the FMA) and outputs
+  // taken as zero. A bf16 x bf16 product is exact in f32, so acc + a * b rounds once, as the FMA.
   template <int C, int A, int B>
   static void dpbf16ps() {
     State& s = state();
     used(C), used(A), used(B);
     const int m = s.cfg.rows[C], k2 = s.cfg.colsb[A] / 4, n = s.cfg.colsb[C] / 4;
-    if (s.cfg.rows[A] != m || s.cfg.rows[B] != k2 || s.cfg.colsb[B] != s.cfg.colsb[C] || s.cfg.colsb[A] % 4)
+    if (s.cfg.rows[A] != m || s.cfg.rows[B] != k2 || s.cfg.colsb[B] != s.cfg.colsb[C] || s.cfg.colsb[A] % 4 ||
+        s.cfg.colsb[C] % 4)
       fault("tdpbf16ps: the tiles' shapes do not agree");
     auto widen = [](const uint8_t* p) {
       uint32_t bits = (uint32_t)(p[0] | p[1] << 8) << 16;
@@ -185,6 +192,7 @@ struct EmulatedTiles {
       for (int j = 0; j < n; j++) {
         float acc;
         std::memcpy(&acc, &s.t[C][i][4 * j], 4);
+        acc = flush(acc);  // DAZ
         for (int kk = 0; kk < k2; kk++)
           for (int e = 0; e < 2; e++)
             acc = flush(acc + widen(&s.t[A][i][4 * kk + 2 * e]) * widen(&s.t[B][kk][4 * j + 2 * e]));

@@ -409,6 +409,7 @@ void gemm_with(const GemmShape& g, const MicroKernel& uk, bool parallel) {
   auto block = [&](int64_t m_begin, int64_t m_end, int64_t n_begin, int64_t n_end) {
     if (bf16) gemm_block_bf16(g, uk, m_begin, m_end, n_begin, n_end, shared_a, shared_b);
     else gemm_block(g, uk, m_begin, m_end, n_begin, n_end);
+    if (uk.done) uk.done();
   };
   if (nt == 1) return block(0, g.M, 0, g.N);
   tp.run([&](int t, int n) {

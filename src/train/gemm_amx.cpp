@@ -72,19 +72,20 @@ void tile_bf16(int64_t kpa, const uint32_t* A, const uint32_t* B, float* C, int6
     for (int i = 0; i < mr; i++) std::memcpy(C + i * ldc, buf + i * NR, (size_t)nr * 4);
 }
 
-MicroKernel amx_kernel(decltype(MicroKernel::run_bf16) run) {
+MicroKernel amx_kernel(decltype(MicroKernel::run_bf16) run, void (*release)()) {
   MicroKernel uk = micro_kernel_avx512();  // its B packing (and to_pairs for B's pairs)
   uk.mr = MR, uk.nr = NR;
   uk.run = nullptr, uk.run_rows = nullptr;  // bf16 only
   uk.to_pair_rows = to_pair_rows;
   uk.pair_align = kStep;
   uk.run_bf16 = run;
+  uk.done = release;
   return uk;
 }
 
 }  // namespace
 
-MicroKernel micro_kernel_amx() { return amx_kernel(tile_bf16<HardwareTiles>); }
-MicroKernel micro_kernel_amx_emulated() { return amx_kernel(tile_bf16<EmulatedTiles>); }
+MicroKernel micro_kernel_amx() { return amx_kernel(tile_bf16<HardwareTiles>, HardwareTiles::release); }
+MicroKernel micro_kernel_amx_emulated() { return amx_kernel(tile_bf16<EmulatedTiles>, EmulatedTiles::release); }
 
 }  // namespace kvad::train
