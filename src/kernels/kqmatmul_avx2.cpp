@@ -49,8 +49,8 @@ __attribute__((always_inline)) inline void unpack(const uint8_t* blk, Block& b) 
     b.dd = _mm_set_ss(f16_at(blk + 208));
     #pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
-      const __m256i ql0 = _mm256_loadu_si256((const __m256i*)(blk + 64 * h));
-      const __m256i ql1 = _mm256_loadu_si256((const __m256i*)(blk + 64 * h + 32));
+      const __m256i ql0 = load_once256(blk + 64 * h);
+      const __m256i ql1 = load_once256(blk + 64 * h + 32);
       const __m256i qh = _mm256_loadu_si256((const __m256i*)(blk + 128 + 32 * h));
       auto hi2 = [&](int s) { return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, s), m3), 4); };
       b.q[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), hi2(0));
@@ -84,7 +84,7 @@ __attribute__((always_inline)) inline void unpack(const uint8_t* blk, Block& b) 
     const __m256i one = _mm256_set1_epi8(1);
     #pragma GCC unroll 4
     for (int k = 0; k < 4; k++) {
-      const __m256i q = _mm256_loadu_si256((const __m256i*)(qs + 32 * k));
+      const __m256i q = load_once256(qs + 32 * k);
       __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
       if constexpr (KIND == K::Q5) {
         lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), one), 4));

@@ -73,7 +73,7 @@ __attribute__((always_inline)) inline void unpack(const uint8_t* blk, Block& b) 
     for (int h = 0; h < 2; h++) {
       // ql's low nibbles are values 0-63 of the half, its high nibbles 64-127; qh byte l holds
       // the top 2 bits of values l, l+32, l+64, l+96 (bit pairs 0, 2, 4, 6): shifted to bits 4-5.
-      const __m512i ql = _mm512_loadu_si512(blk + 64 * h);
+      const __m512i ql = load_once(blk + 64 * h);
       const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i*)(blk + 128 + 32 * h)));
       const __m512i h01 = _mm512_and_si512(_mm512_sllv_epi16(qh, halves(4, 2)), m30);
       const __m512i h23 = _mm512_and_si512(_mm512_srlv_epi16(qh, halves(0, 2)), m30);
@@ -101,7 +101,7 @@ __attribute__((always_inline)) inline void unpack(const uint8_t* blk, Block& b) 
     for (int h = 0; h < 2; h++) {
       // Bytes 0-31 are chunk 2h's 32 bytes (low nibbles: sub-block 4h, high: 4h+1), bytes 32-63
       // chunk 2h+1's (4h+2, 4h+3).
-      const __m512i q = _mm512_loadu_si512(qs + 64 * h);
+      const __m512i q = load_once(qs + 64 * h);
       b.q[2 * h] = _mm512_and_si512(q, m4);
       b.q[2 * h + 1] = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
     }

@@ -85,8 +85,8 @@ inline void block_sums(const uint8_t* rec, const int8_t* const (&xb)[T], __m256i
     for (int t = 0; t < T; t++) sum16[t][0] = sum16[t][1] = _mm256_setzero_si256();
     #pragma GCC unroll 8
     for (int p = 0; p < 4; p++) {
-      __m256i v0 = _mm256_loadu_si256((const __m256i*)(rec + p * 64));
-      __m256i v1 = _mm256_loadu_si256((const __m256i*)(rec + p * 64 + 32));
+      __m256i v0 = load_once256(rec + p * 64);
+      __m256i v1 = load_once256(rec + p * 64 + 32);
       const __m256i lo0 = _mm256_and_si256(v0, nib), hi0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), nib);
       const __m256i lo1 = _mm256_and_si256(v1, nib), hi1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), nib);
       #pragma GCC unroll 8

@@ -53,7 +53,7 @@ inline void block_sums(const uint8_t* const (&rec)[G], const int8_t* const (&xb)
       for (int p = 0; p < 4; p++)
         #pragma GCC unroll 8
         for (int g = 0; g < G; g++) {
-          __m512i v = _mm512_loadu_si512(rec[g] + p * 64);
+          __m512i v = load_once(rec[g] + p * 64);
           __m512i lo = _mm512_and_si512(v, nib), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
           #pragma GCC unroll 8
           for (int t = 0; t < T; t++) {
@@ -79,7 +79,7 @@ inline void block_sums(const uint8_t* const (&rec)[G], const int8_t* const (&xb)
     for (int s = 0; s < (K == QKind::Q8 ? 8 : 4); s++)
       #pragma GCC unroll 8
       for (int g = 0; g < G; g++) {
-        __m512i v = _mm512_loadu_si512(rec[g] + s * 64);
+        __m512i v = load_once(rec[g] + s * 64);
         __m512i lo = _mm512_and_si512(v, nib), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
