@@ -54,7 +54,8 @@ inline __m256i load_once256(const void* p) {
 // load into both instructions that read it (the low nibbles' AND and the high nibbles' shift),
 // loading every line twice: a q4 decode block then issues ~26 load uops (llvm-mca), and the load
 // ports are its bound when the weights are in cache. Kept in a register, one thread read a hot
-// 896 x 896 q4 matrix 1.23x faster (docs/kernels.md, "One load per line of codes").
+// 896 x 896 q4 matrix 1.08-1.10x faster, the two alternating in one process (docs/kernels.md,
+// "One load per line of codes").
 inline __m512i load_once(const void* p) {
   __m512i v = _mm512_loadu_si512(p);
   asm("" : "+v"(v));  // an empty asm that "changes" v: the load can no longer be folded
