@@ -68,7 +68,11 @@ inline __m512i load_once(const void* p) {
 // in this VM). With two threads NTA read the q4/q8 decode stack 1.03-1.2x faster than T0 and
 // end-to-end decode ran 1.05x (q4) / 1.08x (q8); one thread alone reads the same with either
 // (docs/kernels.md, "Decode: the prefetch hint").
-inline void prefetch_weights(const uint8_t* p) { _mm_prefetch((const char*)p, _MM_HINT_NTA); }
+// always_inline: a prefetch has no effect GCC can see, and a call to it that was not inlined yet
+// is dead code to GCC's early DCE. So it went when the K-quant row walk moved into this header as
+// a template (c67f221): the K-quant decode rows had no prefetch at all until 2026-12-07 evening
+// (docs/kernels.md, "The K-quant decode's lost prefetch").
+__attribute__((always_inline)) inline void prefetch_weights(const uint8_t* p) { _mm_prefetch((const char*)p, _MM_HINT_NTA); }
 
 // Every cache line of a q8/q4 record (quant/packed.h), `ahead` bytes past it, so one thread's
 // sequential stream of records arrives before it is read.
