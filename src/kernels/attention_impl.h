@@ -71,8 +71,9 @@ const float* key_columns(const uint8_t* side, const KvPages& kv, int32_t block, 
 
 // Asks for one block's rows of one KV head ahead of use. A decode step reads each head's blocks
 // once, 4 KB here and 4 KB a head further on, a pattern the hardware prefetcher did not follow:
-// without this the loads waited on memory (docs/kernels.md).
-inline void prefetch_block(const uint8_t* side, const KvPages& kv, int32_t block, int h, int nkv, int hd) {
+// without this the loads waited on memory (docs/kernels.md). always_inline: as x86_helpers.h's
+// prefetch_weights, a prefetch behind a call not yet inlined is dead code to GCC.
+__attribute__((always_inline)) inline void prefetch_block(const uint8_t* side, const KvPages& kv, int32_t block, int h, int nkv, int hd) {
   const int64_t rb = kv_row_bytes(kv.type, hd), bytes = kv.block_size * rb;
   const uint8_t* p = kv_block_rows(side, kv, block, h, nkv, rb);
   for (int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(p + i, 0, 3);
