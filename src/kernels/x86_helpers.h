@@ -77,7 +77,7 @@ __attribute__((always_inline)) inline void prefetch_weights(const uint8_t* p) { 
 // Every cache line of a q8/q4 record (quant/packed.h), `ahead` bytes past it, so one thread's
 // sequential stream of records arrives before it is read.
 template <QKind K>
-inline void prefetch_record(const uint8_t* rec, int ahead) {
+__attribute__((always_inline)) inline void prefetch_record(const uint8_t* rec, int ahead) {  // inlined, as prefetch_weights
   constexpr int lines = (int)(QuantMatrix::record_bytes(K) + 63) / 64;
   #pragma GCC unroll 9
   for (int l = 0; l < lines; l++) prefetch_weights(rec + ahead + l * 64);
