@@ -155,24 +155,18 @@ TEST(AmxTilesDeathTest, ModelRefusesWhatTheHardwareFaultsOn) {
   TileConfig too_tall;
   too_tall.rows[0] = 17, too_tall.colsb[0] = 64;
   EXPECT_DEATH(EmulatedTiles::configure(too_tall), "out of range");
-  TileConfig mismatched;
-  mismatched.rows[0] = 4, mismatched.colsb[0] = 32;  // K = 32: B needs 8 rows
-  mismatched.rows[1] = 4, mismatched.colsb[1] = 64;
-  mismatched.rows[4] = 4, mismatched.colsb[4] = 64;
-  auto multiply_mismatched = [&] {
-    EmulatedTiles::configure(mismatched);
+  // A (tile 0), B (1) and C (4) as {rows, bytes per row}, configured and multiplied.
+  auto multiply = [](int a_rows, int a_bytes, int b_rows, int b_bytes, int c_rows, int c_bytes) {
+    TileConfig c;
+    c.rows[0] = (uint8_t)a_rows, c.colsb[0] = (uint16_t)a_bytes;
+    c.rows[1] = (uint8_t)b_rows, c.colsb[1] = (uint16_t)b_bytes;
+    c.rows[4] = (uint8_t)c_rows, c.colsb[4] = (uint16_t)c_bytes;
+    EmulatedTiles::configure(c);
     EmulatedTiles::dpbsud<4, 0, 1>();
   };
-  EXPECT_DEATH(multiply_mismatched(), "shapes do not agree");
-  TileConfig ragged_c;  // C (and B) rows must be whole dwords: #UD on the hardware
-  ragged_c.rows[0] = 2, ragged_c.colsb[0] = 4;
-  ragged_c.rows[1] = 1, ragged_c.colsb[1] = 6;
-  ragged_c.rows[4] = 2, ragged_c.colsb[4] = 6;
-  auto multiply_ragged = [&] {
-    EmulatedTiles::configure(ragged_c);
-    EmulatedTiles::dpbsud<4, 0, 1>();
-  };
-  EXPECT_DEATH(multiply_ragged(), "shapes do not agree");
+  EXPECT_DEATH(multiply(4, 32, 4, 64, 4, 64), "shapes do not agree");  // K = 32: B needs 8 rows
+  // C (and B) rows must be whole dwords: #UD on the hardware.
+  EXPECT_DEATH(multiply(2, 4, 1, 6, 2, 6), "shapes do not agree");
   auto zero_released = [] {
     EmulatedTiles::release();
     EmulatedTiles::zero<4>();
