@@ -145,6 +145,8 @@ __attribute__((always_inline)) inline void kquant_rows_walk(const Matrix& w, int
                                                              Dot&& dot) {
   constexpr size_t kAhead = 4096;
   const int64_t nb = w.blocks();
+  const uint8_t* base = w.row_data(0);
+  const size_t row_bytes = (size_t)nb * kBlockBytes;
   __m256 part[T][8];
   __m128 partm[T][8];
   for (int64_t g = r0; g < r1; g += 8) {
@@ -154,7 +156,7 @@ __attribute__((always_inline)) inline void kquant_rows_walk(const Matrix& w, int
       __m128 accm[T];
       #pragma GCC unroll 4
       for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps(), accm[t] = _mm_setzero_ps();
-      const uint8_t* row = w.row_data(g + std::min(i, n - 1));
+      const uint8_t* row = base + (size_t)(g + std::min(i, n - 1)) * row_bytes;
       for (int64_t b = 0; b < nb && i < n; b++) {
         const uint8_t* blk = row + (size_t)b * kBlockBytes;
         #pragma GCC unroll 4
