@@ -31,7 +31,7 @@ namespace {
 // lane of a 64-value register, the other byte zero (0x80): for Q4_K/Q5_K register v lanes 0-1
 // hold sub-block a, lanes 2-3 sub-block b (see unpack); Q6_K's int16 scales are picked whole.
 struct Controls {
-  alignas(64) int8_t q45[4][64];  // from the 16 unpacked bytes (scales 0-7, mins 8-15)
+  alignas(64) int8_t q45[4][64];  // from the 8 scale bytes (broadcast: bytes 0-7 and 8-15 alike)
   alignas(64) int8_t q6[2][64];   // from 8 int16 scales: lane j gets scale 4k + j (k = 0, 1)
   constexpr Controls() : q45(), q6() {
     constexpr int sub[4][2] = {{0, 2}, {1, 3}, {4, 6}, {5, 7}};
@@ -95,7 +95,9 @@ __attribute__((always_inline)) inline void unpack(const uint8_t* blk, Block& b) 
     int32_t both;
     std::memcpy(&both, blk, 4);
     b.dd = _mm_cvtph_ps(_mm_cvtsi32_si128(both));
-    const __m512i sm = _mm512_broadcast_i32x4(kquant_scales_mins(blk + 4));
+    uint64_t scales, mins;
+    kquant_scales_mins_u64(blk + 4, scales, mins);
+    const __m512i sm = _mm512_set1_epi64((long long)scales);
     const uint8_t* qs = blk + (KIND == K::Q5 ? 48 : 16);
     #pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
@@ -115,7 +117,7 @@ __attribute__((always_inline)) inline void unpack(const uint8_t* blk, Block& b) 
     }
     #pragma GCC unroll 4
     for (int v = 0; v < 4; v++) b.s[v] = _mm512_shuffle_epi8(sm, _mm512_load_si512(kCtl.q45[v]));
-    b.mins = _mm_cvtepu8_epi16(_mm_srli_si128(_mm512_castsi512_si128(sm), 8));
+    b.mins = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mins));
   }
 }
 
