@@ -187,8 +187,8 @@ inline __m128i kquant_scales_mins(const uint8_t* p) {
 // The same 8 scales and 8 mins in two general-purpose registers (byte j = sub-block j), for the
 // decode rows: there the vector form's six shuffles, shifts and masks sit at the head of every
 // super-block's chain on the vector pipes, while the integer ones are idle (Zen 4, one thread, hot:
-// Q4_K 1.01-1.10x in old/new pairs, 1.05-1.12x in-process; the AVX2 rows measured 0.96-1.2x and
-// keep the vector form).
+// Q4_K 0.97-1.10x in old/new pairs, median 1.05x; the AVX2 rows measured 0.96-1.2x and keep the
+// vector form).
 __attribute__((always_inline)) inline void kquant_scales_mins_u64(const uint8_t* p, uint64_t& scales, uint64_t& mins) {
   uint64_t lo;  // bytes 0-3: scales 0-3 (6 bits) + 2 high bits of 4-7; bytes 4-7: the same for the mins
   uint32_t hi;  // bytes 8-11: low nibble scale 4+j's low 4 bits, high nibble min 4+j's
