@@ -83,6 +83,30 @@ __attribute__((always_inline)) inline void prefetch_record(const uint8_t* rec, i
   for (int l = 0; l < lines; l++) prefetch_weights(rec + ahead + l * 64);
 }
 
+// The K-quant tiles' prefetch: while a group of 16 rows (from r0) is unpacked, the group two
+// further on (rows r0 + 32 ..) is brought into L2, one nb-th of its bytes per super-block, so
+// the tile's arithmetic on this pair of groups overlaps the next pair's reads. Without it a few
+// tokens (a batch of 8 decoding sequences, a speculative check) waited on every group's lines: the
+// Q4_K_M batch-8 decode step 57-66 ms, with it 36-38 (docs/kernels.md "K-quant tiles for a few
+// tokens"). T1, not NTA or T0: the pair ahead is 18-55 KB, more than L1 keeps (NTA 51-57 ms, T0
+// 54-64). One group ahead read less (42.5 / 35.6 ms), four the same as two.
+class GroupPrefetch {
+ public:
+  GroupPrefetch(const uint8_t* data, int64_t rows, size_t row_bytes, int64_t r0, int64_t nb) {
+    const int64_t ahead = r0 + 32, n = std::min<int64_t>(16, rows - ahead);
+    if (n <= 0 || nb <= 0) return;
+    first_ = data + (size_t)ahead * row_bytes;
+    part_ = (size_t)n * row_bytes / (size_t)nb;
+  }
+  __attribute__((always_inline)) void part(int64_t b) const {
+    for (size_t l = 0; l < part_; l += 64) _mm_prefetch((const char*)first_ + (size_t)b * part_ + l, _MM_HINT_T1);
+  }
+
+ private:
+  const uint8_t* first_ = nullptr;
+  size_t part_ = 0;  // bytes a super-block (0: no group ahead)
+};
+
 // The f16 stored at p (unaligned), as a float.
 inline float f16_at(const uint8_t* p) {
   uint16_t h;
