@@ -89,7 +89,7 @@ __attribute__((always_inline)) inline void prefetch_record(const uint8_t* rec, i
 // tokens (a batch of 8 decoding sequences, a speculative check) waited on every group's lines: the
 // Q4_K_M batch-8 decode step 57-66 ms, with it 36-38 (docs/kernels.md "K-quant tiles for a few
 // tokens"). T1, not NTA or T0: the pair ahead is 18-55 KB, more than L1 keeps (NTA 51-57 ms, T0
-// 54-64). One group ahead read less (42.5 / 35.6 ms), four the same as two.
+// 54-64). One group ahead: 35.6-42.5 ms against two's 36.2-36.7; four the same as two.
 class GroupPrefetch {
  public:
   GroupPrefetch(const uint8_t* data, int64_t rows, size_t row_bytes, int64_t r0, int64_t nb) {
