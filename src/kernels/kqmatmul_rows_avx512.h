@@ -1,12 +1,15 @@
 // AVX-512 kernels for ggml K-quant rows (quant/kquant.h) against Q8_K activations: decode. Per
 // super-block each row's codes are unpacked once into four 64-byte registers (64 values each)
-// with their sub-block scales as int16 lanes, then reused for up to 4 tokens: vpmaddubsw (u8 codes
+// with their sub-block scales as int16 lanes, then reused for up to 8 tokens: vpmaddubsw (u8 codes
 // x s8 activations -> int16 pairs; at most 63 x 127 x 2, no saturation) and vpdpwssd (x int16
 // scale, summed into int32) apply the scales in integers, 2 instructions per 64 values; one float
 // FMA per super-block applies d_w * d_x. Q4_K/Q5_K mins go through the activations' per-16 sums
 // (one vpmaddwd), Q6_K's -32 offset likewise. Rows are taken one after another, so a thread's
 // share of W is one stream, prefetched ahead; the unpacking is register-only (shuffles, no
 // stores), and the activations are arranged once per call in the order the codes unpack to.
+// Up to 8 tokens share one unpacking (the tiles take 8 and more): with 4, a batch of 5-7 decoding
+// sequences unpacked every super-block twice, the second time for 1-3 tokens (Qwen3-0.6B Q4_K_M,
+// `kvad bench --batch 5,6,7`, old/new alternating: 1.2-1.3x at 5, 1.1-1.2x at 6, 1.0-1.5x at 7).
 //
 // Shared by kqmatmul_avx512vnni.cpp and kqmatmul_avx512.cpp (without VNNI: Skylake-SP/X), which
 // differ in one instruction: vpdpwssd, or vpmaddwd and an add (the same exact int32, so the same
@@ -198,7 +201,7 @@ void rows_tile(const KActs& x, const KQuantMatrix& w, int64_t r0, int64_t r1, in
                                            __attribute__((always_inline)) {
     Block u;
     unpack<KIND>(blk, u);
-    #pragma GCC unroll 4
+    #pragma GCC unroll 8
     for (int t = 0; t < T; t++) {
       const size_t at = (size_t)((t0 + t) * nb + b);
       __m512i xv[4];
@@ -212,10 +215,14 @@ void rows_tile(const KActs& x, const KQuantMatrix& w, int64_t r0, int64_t r1, in
 
 template <bool Vnni, K KIND>
 void rows(const KActs& x, const KQuantMatrix& w, int64_t r0, int64_t r1, float* y) {
-  for (int64_t t = 0; t < x.n; t += 4) {
-    const int64_t T = std::min<int64_t>(4, x.n - t);
+  for (int64_t t = 0; t < x.n; t += 8) {
+    const int64_t T = std::min<int64_t>(8, x.n - t);
     const int8_t* xk = arrange<KIND>(x, t, T);
     switch (T) {
+      case 8: rows_tile<Vnni, KIND, 8>(x, w, r0, r1, t, xk, y); break;
+      case 7: rows_tile<Vnni, KIND, 7>(x, w, r0, r1, t, xk, y); break;
+      case 6: rows_tile<Vnni, KIND, 6>(x, w, r0, r1, t, xk, y); break;
+      case 5: rows_tile<Vnni, KIND, 5>(x, w, r0, r1, t, xk, y); break;
       case 4: rows_tile<Vnni, KIND, 4>(x, w, r0, r1, t, xk, y); break;
       case 3: rows_tile<Vnni, KIND, 3>(x, w, r0, r1, t, xk, y); break;
       case 2: rows_tile<Vnni, KIND, 2>(x, w, r0, r1, t, xk, y); break;

@@ -178,7 +178,7 @@ __attribute__((always_inline)) inline void kquant_rows_walk(const Matrix& w, int
     for (int i = 0; i < 8; i++) {
       __m256 acc[T];
       __m128 accm[T];
-      #pragma GCC unroll 4
+      #pragma GCC unroll 8
       for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps(), accm[t] = _mm_setzero_ps();
       const uint8_t* row = base + (size_t)(g + std::min(i, n - 1)) * row_bytes;
       for (int64_t b = 0; b < nb && i < n; b++) {
@@ -187,11 +187,11 @@ __attribute__((always_inline)) inline void kquant_rows_walk(const Matrix& w, int
         for (size_t l = 0; l < kBlockBytes; l += 64) prefetch_weights(blk + kAhead + l);
         dot(blk, b, acc, accm);
       }
-      #pragma GCC unroll 4
+      #pragma GCC unroll 8
       for (int t = 0; t < T; t++) part[t][i] = acc[t], partm[t][i] = accm[t];
     }
     const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    #pragma GCC unroll 4
+    #pragma GCC unroll 8
     for (int t = 0; t < T; t++) _mm256_maskstore_ps(y + (t0 + t) * w.rows() + g, keep, kquant_row_totals<TYPE>(part[t], partm[t]));
   }
 }
