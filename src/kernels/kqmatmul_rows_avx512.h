@@ -9,7 +9,7 @@
 // stores), and the activations are arranged once per call in the order the codes unpack to.
 // Up to 8 tokens share one unpacking (the tiles take 8 and more): with 4, a batch of 5-7 decoding
 // sequences unpacked every super-block twice, the second time for 1-3 tokens (Qwen3-0.6B Q4_K_M,
-// `kvad bench --batch 5,6,7`, old/new alternating: 1.2-1.3x at 5, 1.1-1.2x at 6, 1.0-1.5x at 7).
+// `kvad bench --batch 5,6,7`, old/new alternating: 1.16-1.64x at 5, 0.97-1.25x at 6, 0.79-1.49x at 7).
 //
 // Shared by kqmatmul_avx512vnni.cpp and kqmatmul_avx512.cpp (without VNNI: Skylake-SP/X), which
 // differ in one instruction: vpdpwssd, or vpmaddwd and an add (the same exact int32, so the same
