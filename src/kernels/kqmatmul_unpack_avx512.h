@@ -91,7 +91,7 @@ void unpack_group(const KQuantMatrix& w, int64_t g, const Unpacked& u) {
   const __m512i m4 = _mm512_set1_epi8(0x0F), m1 = _mm512_set1_epi8(0x01), m3 = _mm512_set1_epi8(0x03);
   const uint8_t* first = w.row_data(r0);
   const size_t block_bytes = dtype_block_bytes(w.type());
-  const GroupPrefetch ahead(w.row_data(0), w.rows(), w.row_bytes(), r0, nb);
+  const GroupPrefetch ahead(w, r0);
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t* blk = first + (size_t)b * block_bytes;
     ahead.part(b);

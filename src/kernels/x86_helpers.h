@@ -92,11 +92,12 @@ __attribute__((always_inline)) inline void prefetch_record(const uint8_t* rec, i
 // 54-64). One group ahead: 35.6-42.5 ms against two's 36.2-36.7; four the same as two.
 class GroupPrefetch {
  public:
-  GroupPrefetch(const uint8_t* data, int64_t rows, size_t row_bytes, int64_t r0, int64_t nb) {
-    const int64_t ahead = r0 + 32, n = std::min<int64_t>(16, rows - ahead);
-    if (n <= 0 || nb <= 0) return;
-    first_ = data + (size_t)ahead * row_bytes;
-    part_ = (size_t)n * row_bytes / (size_t)nb;
+  template <typename Matrix>  // a KQuantMatrix (quant/kquant.h, not included here)
+  GroupPrefetch(const Matrix& w, int64_t r0) {
+    const int64_t ahead = r0 + 32, n = std::min<int64_t>(16, w.rows() - ahead);
+    if (n <= 0 || w.blocks() <= 0) return;
+    first_ = w.row_data(ahead);
+    part_ = (size_t)n * w.row_bytes() / (size_t)w.blocks();  // n super-blocks' bytes
   }
   __attribute__((always_inline)) void part(int64_t b) const {
     for (size_t l = 0; l < part_; l += 64) _mm_prefetch((const char*)first_ + (size_t)b * part_ + l, _MM_HINT_T1);
