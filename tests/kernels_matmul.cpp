@@ -33,7 +33,8 @@ TEST(Matmul, SimdMatchesScalarOnRaggedShapes) {
   if (available_isas().empty()) GTEST_SKIP() << "no SIMD ISA on this CPU";
   Rng rng(42);
   const int64_t shapes[][3] = {{1, 1, 1},   {1, 7, 3},    {3, 17, 5},   {4, 16, 4},  {5, 33, 9},
-                               {1, 64, 64}, {7, 100, 37}, {9, 896, 70}, {13, 130, 129}, {2, 4864, 24}};
+                               {1, 64, 64}, {7, 100, 37}, {9, 896, 70}, {13, 130, 129}, {2, 4864, 24},
+                               {6, 40, 33}, {10, 64, 8}};  // 6, 10: the last two tokens in one pass
   for (auto& s : shapes) {
     int64_t n = s[0], k = s[1], m = s[2];
     std::vector<float> x = randn(rng, (size_t)(n * k)), w = randn(rng, (size_t)(m * k));

@@ -13,6 +13,8 @@ namespace {
 struct F32Rows {
   const float* w;
   int64_t k;
+  static constexpr int64_t kPerLine = 16;  // values in a 64-byte line
+  const float* ptr(int64_t r, int64_t i) const { return w + r * k + i; }
   __m256 load(int64_t r, int64_t i) const { return _mm256_loadu_ps(w + r * k + i); }
   float at(int64_t r, int64_t i) const { return w[r * k + i]; }
 };
@@ -20,6 +22,8 @@ struct F32Rows {
 struct Bf16Rows {
   const uint16_t* w;
   int64_t k;
+  static constexpr int64_t kPerLine = 32;
+  const uint16_t* ptr(int64_t r, int64_t i) const { return w + r * k + i; }
   __m256 load(int64_t r, int64_t i) const {
     __m128i h = _mm_loadu_si128((const __m128i*)(w + r * k + i));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
@@ -27,15 +31,16 @@ struct Bf16Rows {
   float at(int64_t r, int64_t i) const { return bf16_to_f32(w[r * k + i]); }
 };
 
-template <int R, int T, typename Rows>
-inline void tile(const Rows& W, const float* x, int64_t k, int64_t r0, int64_t t0, float* y, int64_t m) {
+// Prefetch: the first pass of tokens over these rows, which reads them from memory; `ahead` rows on
+// (tile_rows_ahead) each line is brought into L2 for the next tile, once a line.
+template <int R, int T, bool Prefetch = false, typename Rows>
+inline void tile(const Rows& W, const float* x, int64_t k, int64_t r0, int64_t t0, float* y, int64_t m, int64_t ahead = 0) {
   __m256 acc[R][T];
   #pragma GCC unroll 8
   for (int a = 0; a < R; a++)
     #pragma GCC unroll 8
     for (int b = 0; b < T; b++) acc[a][b] = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 8 <= k; i += 8) {
+  auto step = [&](int64_t i) __attribute__((always_inline)) {
     __m256 xv[T];
     #pragma GCC unroll 8
     for (int b = 0; b < T; b++) xv[b] = _mm256_loadu_ps(x + (t0 + b) * k + i);
@@ -45,7 +50,16 @@ inline void tile(const Rows& W, const float* x, int64_t k, int64_t r0, int64_t t
       #pragma GCC unroll 8
       for (int b = 0; b < T; b++) acc[a][b] = _mm256_fmadd_ps(wv, xv[b], acc[a][b]);
     }
-  }
+  };
+  int64_t i = 0;
+  if constexpr (Prefetch)
+    for (; i + Rows::kPerLine <= k; i += Rows::kPerLine) {  // a line of each row a pass
+      #pragma GCC unroll 8
+      for (int a = 0; a < R; a++) prefetch_tile_line(W.ptr(r0 + a + ahead, i));
+      #pragma GCC unroll 4
+      for (int64_t j = 0; j < Rows::kPerLine; j += 8) step(i + j);
+    }
+  for (; i + 8 <= k; i += 8) step(i);
   #pragma GCC unroll 8
   for (int a = 0; a < R; a++)
     #pragma GCC unroll 8
@@ -56,6 +70,15 @@ inline void tile(const Rows& W, const float* x, int64_t k, int64_t r0, int64_t t
     }
 }
 
+// One group of T tokens over rows [b0, b1); `first`: the block's first pass, from memory.
+template <int T, typename Rows>
+void block_pass(const Rows& W, const float* x, int64_t k, int64_t m, int64_t b0, int64_t b1, int64_t t, float* y,
+                bool first) {
+  tile_block_pass(m, b0, b1, first, [&](auto rows, auto prefetch, int64_t r, int64_t ahead) {
+    tile<decltype(rows)::value, T, decltype(prefetch)::value>(W, x, k, r, t, y, m, ahead);
+  });
+}
+
 template <typename Rows>
 void rows(const Rows& W, const float* x, int64_t n, int64_t k, int64_t m, int64_t rb, int64_t re, float* y) {
   // Blocks of 32 rows stay in cache while every group of tokens passes over them, so a long
@@ -63,16 +86,8 @@ void rows(const Rows& W, const float* x, int64_t n, int64_t k, int64_t m, int64_
   for (int64_t b0 = rb; b0 < re; b0 += 32) {
     int64_t b1 = b0 + 32 < re ? b0 + 32 : re;
     int64_t t = 0;
-    for (; t + 2 <= n; t += 2) {
-      int64_t r = b0;
-      for (; r + 4 <= b1; r += 4) tile<4, 2>(W, x, k, r, t, y, m);
-      for (; r < b1; r++) tile<1, 2>(W, x, k, r, t, y, m);
-    }
-    for (; t < n; t++) {
-      int64_t r = b0;
-      for (; r + 4 <= b1; r += 4) tile<4, 1>(W, x, k, r, t, y, m);
-      for (; r < b1; r++) tile<1, 1>(W, x, k, r, t, y, m);
-    }
+    for (; t + 2 <= n; t += 2) block_pass<2>(W, x, k, m, b0, b1, t, y, t == 0);
+    for (; t < n; t++) block_pass<1>(W, x, k, m, b0, b1, t, y, t == 0);
   }
 }
 

@@ -21,6 +21,7 @@ namespace {
 struct F32Rows {
   const float* w;
   int64_t k;
+  const float* at(int64_t r, int64_t i) const { return w + r * k + i; }
   __m512 load(int64_t r, int64_t i) const { return _mm512_loadu_ps(w + r * k + i); }
   __m512 load_mask(int64_t r, int64_t i, __mmask16 m) const { return _mm512_maskz_loadu_ps(m, w + r * k + i); }
 };
@@ -28,6 +29,7 @@ struct F32Rows {
 struct Bf16Rows {
   const uint16_t* w;
   int64_t k;
+  const uint16_t* at(int64_t r, int64_t i) const { return w + r * k + i; }
   static __m512 widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
   __m512 load(int64_t r, int64_t i) const { return widen(_mm256_loadu_si256((const __m256i*)(w + r * k + i))); }
   __m512 load_mask(int64_t r, int64_t i, __mmask16 m) const {
@@ -35,8 +37,10 @@ struct Bf16Rows {
   }
 };
 
-template <int R, int T, typename Rows>
-inline void tile(const Rows& W, const float* x, int64_t k, int64_t r0, int64_t t0, float* y, int64_t m) {
+// Prefetch: the first pass of tokens over these rows, which reads them from memory; `ahead` rows on
+// (tile_rows_ahead) each line is brought into L2 for the next tile.
+template <int R, int T, bool Prefetch = false, typename Rows>
+inline void tile(const Rows& W, const float* x, int64_t k, int64_t r0, int64_t t0, float* y, int64_t m, int64_t ahead = 0) {
   __m512 acc[R][T];
   #pragma GCC unroll 8
   for (int a = 0; a < R; a++)
@@ -49,6 +53,7 @@ inline void tile(const Rows& W, const float* x, int64_t k, int64_t r0, int64_t t
     for (int b = 0; b < T; b++) xv[b] = _mm512_loadu_ps(x + (t0 + b) * k + i);
     #pragma GCC unroll 8
     for (int a = 0; a < R; a++) {
+      if constexpr (Prefetch) prefetch_tile_line(W.at(r0 + a + ahead, i));
       __m512 wv = W.load(r0 + a, i);
       #pragma GCC unroll 8
       for (int b = 0; b < T; b++) acc[a][b] = _mm512_fmadd_ps(wv, xv[b], acc[a][b]);
@@ -72,6 +77,15 @@ inline void tile(const Rows& W, const float* x, int64_t k, int64_t r0, int64_t t
     for (int b = 0; b < T; b++) y[(t0 + b) * m + r0 + a] = _mm512_reduce_add_ps(acc[a][b]);
 }
 
+// One group of T tokens over rows [b0, b1); `first`: the block's first pass, from memory.
+template <int T, typename Rows>
+void block_pass(const Rows& W, const float* x, int64_t k, int64_t m, int64_t b0, int64_t b1, int64_t t, float* y,
+                bool first) {
+  tile_block_pass(m, b0, b1, first, [&](auto rows, auto prefetch, int64_t r, int64_t ahead) {
+    tile<decltype(rows)::value, T, decltype(prefetch)::value>(W, x, k, r, t, y, m, ahead);
+  });
+}
+
 template <typename Rows>
 void rows(const Rows& W, const float* x, int64_t n, int64_t k, int64_t m, int64_t rb, int64_t re, float* y) {
   // Blocks of 32 rows stay in cache while every group of tokens passes over them, so a long
@@ -79,15 +93,11 @@ void rows(const Rows& W, const float* x, int64_t n, int64_t k, int64_t m, int64_
   for (int64_t b0 = rb; b0 < re; b0 += 32) {
     int64_t b1 = b0 + 32 < re ? b0 + 32 : re;
     int64_t t = 0;
-    for (; t + 4 <= n; t += 4) {
-      int64_t r = b0;
-      for (; r + 4 <= b1; r += 4) tile<4, 4>(W, x, k, r, t, y, m);
-      for (; r < b1; r++) tile<1, 4>(W, x, k, r, t, y, m);
-    }
-    for (; t < n; t++) {
-      int64_t r = b0;
-      for (; r + 4 <= b1; r += 4) tile<4, 1>(W, x, k, r, t, y, m);
-      for (; r < b1; r++) tile<1, 1>(W, x, k, r, t, y, m);
+    for (; t + 4 <= n; t += 4) block_pass<4>(W, x, k, m, b0, b1, t, y, t == 0);
+    switch (n - t) {  // the last 1-3 tokens in one pass
+      case 3: block_pass<3>(W, x, k, m, b0, b1, t, y, t == 0); break;
+      case 2: block_pass<2>(W, x, k, m, b0, b1, t, y, t == 0); break;
+      case 1: block_pass<1>(W, x, k, m, b0, b1, t, y, t == 0); break;
     }
   }
 }
@@ -126,9 +136,10 @@ void rows_f32_avx512(const float* x, int64_t n, int64_t k, const void* w, int64_
   rows(F32Rows{W, k}, x, n, k, m, rb, re, y);
 }
 
-template <int R, int T>
+// As `tile`, over bf16 rows split even/odd and xs arranged to match (rows_bf16_avx512).
+template <int R, int T, bool Prefetch = false>
 inline void tile_bf16(const uint16_t* w, const float* xs, int64_t k, int64_t kp, int64_t r0, int64_t t0, float* y,
-                      int64_t m) {
+                      int64_t m, int64_t ahead = 0) {
   __m512 acc[R][T];
 #pragma GCC unroll 8
   for (int a = 0; a < R; a++)
@@ -145,6 +156,7 @@ inline void tile_bf16(const uint16_t* w, const float* xs, int64_t k, int64_t kp,
 #pragma GCC unroll 8
     for (int a = 0; a < R; a++) {
       const uint16_t* p = w + (r0 + a) * k + i;
+      if constexpr (Prefetch) prefetch_tile_line(p + ahead * k);
       __m512i v = i + 32 <= k ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi16((__mmask32)((1ull << (k - i)) - 1), p);
       __m512 we = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), wo = _mm512_castsi512_ps(_mm512_and_si512(v, hi));
 #pragma GCC unroll 8
@@ -155,6 +167,15 @@ inline void tile_bf16(const uint16_t* w, const float* xs, int64_t k, int64_t kp,
   for (int a = 0; a < R; a++)
 #pragma GCC unroll 8
     for (int b = 0; b < T; b++) y[(t0 + b) * m + r0 + a] = _mm512_reduce_add_ps(acc[a][b]);
+}
+
+// As block_pass, for tile_bf16.
+template <int T>
+void block_pass_bf16(const uint16_t* w, const float* xs, int64_t k, int64_t kp, int64_t m, int64_t b0, int64_t b1,
+                     int64_t t, float* y, bool first) {
+  tile_block_pass(m, b0, b1, first, [&](auto rows, auto prefetch, int64_t r, int64_t ahead) {
+    tile_bf16<decltype(rows)::value, T, decltype(prefetch)::value>(w, xs, k, kp, r, t, y, m, ahead);
+  });
 }
 
 // Decode: one row at a time, so the whole matrix is one sequential stream, prefetched ahead, with
@@ -202,15 +223,11 @@ void rows_bf16_avx512(const float* x, int64_t n, int64_t k, const void* wv, int6
     for (int64_t i = 0; i < k; i++) xs[(size_t)(t * kp + i / 32 * 32 + (i % 2) * 16 + (i % 32) / 2)] = x[t * k + i];
   for (int64_t b0 = rb; b0 < re; b0 += 32) {
     int64_t b1 = b0 + 32 < re ? b0 + 32 : re, t = 0;
-    for (; t + 4 <= n; t += 4) {
-      int64_t r = b0;
-      for (; r + 4 <= b1; r += 4) tile_bf16<4, 4>(w, xs.data(), k, kp, r, t, y, m);
-      for (; r < b1; r++) tile_bf16<1, 4>(w, xs.data(), k, kp, r, t, y, m);
-    }
-    for (; t < n; t++) {
-      int64_t r = b0;
-      for (; r + 4 <= b1; r += 4) tile_bf16<4, 1>(w, xs.data(), k, kp, r, t, y, m);
-      for (; r < b1; r++) tile_bf16<1, 1>(w, xs.data(), k, kp, r, t, y, m);
+    for (; t + 4 <= n; t += 4) block_pass_bf16<4>(w, xs.data(), k, kp, m, b0, b1, t, y, t == 0);
+    switch (n - t) {  // the last 1-3 tokens in one pass
+      case 3: block_pass_bf16<3>(w, xs.data(), k, kp, m, b0, b1, t, y, t == 0); break;
+      case 2: block_pass_bf16<2>(w, xs.data(), k, kp, m, b0, b1, t, y, t == 0); break;
+      case 1: block_pass_bf16<1>(w, xs.data(), k, kp, m, b0, b1, t, y, t == 0); break;
     }
   }
 }
