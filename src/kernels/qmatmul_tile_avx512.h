@@ -104,10 +104,12 @@ inline void block_sums(const uint8_t* const (&rec)[G], const int8_t* const (&xb)
   }
 }
 
-// Ahead > 0: prefetch each record's lines that many bytes ahead (the decode path).
-template <bool Vnni, QKind K, int T, int G, int Ahead = 0>
+// Ahead > 0: prefetch each record's lines that many bytes ahead (the decode path). NextGroups: the
+// first tile of tokens over these groups, which reads them from memory, brings each block's
+// records of the G groups after them (the next tile's) into L2.
+template <bool Vnni, QKind K, int T, int G, int Ahead = 0, bool NextGroups = false>
 void tile(const QuantActs& x, const QuantMatrix& w, int64_t g0, int64_t t0, float* y) {
-  const int64_t nb = w.blocks(), rows = w.rows();
+  const int64_t nb = w.blocks(), rows = w.rows(), last_group = w.groups() - 1;
   __m512 out[T][G];
   #pragma GCC unroll 8
   for (int t = 0; t < T; t++)
@@ -125,6 +127,10 @@ void tile(const QuantActs& x, const QuantMatrix& w, int64_t g0, int64_t t0, floa
     if constexpr (Ahead > 0) {
       #pragma GCC unroll 8
       for (int g = 0; g < G; g++) prefetch_record<K>(rec[g], Ahead);
+    }
+    if constexpr (NextGroups) {
+      #pragma GCC unroll 8
+      for (int g = 0; g < G; g++) prefetch_record_to_l2<K>(w.record(std::min(g0 + g + G, last_group), b));
     }
     const int8_t* xb[T];
     #pragma GCC unroll 8
@@ -167,6 +173,14 @@ void tile(const QuantActs& x, const QuantMatrix& w, int64_t g0, int64_t t0, floa
 template <bool Vnni, QKind K, int G, int Ahead = 0>
 void tokens_for_groups(const QuantActs& x, const QuantMatrix& w, int64_t g, int64_t t0, int64_t t1, float* y) {
   int64_t t = t0;
+  // A few tokens (a batch of decoding sequences) read these groups from memory once, on the first
+  // tile: without the next groups in flight the hardware prefetcher fell behind (q4 batch 8
+  // 298-351 tok/s, with them 417-492: docs/kernels.md, "Dense tiles for a few tokens").
+  if constexpr (Ahead == 0)
+    if (t + 4 <= t1) {
+      tile<Vnni, K, 4, G, 0, true>(x, w, g, t, y);
+      t += 4;
+    }
   for (; t + 4 <= t1; t += 4) tile<Vnni, K, 4, G, Ahead>(x, w, g, t, y);
   switch (t1 - t) {
     case 3: tile<Vnni, K, 3, G, Ahead>(x, w, g, t, y); break;

@@ -84,6 +84,16 @@ __attribute__((always_inline)) inline void prefetch_record(const uint8_t* rec, i
   for (int l = 0; l < lines; l++) prefetch_weights(rec + ahead + l * 64);
 }
 
+// A q8/q4 record's lines into L2: the prefill tiles' first pass over a few tokens (a batch of
+// decoding sequences) brings the next groups' records while it works on these (docs/kernels.md,
+// "Dense tiles for a few tokens").
+template <QKind K>
+__attribute__((always_inline)) inline void prefetch_record_to_l2(const uint8_t* rec) {
+  constexpr int lines = (int)(QuantMatrix::record_bytes(K) + 63) / 64;
+  #pragma GCC unroll 9
+  for (int l = 0; l < lines; l++) _mm_prefetch((const char*)rec + l * 64, _MM_HINT_T1);
+}
+
 // The K-quant tiles' prefetch: while a group of 16 rows (from r0) is unpacked, the group two
 // further on (rows r0 + 32 ..) is brought into L2, one nb-th of its bytes per super-block, so
 // the tile's arithmetic on this pair of groups overlaps the next pair's reads. Without it a few
