@@ -29,7 +29,6 @@ struct F32Rows {
 struct Bf16Rows {
   const uint16_t* w;
   int64_t k;
-  const uint16_t* at(int64_t r, int64_t i) const { return w + r * k + i; }
   static __m512 widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
   __m512 load(int64_t r, int64_t i) const { return widen(_mm256_loadu_si256((const __m256i*)(w + r * k + i))); }
   __m512 load_mask(int64_t r, int64_t i, __mmask16 m) const {

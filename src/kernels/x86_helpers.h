@@ -161,28 +161,29 @@ inline __m256 sum8x4(const __m128 v[8]) {
 // decoding sequences: their first pass over a block of rows reads it from memory, and the 4 x 4
 // tile's 32 FMAs per line of its four rows left the hardware prefetcher behind (bf16 head, 4
 // tokens: 11-14 GB/s where one token streams 28). So each row's line is brought into L2 from the
-// row kTileRowsAhead on, the next tile's. 4 or 16 rows: 27-29 GB/s; 8: 24; the same row 256 B to 4
-// KB ahead (mostly the tile's own next rows): 13-17 (docs/kernels.md, "Dense tiles for a few tokens").
-constexpr int kTileRowsAhead = 4;
+// row one tile (kTileRows) on, the next tile's. 4 or 16 rows on: 27-29 GB/s; 8: 24; the same row
+// 256 B to 4 KB ahead (mostly the tile's own next rows): 13-17 (docs/kernels.md, "Dense tiles for a
+// few tokens").
+constexpr int kTileRows = 4;
 
-// Rows from r (a tile of kTileRowsAhead rows inside m) to the rows the prefetch reads: 0 for the
-// last tile, so no address leaves the matrix.
-inline int64_t tile_rows_ahead(int64_t r, int64_t m) { return std::min<int64_t>(kTileRowsAhead, m - kTileRowsAhead - r); }
+// Rows from r (a tile of kTileRows rows inside m) to the rows the prefetch reads: 0 for the last
+// tile, so no address leaves the matrix.
+inline int64_t tile_rows_ahead(int64_t r, int64_t m) { return std::min<int64_t>(kTileRows, m - kTileRows - r); }
 
 __attribute__((always_inline)) inline void prefetch_tile_line(const void* p) { _mm_prefetch((const char*)p, _MM_HINT_T1); }
 
-// One pass of a group of tokens over rows [b0, b1) of an m-row matrix: tiles of kTileRowsAhead
-// rows, then the rows left one at a time; `first` (the block's first pass, which reads it from
+// One pass of a group of tokens over rows [b0, b1) of an m-row matrix: tiles of kTileRows rows,
+// then the rows left one at a time; `first` (the block's first pass, which reads it from
 // memory) prefetches the rows ahead. tile(rows, prefetch, r, ahead) gets rows and prefetch as
 // std::integral_constant, so each kernel picks its tile template from their types.
 template <typename Tile>
 __attribute__((always_inline)) inline void tile_block_pass(int64_t m, int64_t b0, int64_t b1, bool first, const Tile& tile) {
-  using Four = std::integral_constant<int, kTileRowsAhead>;
+  using Four = std::integral_constant<int, kTileRows>;
   using One = std::integral_constant<int, 1>;
   int64_t r = b0;
   if (first)
-    for (; r + kTileRowsAhead <= b1; r += kTileRowsAhead) tile(Four{}, std::true_type{}, r, tile_rows_ahead(r, m));
-  for (; r + kTileRowsAhead <= b1; r += kTileRowsAhead) tile(Four{}, std::false_type{}, r, 0);
+    for (; r + kTileRows <= b1; r += kTileRows) tile(Four{}, std::true_type{}, r, tile_rows_ahead(r, m));
+  for (; r + kTileRows <= b1; r += kTileRows) tile(Four{}, std::false_type{}, r, 0);
   for (; r < b1; r++) tile(One{}, std::false_type{}, r, 0);
 }
 
