@@ -350,6 +350,35 @@ TEST(CliBench, ATableThatFitsATerminalAClampSaidAProfileAndAPeakWithoutTheProbe)
   EXPECT_GT(row["decode_kv_read_bytes"].get<int64_t>(), 16 * row["kv_bytes_per_token"].get<int64_t>()) << j.out;
 }
 
+TEST(CliBench, BatchedRowsSayTheShareOfBandwidthAStepReads) {
+  // --batch: a step reads the weights once and each sequence's cache; its share of the probe is
+  // what that read per step's time is (the column that showed batched bf16 at half one token's).
+  std::string m = tiny("qwen2");
+  auto j = run_kvad("bench -m " + m + " --batch 1,3 -p 8 -g 4 -t 1 --json");
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  std::istringstream lines(j.out);
+  std::vector<Json> rows;
+  for (std::string l; std::getline(lines, l);)
+    if (!l.empty()) rows.push_back(Json::parse(l));
+  ASSERT_EQ(rows.size(), 2u) << j.out;
+  const Json &one = rows[0], &three = rows[1];
+  EXPECT_EQ(three["batch"], 3);
+  EXPECT_GT(one["decode_kv_read_bytes"].get<int64_t>(), 0) << j.out;
+  EXPECT_NEAR(three["decode_step_read_bytes"].get<double>() - one["decode_step_read_bytes"].get<double>(),
+              2 * one["decode_kv_read_bytes"].get<double>(), 2) << j.out;
+  for (const Json& row : rows) {
+    const double gbs = row["decode_step_read_bytes"].get<double>() / (row["decode_step_ms"].get<double>() / 1e3) / 1e9;
+    ASSERT_GT(row["read_bandwidth_gbs"].get<double>(), 0) << j.out;
+    EXPECT_NEAR(row["decode_bandwidth_pct"].get<double>(), 100 * gbs / row["read_bandwidth_gbs"].get<double>(), 1e-6 * 100) << j.out;
+  }
+  auto text = run_kvad("bench -m " + m + " --batch 2 -p 8 -g 4 -t 1 --no-bandwidth");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("step ms   of bw"), std::string::npos) << text.out;
+  auto quiet = run_kvad("bench -m " + m + " --batch 2 -p 8 -g 4 -t 1 --no-bandwidth --json");
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.err;
+  EXPECT_FALSE(Json::parse(quiet.out.substr(0, quiet.out.find('\n'))).contains("decode_bandwidth_pct")) << quiet.out;
+}
+
 TEST(CliInstall, AnInstalledBinaryFindsTheDefaultModelBesideIt) {
   // cmake --install puts the binary in PREFIX/bin and the shipped model in PREFIX/share/kvad; the
   // installed kvad uses that copy (not the source tree it was built from) and runs it.

@@ -335,23 +335,41 @@ void add_bench(CLI::App& app) {
         std::printf("%d threads, %s%s\n%s\n", pool().size(), cpu_summary().c_str(),
                     bw > 0 ? fmt::format("; read bandwidth {:.1f} GB/s", bw).c_str() : "", unsteady_line(host).c_str());
     }
+    // A decode step reads the weights and every cached position of its sequence (step i of g
+    // attends over prompt + i + 1 of them: on average prompt + (g + 1) / 2), and a recurrent
+    // layer's state: at 4k tokens of context the cache is a third of what a 0.5B q4 step reads.
+    const auto kv_read_per_sequence = [&](int64_t prompt) {
+      return (double)kv.bytes_per_token() * ((double)prompt + (double)(a->gen_tokens + 1) / 2) + (double)kv.state_bytes();
+    };
     if (!a->batch.empty()) {
       if (a->gen_tokens < 2) fail("--batch needs --gen-tokens of at least 2");
       if (!a->json)
-        std::printf("%-6s %-14s %14s %14s %11s %9s\n", "batch", "test", "prefill tok/s", "decode tok/s", "per stream", "step ms");
+        std::printf("%-6s %-14s %14s %14s %11s %9s %7s\n", "batch", "test", "prefill tok/s", "decode tok/s", "per stream",
+                    "step ms", "of bw");
       for (int64_t p : ps)
         for (int64_t b : parse_list(a->batch, "--batch")) {
           if (b < 1 || b > 1024) fail("--batch {}: between 1 and 1024 sequences", b);
           BatchedRun r = bench_batched(model, *m.tokenizer, p, a->gen_tokens, b, base, lora_uses(m.loras));
+          // A step reads the weights once for the whole batch, and each sequence's cache: a batch
+          // that reads memory at a smaller share than one sequence does is waiting on something
+          // else (the arithmetic, or a kernel whose prefetch fell behind: docs/kernels.md, "Dense
+          // tiles for a few tokens"). A MoE batch reads more experts than one token: a floor.
+          const double step_bytes = (double)model.decode_read_bytes() + (double)b * kv_read_per_sequence(p);
+          const double share = bw > 0 && r.step_ms > 0 ? 100 * step_bytes / (r.step_ms / 1e3) / 1e9 / bw : 0;
           if (a->json) {
             Json j = {{"model", m.name},          {"quant", model.weight_format()}, {"threads", pool().size()},
                       {"batch", b},               {"prompt_tokens", p},             {"gen_tokens", a->gen_tokens},
                       {"kv_type", kernels::kv_type_name(kv_type)}, {"prefill_tok_s", r.prefill_tok_s}, {"decode_tok_s", r.decode_tok_s},
-                      {"decode_step_ms", r.step_ms}, {"other_procs_cpu_cores", r.other_cores}};
+                      {"decode_step_ms", r.step_ms}, {"decode_step_read_bytes", (int64_t)step_bytes},
+                      {"decode_kv_read_bytes", (int64_t)kv_read_per_sequence(p)},  // per sequence
+                      {"read_bandwidth_gbs", bw}, {"other_procs_cpu_cores", r.other_cores}};
+            if (share > 0) j["decode_bandwidth_pct"] = share;
             std::printf("%s\n", j.dump().c_str());
           } else {
-            std::printf("%-6lld %-14s %14.1f %14.2f %11.2f %9.1f%s\n", (long long)b, test_name(p, a->gen_tokens).c_str(),
-                        r.prefill_tok_s, r.decode_tok_s, r.decode_tok_s / (double)b, r.step_ms, busy_note(r.other_cores).c_str());
+            const std::string of_bw = share > 0 ? fmt::format("{:.0f}%", share) : "-";
+            std::printf("%-6lld %-14s %14.1f %14.2f %11.2f %9.1f %7s%s\n", (long long)b, test_name(p, a->gen_tokens).c_str(),
+                        r.prefill_tok_s, r.decode_tok_s, r.decode_tok_s / (double)b, r.step_ms, of_bw.c_str(),
+                        busy_note(r.other_cores).c_str());
           }
           std::fflush(stdout);
         }
@@ -361,11 +379,7 @@ void add_bench(CLI::App& app) {
     if (!a->json)
       std::printf("%-14s %16s %9s %16s %9s %9s\n", "test", "prefill tok/s", "ttft ms", "decode tok/s", "of bw", "peak RSS");
     auto print_run = [&](const BenchRun& r, bool adapted, size_t peak_rss) {
-      // A decode step reads the weights and every cached position of its sequence (step i of g
-      // attends over prompt + i + 1 of them: on average prompt + (g + 1) / 2), and a recurrent
-      // layer's state: at 4k tokens of context the cache is a third of what a 0.5B q4 step reads.
-      const double kv_read = (double)kv.bytes_per_token() * ((double)r.prompt_tokens + (double)(a->gen_tokens + 1) / 2) +
-                             (double)kv.state_bytes();
+      const double kv_read = kv_read_per_sequence(r.prompt_tokens);
       const double step_bytes = (double)model.decode_read_bytes() + kv_read;
       double read_gbs = r.decode_tok_s ? r.decode_tok_s->median * step_bytes / 1e9 : 0;
       if (a->json) {
