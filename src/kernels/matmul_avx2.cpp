@@ -55,7 +55,7 @@ inline void tile(const Rows& W, const float* x, int64_t k, int64_t r0, int64_t t
   if constexpr (Prefetch)
     for (; i + Rows::kPerLine <= k; i += Rows::kPerLine) {  // a line of each row a pass
       #pragma GCC unroll 8
-      for (int a = 0; a < R; a++) prefetch_tile_line(W.ptr(r0 + a + ahead, i));
+      for (int a = 0; a < R; a++) prefetch_to_l2(W.ptr(r0 + a + ahead, i));
       #pragma GCC unroll 4
       for (int64_t j = 0; j < Rows::kPerLine; j += 8) step(i + j);
     }

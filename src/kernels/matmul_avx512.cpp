@@ -52,7 +52,7 @@ inline void tile(const Rows& W, const float* x, int64_t k, int64_t r0, int64_t t
     for (int b = 0; b < T; b++) xv[b] = _mm512_loadu_ps(x + (t0 + b) * k + i);
     #pragma GCC unroll 8
     for (int a = 0; a < R; a++) {
-      if constexpr (Prefetch) prefetch_tile_line(W.at(r0 + a + ahead, i));
+      if constexpr (Prefetch) prefetch_to_l2(W.at(r0 + a + ahead, i));
       __m512 wv = W.load(r0 + a, i);
       #pragma GCC unroll 8
       for (int b = 0; b < T; b++) acc[a][b] = _mm512_fmadd_ps(wv, xv[b], acc[a][b]);
@@ -155,7 +155,7 @@ inline void tile_bf16(const uint16_t* w, const float* xs, int64_t k, int64_t kp,
 #pragma GCC unroll 8
     for (int a = 0; a < R; a++) {
       const uint16_t* p = w + (r0 + a) * k + i;
-      if constexpr (Prefetch) prefetch_tile_line(p + ahead * k);
+      if constexpr (Prefetch) prefetch_to_l2(p + ahead * k);
       __m512i v = i + 32 <= k ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi16((__mmask32)((1ull << (k - i)) - 1), p);
       __m512 we = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), wo = _mm512_castsi512_ps(_mm512_and_si512(v, hi));
 #pragma GCC unroll 8

@@ -75,6 +75,10 @@ inline __m512i load_once(const void* p) {
 // (docs/kernels.md, "The K-quant decode's lost prefetch").
 __attribute__((always_inline)) inline void prefetch_weights(const uint8_t* p) { _mm_prefetch((const char*)p, _MM_HINT_NTA); }
 
+// The tiles' prefetch of the lines the next tile will read: into L2 (T1), as the lines ahead are
+// more than L1 keeps (GroupPrefetch, prefetch_record_to_l2, tile_block_pass).
+__attribute__((always_inline)) inline void prefetch_to_l2(const void* p) { _mm_prefetch((const char*)p, _MM_HINT_T1); }
+
 // Every cache line of a q8/q4 record (quant/packed.h), `ahead` bytes past it, so one thread's
 // sequential stream of records arrives before it is read.
 template <QKind K>
@@ -91,7 +95,7 @@ template <QKind K>
 __attribute__((always_inline)) inline void prefetch_record_to_l2(const uint8_t* rec) {
   constexpr int lines = (int)(QuantMatrix::record_bytes(K) + 63) / 64;
   #pragma GCC unroll 9
-  for (int l = 0; l < lines; l++) _mm_prefetch((const char*)rec + l * 64, _MM_HINT_T1);
+  for (int l = 0; l < lines; l++) prefetch_to_l2(rec + l * 64);
 }
 
 // The K-quant tiles' prefetch: while a group of 16 rows (from r0) is unpacked, the group two
@@ -111,7 +115,7 @@ class GroupPrefetch {
     part_ = (size_t)n * w.row_bytes() / (size_t)w.blocks();  // n super-blocks' bytes
   }
   __attribute__((always_inline)) void part(int64_t b) const {
-    for (size_t l = 0; l < part_; l += 64) _mm_prefetch((const char*)first_ + (size_t)b * part_ + l, _MM_HINT_T1);
+    for (size_t l = 0; l < part_; l += 64) prefetch_to_l2(first_ + (size_t)b * part_ + l);
   }
 
  private:
@@ -169,8 +173,6 @@ constexpr int kTileRows = 4;
 // Rows from r (a tile of kTileRows rows inside m) to the rows the prefetch reads: 0 for the last
 // tile, so no address leaves the matrix.
 inline int64_t tile_rows_ahead(int64_t r, int64_t m) { return std::min<int64_t>(kTileRows, m - kTileRows - r); }
-
-__attribute__((always_inline)) inline void prefetch_tile_line(const void* p) { _mm_prefetch((const char*)p, _MM_HINT_T1); }
 
 // One pass of a group of tokens over rows [b0, b1) of an m-row matrix: tiles of kTileRows rows,
 // then the rows left one at a time; `first` (the block's first pass, which reads it from
